@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up the machine, build everything, run every test. This is the README's test command and
+# what CI runs. DPDK tests need root (they open virtual devices) and one EAL per process:
+# cargo-nextest runs every test in its own process; plain `cargo test` runs each tests/*.rs file
+# as its own process, and the crates keep one EAL per file.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+
+echo "== build"
+cargo build --workspace --all-targets
+
+echo "== tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast --profile ci
+else
+  cargo test --workspace --no-fail-fast
+fi
+
+echo "== loom (model-checked interleavings of the group table)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p barrier-protocol --release --lib --tests loom -- --test-threads=1
+
+echo "== doc tests"
+cargo test --workspace --doc
