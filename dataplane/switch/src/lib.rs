@@ -1,2 +1,11 @@
-//! barrier-switch (issue 4). Placeholder until the crate lands.
+//! barrier-switch: the switch of the barrier method on DPDK.
+//!
+//! Layers, each in its own module: `config` (TOML -> validated `Config`, before DPDK starts),
+//! `scheduler` (per-port round-robin across groups, timer wheel; pure), `counters` (per-lcore
+//! cells summed by the management thread), and the DPDK-facing poll loops.
 #![forbid(unsafe_code)]
+
+pub mod config;
+pub mod counters;
+pub mod scheduler;
+pub mod wheel;

@@ -1,0 +1,863 @@
+//! The switch's configuration: a TOML file parsed into raw serde types, then checked into a typed
+//! `Config` before DPDK starts. Every refusal names the key (`groups[3].children[2]`) and says
+//! why, so an operator can fix the file without reading the code. Reference: docs/configuration.md.
+
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::ops::Range;
+
+/// Group numbers are `0..MAX_GROUPS` (the wire format's limit, barrier_protocol::MAX_GROUPS).
+pub const MAX_GROUPS: u32 = 1 << 20;
+/// Ports per switch and fan-in per group: a child set is one 64-bit mask.
+pub const MAX_PORTS: usize = 64;
+/// The re-send timeout an intermediate group gets when the file does not say.
+pub const DEFAULT_RESEND_TIMEOUT_US: u64 = 1000;
+
+/// A refused configuration: where (the key path, and the line for syntax errors) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub key: String,
+    pub reason: String,
+    pub line: Option<usize>,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError { key: key.into(), reason: reason.into(), line: None }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(line) = self.line {
+            write!(f, "line {line}: ")?;
+        }
+        if self.key.is_empty() || self.key == "." {
+            write!(f, "{}", self.reason)
+        } else {
+            write!(f, "{}: {}", self.key, self.reason)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+// ---------------------------------------------------------------------------------------------
+// Raw file shape (serde). `deny_unknown_fields` everywhere: a typo is an error, not a default.
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    eal: RawEal,
+    #[serde(default)]
+    mempool: RawMempool,
+    #[serde(default)]
+    switch: RawSwitch,
+    #[serde(default)]
+    ports: Vec<RawPort>,
+    lcores: Option<RawLcores>,
+    #[serde(default)]
+    groups: Vec<RawGroup>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct RawEal {
+    #[serde(default)]
+    args: Vec<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawMempool {
+    #[serde(default = "default_mbufs")]
+    mbufs: u32,
+    #[serde(default = "default_cache")]
+    cache: u32,
+}
+
+fn default_mbufs() -> u32 {
+    8191
+}
+fn default_cache() -> u32 {
+    256
+}
+
+impl Default for RawMempool {
+    fn default() -> Self {
+        RawMempool { mbufs: default_mbufs(), cache: default_cache() }
+    }
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSwitch {
+    mac: Option<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawPort {
+    name: String,
+    vdev: Option<String>,
+    pci: Option<String>,
+    #[serde(default = "one")]
+    rx_queues: u16,
+    #[serde(default = "one")]
+    tx_queues: u16,
+    #[serde(default = "default_desc")]
+    rx_descriptors: u16,
+    #[serde(default = "default_desc")]
+    tx_descriptors: u16,
+    peer_mac: Option<String>,
+}
+
+fn one() -> u16 {
+    1
+}
+fn default_desc() -> u16 {
+    1024
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawLcores {
+    scheduler: u32,
+    #[serde(default)]
+    shared: bool,
+    #[serde(default)]
+    rx: Vec<RawRx>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawRx {
+    lcore: u32,
+    poll: Vec<String>,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum RawRole {
+    Root,
+    Intermediate,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    number: Option<u32>,
+    numbers: Option<String>,
+    role: RawRole,
+    children: Vec<String>,
+    parent: Option<String>,
+    resend_timeout_us: Option<u64>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checked configuration.
+
+/// A validated switch configuration. Port indices (`u8`) are positions in `ports`, the
+/// switch-local port numbers the group table's child masks use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// EAL arguments from the file; the runtime adds `--vdev`/`-a` for each port.
+    pub eal_args: Vec<String>,
+    pub mempool: MempoolConfig,
+    /// Source MAC of every frame the switch sends (one identity for the whole switch).
+    pub mac: [u8; 6],
+    pub ports: Vec<PortConfig>,
+    pub lcores: LcoreConfig,
+    pub groups: Vec<GroupSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MempoolConfig {
+    pub mbufs: u32,
+    pub cache: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Device {
+    /// A DPDK virtual device argument, e.g. `net_ring0` or `net_pcap0,rx_pcap=in.pcap`.
+    Vdev(String),
+    /// A PCI address, e.g. `0000:01:00.0`.
+    Pci(String),
+}
+
+impl Device {
+    /// The name DPDK gives the port (what `rte_eth_dev_get_port_by_name` takes).
+    pub fn dpdk_name(&self) -> &str {
+        match self {
+            Device::Vdev(s) => s.split(',').next().unwrap_or(s),
+            Device::Pci(s) => s,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfig {
+    pub name: String,
+    pub device: Device,
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    pub rx_descriptors: u16,
+    pub tx_descriptors: u16,
+    /// Destination MAC of frames sent on this port (broadcast unless given).
+    pub peer_mac: [u8; 6],
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LcoreConfig {
+    pub scheduler: u32,
+    /// Reduced mode: RX polling and the scheduler run on one lcore.
+    pub shared: bool,
+    pub rx: Vec<RxLcore>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxLcore {
+    pub lcore: u32,
+    /// (port index, RX queue) pairs this lcore polls.
+    pub polls: Vec<(u8, u16)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupRole {
+    Root,
+    Intermediate { parent: u8 },
+}
+
+/// One or many groups sharing one shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    pub numbers: Range<u32>,
+    pub role: GroupRole,
+    /// Bit i set: port index i leads to a child.
+    pub children: u64,
+    pub resend_timeout_ns: u64,
+}
+
+impl Config {
+    /// Parse and validate a configuration file's text.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let raw = parse_raw(text)?;
+        validate(raw)
+    }
+
+    /// Read, parse and validate a file.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path.display().to_string(), e.to_string()))?;
+        Config::parse(&text)
+    }
+
+    /// Index of the port called `name`.
+    pub fn port_index(&self, name: &str) -> Option<u8> {
+        self.ports.iter().position(|p| p.name == name).map(|i| i as u8)
+    }
+
+    /// Number of group numbers configured (ranges expanded).
+    pub fn group_count(&self) -> u64 {
+        self.groups.iter().map(|g| u64::from(g.numbers.end - g.numbers.start)).sum()
+    }
+
+    /// One past the highest configured group number: the group table's capacity.
+    pub fn group_capacity(&self) -> u32 {
+        self.groups.iter().map(|g| g.numbers.end).max().unwrap_or(0)
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+fn parse_raw(text: &str) -> Result<RawConfig, ConfigError> {
+    let de = toml::Deserializer::new(text);
+    serde_path_to_error::deserialize::<_, RawConfig>(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        let line = inner.span().map(|s| line_of(text, s.start));
+        // toml's own message repeats the source snippet over several lines; keep its first
+        // sentence, the one that says what is wrong.
+        let msg = inner.message().trim().to_string();
+        ConfigError { key: if key == "." { String::new() } else { key }, reason: msg, line }
+    })
+}
+
+fn parse_mac(key: &str, s: &str) -> Result<[u8; 6], ConfigError> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let bad = || ConfigError::new(key, format!("{s:?} is not a MAC address (want 02:00:00:00:00:01)"));
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut mac = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        if p.len() != 2 {
+            return Err(bad());
+        }
+        mac[i] = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    Ok(mac)
+}
+
+/// `"0..1000"` (end excluded) or `"0..=999"`.
+fn parse_range(key: &str, s: &str) -> Result<Range<u32>, ConfigError> {
+    let bad = || ConfigError::new(key, format!("{s:?} is not a range (want \"0..1000\" or \"0..=999\")"));
+    let (a, b, inclusive) = if let Some((a, b)) = s.split_once("..=") {
+        (a, b, true)
+    } else if let Some((a, b)) = s.split_once("..") {
+        (a, b, false)
+    } else {
+        return Err(bad());
+    };
+    let start: u64 = a.trim().parse().map_err(|_| bad())?;
+    let mut end: u64 = b.trim().parse().map_err(|_| bad())?;
+    if inclusive {
+        end += 1;
+    }
+    if end <= start {
+        return Err(ConfigError::new(key, format!("{s:?} is empty")));
+    }
+    if end > u64::from(MAX_GROUPS) {
+        return Err(ConfigError::new(
+            key,
+            format!("{s:?} reaches beyond the last group number {} (groups are 0..{MAX_GROUPS})", MAX_GROUPS - 1),
+        ));
+    }
+    Ok(start as u32..end as u32)
+}
+
+/// The lcores an EAL `-l`/`--lcores` list names, when the file gives one in a form we read
+/// (`-l 0,1`, `-l 0-3`, `-l0-1`). None when not given or not understood (then DPDK checks).
+fn eal_lcore_list(args: &[String]) -> Option<Vec<u32>> {
+    let mut list = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "-l" {
+            list = it.next().cloned();
+        } else if let Some(rest) = a.strip_prefix("-l") {
+            if !rest.is_empty() && !rest.starts_with('-') {
+                list = Some(rest.to_string());
+            }
+        }
+    }
+    let list = list?;
+    let mut out = Vec::new();
+    for part in list.split(',') {
+        if let Some((a, b)) = part.split_once('-') {
+            let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+            out.extend(a..=b);
+        } else {
+            out.push(part.parse().ok()?);
+        }
+    }
+    Some(out)
+}
+
+fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
+    // Mempool.
+    if raw.mempool.mbufs < 64 {
+        return Err(ConfigError::new("mempool.mbufs", format!("{} mbufs is too few (at least 64)", raw.mempool.mbufs)));
+    }
+    if raw.mempool.cache > 512 || raw.mempool.cache > raw.mempool.mbufs / 2 {
+        return Err(ConfigError::new(
+            "mempool.cache",
+            format!("cache {} too large (at most 512 and at most half of mempool.mbufs)", raw.mempool.cache),
+        ));
+    }
+    let mac = match &raw.switch.mac {
+        Some(m) => parse_mac("switch.mac", m)?,
+        None => [0x02, 0, 0, 0, 0, 0x01],
+    };
+
+    // Ports.
+    if raw.ports.is_empty() {
+        return Err(ConfigError::new("ports", "no ports configured"));
+    }
+    if raw.ports.len() > MAX_PORTS {
+        return Err(ConfigError::new("ports", format!("{} ports, a switch has at most {MAX_PORTS}", raw.ports.len())));
+    }
+    let mut ports = Vec::with_capacity(raw.ports.len());
+    let mut by_name: HashMap<&str, u8> = HashMap::new();
+    for (i, p) in raw.ports.iter().enumerate() {
+        let key = format!("ports[{i}]");
+        if p.name.is_empty() {
+            return Err(ConfigError::new(format!("{key}.name"), "empty port name"));
+        }
+        if let Some(prev) = by_name.insert(p.name.as_str(), i as u8) {
+            return Err(ConfigError::new(format!("{key}.name"), format!("port {:?} already defined by ports[{prev}]", p.name)));
+        }
+        let device = match (&p.vdev, &p.pci) {
+            (Some(v), None) if !v.is_empty() => Device::Vdev(v.clone()),
+            (None, Some(a)) if !a.is_empty() => Device::Pci(a.clone()),
+            (Some(_), Some(_)) => return Err(ConfigError::new(&key, "give either vdev or pci, not both")),
+            _ => return Err(ConfigError::new(&key, "give vdev (e.g. \"net_ring0\") or pci (e.g. \"0000:01:00.0\")")),
+        };
+        if p.rx_queues == 0 {
+            return Err(ConfigError::new(format!("{key}.rx_queues"), "a port needs at least one RX queue"));
+        }
+        if p.tx_queues == 0 {
+            return Err(ConfigError::new(format!("{key}.tx_queues"), "a port needs at least one TX queue"));
+        }
+        for (field, d) in [("rx_descriptors", p.rx_descriptors), ("tx_descriptors", p.tx_descriptors)] {
+            if d < 32 || !d.is_power_of_two() {
+                return Err(ConfigError::new(format!("{key}.{field}"), format!("{d} must be a power of two, at least 32")));
+            }
+        }
+        let peer_mac = match &p.peer_mac {
+            Some(m) => parse_mac(&format!("{key}.peer_mac"), m)?,
+            None => [0xff; 6],
+        };
+        ports.push(PortConfig {
+            name: p.name.clone(),
+            device,
+            rx_queues: p.rx_queues,
+            tx_queues: p.tx_queues,
+            rx_descriptors: p.rx_descriptors,
+            tx_descriptors: p.tx_descriptors,
+            peer_mac,
+        });
+    }
+    // Two ports on one device would fight over its queues.
+    let mut devs: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in ports.iter().enumerate() {
+        if let Some(prev) = devs.insert(p.device.dpdk_name(), i) {
+            return Err(ConfigError::new(
+                format!("ports[{i}]"),
+                format!("device {:?} already used by ports[{prev}]", p.device.dpdk_name()),
+            ));
+        }
+    }
+    let lookup = |key: String, name: &str| -> Result<u8, ConfigError> {
+        by_name.get(name).copied().ok_or_else(|| ConfigError::new(key, format!("unknown port {name:?}")))
+    };
+
+    // Lcores.
+    let Some(rl) = raw.lcores else {
+        return Err(ConfigError::new("lcores", "missing: say which lcore is the scheduler and which lcores poll which ports"));
+    };
+    let eal_lcores = eal_lcore_list(&raw.eal.args);
+    let check_in_eal = |key: String, l: u32| -> Result<(), ConfigError> {
+        match &eal_lcores {
+            Some(list) if !list.contains(&l) => {
+                Err(ConfigError::new(key, format!("lcore {l} is not in the EAL lcore list {list:?} (eal.args -l)")))
+            }
+            _ => Ok(()),
+        }
+    };
+    check_in_eal("lcores.scheduler".into(), rl.scheduler)?;
+    let mut rx = Vec::new();
+    let mut polled: BTreeMap<(u8, u16), usize> = BTreeMap::new();
+    let mut rx_lcores_seen: HashMap<u32, usize> = HashMap::new();
+    if rl.rx.is_empty() {
+        return Err(ConfigError::new("lcores.rx", "no RX lcore: every port queue must be polled by one"));
+    }
+    for (i, r) in rl.rx.iter().enumerate() {
+        let key = format!("lcores.rx[{i}]");
+        check_in_eal(format!("{key}.lcore"), r.lcore)?;
+        if r.lcore == rl.scheduler && !rl.shared {
+            return Err(ConfigError::new(
+                format!("{key}.lcore"),
+                format!("lcore {} is already the scheduler: one lcore, one role (or set lcores.shared = true for the reduced mode)", r.lcore),
+            ));
+        }
+        if let Some(prev) = rx_lcores_seen.insert(r.lcore, i) {
+            return Err(ConfigError::new(
+                format!("{key}.lcore"),
+                format!("lcore {} already has an RX role in lcores.rx[{prev}]: list all its queues there", r.lcore),
+            ));
+        }
+        if r.poll.is_empty() {
+            return Err(ConfigError::new(format!("{key}.poll"), "an RX lcore with nothing to poll"));
+        }
+        let mut polls = Vec::new();
+        for (j, s) in r.poll.iter().enumerate() {
+            let pkey = format!("{key}.poll[{j}]");
+            let (name, queue) = match s.split_once(':') {
+                Some((n, q)) => {
+                    let q: u16 = q.parse().map_err(|_| ConfigError::new(&pkey, format!("{s:?}: queue must be a number (\"port:queue\")")))?;
+                    (n, q)
+                }
+                None => (s.as_str(), 0),
+            };
+            let port = lookup(pkey.clone(), name)?;
+            let nq = ports[port as usize].rx_queues;
+            if queue >= nq {
+                return Err(ConfigError::new(&pkey, format!("port {name:?} has {nq} RX queue(s), no queue {queue}")));
+            }
+            if let Some(prev) = polled.insert((port, queue), i) {
+                return Err(ConfigError::new(
+                    &pkey,
+                    format!("queue {queue} of port {name:?} is already polled by lcores.rx[{prev}]: a queue has one poller"),
+                ));
+            }
+            polls.push((port, queue));
+        }
+        rx.push(RxLcore { lcore: r.lcore, polls });
+    }
+    if rl.shared && !(rx.len() == 1 && rx[0].lcore == rl.scheduler) {
+        return Err(ConfigError::new(
+            "lcores.shared",
+            "reduced mode wants exactly one RX lcore, the scheduler's (lcores.rx = [{ lcore = <scheduler>, ... }])",
+        ));
+    }
+    for (pi, p) in ports.iter().enumerate() {
+        for q in 0..p.rx_queues {
+            if !polled.contains_key(&(pi as u8, q)) {
+                return Err(ConfigError::new(
+                    format!("ports[{pi}]"),
+                    format!("RX queue {q} of port {:?} is polled by no lcore (add \"{}:{q}\" to an lcores.rx poll list)", p.name, p.name),
+                ));
+            }
+        }
+    }
+
+    // Groups.
+    let mut groups = Vec::with_capacity(raw.groups.len());
+    for (i, g) in raw.groups.iter().enumerate() {
+        let key = format!("groups[{i}]");
+        let numbers = match (&g.number, &g.numbers) {
+            (Some(n), None) => {
+                if *n >= MAX_GROUPS {
+                    return Err(ConfigError::new(
+                        format!("{key}.number"),
+                        format!("{n} is out of range (groups are 0..{MAX_GROUPS})"),
+                    ));
+                }
+                *n..*n + 1
+            }
+            (None, Some(r)) => parse_range(&format!("{key}.numbers"), r)?,
+            (Some(_), Some(_)) => return Err(ConfigError::new(&key, "give number or numbers, not both")),
+            (None, None) => return Err(ConfigError::new(&key, "missing number (or numbers = \"a..b\")")),
+        };
+        if g.children.is_empty() {
+            return Err(ConfigError::new(format!("{key}.children"), "a group needs at least one child port"));
+        }
+        if g.children.len() > MAX_PORTS {
+            return Err(ConfigError::new(
+                format!("{key}.children"),
+                format!("{} children, a group has at most {MAX_PORTS}", g.children.len()),
+            ));
+        }
+        let mut children = 0u64;
+        for (j, c) in g.children.iter().enumerate() {
+            let ckey = format!("{key}.children[{j}]");
+            let p = lookup(ckey.clone(), c)?;
+            if children & (1 << p) != 0 {
+                return Err(ConfigError::new(ckey, format!("port {c:?} listed twice")));
+            }
+            children |= 1 << p;
+        }
+        let role = match (g.role, &g.parent) {
+            (RawRole::Root, None) => GroupRole::Root,
+            (RawRole::Root, Some(_)) => {
+                return Err(ConfigError::new(format!("{key}.parent"), "a root group has no parent port"))
+            }
+            (RawRole::Intermediate, None) => {
+                return Err(ConfigError::new(format!("{key}.parent"), "an intermediate group needs its parent port"))
+            }
+            (RawRole::Intermediate, Some(name)) => {
+                let p = lookup(format!("{key}.parent"), name)?;
+                if children & (1 << p) != 0 {
+                    return Err(ConfigError::new(
+                        format!("{key}.parent"),
+                        format!("port {name:?} is both a child and the parent"),
+                    ));
+                }
+                GroupRole::Intermediate { parent: p }
+            }
+        };
+        let timeout_us = match g.resend_timeout_us {
+            Some(0) => {
+                return Err(ConfigError::new(format!("{key}.resend_timeout_us"), "a zero timeout would re-send forever"))
+            }
+            Some(t) => t,
+            None => DEFAULT_RESEND_TIMEOUT_US,
+        };
+        groups.push(GroupSpec { numbers, role, children, resend_timeout_ns: timeout_us.saturating_mul(1000) });
+    }
+    // Duplicate numbers, across single numbers and ranges: sort by start, compare neighbours.
+    let mut spans: Vec<(u32, u32, usize)> = groups.iter().enumerate().map(|(i, g)| (g.numbers.start, g.numbers.end, i)).collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if b.0 < a.1 {
+            let (first, second) = if a.2 < b.2 { (a.2, b.2) } else { (b.2, a.2) };
+            let field = if raw.groups[second].number.is_some() { "number" } else { "numbers" };
+            return Err(ConfigError::new(
+                format!("groups[{second}].{field}"),
+                format!("group {} is also defined by groups[{first}]", b.0.max(a.0)),
+            ));
+        }
+    }
+
+    Ok(Config {
+        eal_args: raw.eal.args,
+        mempool: MempoolConfig { mbufs: raw.mempool.mbufs, cache: raw.mempool.cache },
+        mac,
+        ports,
+        lcores: LcoreConfig { scheduler: rl.scheduler, shared: rl.shared, rx },
+        groups,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[eal]
+args = ["-l", "0,1"]
+
+[[ports]]
+name = "up"
+vdev = "net_ring0"
+
+[[ports]]
+name = "d0"
+vdev = "net_ring1"
+
+[[ports]]
+name = "d1"
+vdev = "net_ring2"
+
+[lcores]
+scheduler = 1
+rx = [ { lcore = 0, poll = ["up", "d0", "d1:0"] } ]
+
+[[groups]]
+number = 7
+role = "intermediate"
+children = ["d0", "d1"]
+parent = "up"
+resend_timeout_us = 200
+
+[[groups]]
+numbers = "100..1100"
+role = "root"
+children = ["d0", "d1", "up"]
+"#;
+
+    fn err(text: &str) -> ConfigError {
+        Config::parse(text).expect_err("config should be refused")
+    }
+
+    /// Apply a textual edit to GOOD and expect a refusal naming `key`.
+    fn refused(from: &str, to: &str, key: &str, reason_part: &str) {
+        assert!(GOOD.contains(from), "test edit {from:?} not found");
+        let text = GOOD.replacen(from, to, 1);
+        let e = err(&text);
+        assert_eq!(e.key, key, "wrong key in {e}");
+        assert!(e.reason.contains(reason_part), "reason {:?} lacks {reason_part:?}", e.reason);
+        assert!(e.to_string().contains(key));
+    }
+
+    #[test]
+    fn good_config_parses() {
+        let c = Config::parse(GOOD).unwrap();
+        assert_eq!(c.ports.len(), 3);
+        assert_eq!(c.port_index("d1"), Some(2));
+        assert_eq!(c.groups[0].role, GroupRole::Intermediate { parent: 0 });
+        assert_eq!(c.groups[0].children, 0b110);
+        assert_eq!(c.groups[0].resend_timeout_ns, 200_000);
+        assert_eq!(c.groups[1].numbers, 100..1100);
+        assert_eq!(c.groups[1].resend_timeout_ns, DEFAULT_RESEND_TIMEOUT_US * 1000);
+        assert_eq!(c.group_count(), 1001);
+        assert_eq!(c.group_capacity(), 1100);
+        assert_eq!(c.lcores.rx[0].polls, vec![(0, 0), (1, 0), (2, 0)]);
+        assert_eq!(c.ports[0].peer_mac, [0xff; 6]);
+        assert_eq!(c.ports[1].device.dpdk_name(), "net_ring1");
+    }
+
+    #[test]
+    fn unknown_child_port() {
+        refused(r#"children = ["d0", "d1"]"#, r#"children = ["d0", "p9"]"#, "groups[0].children[1]", "unknown port \"p9\"");
+    }
+
+    #[test]
+    fn unknown_parent_port() {
+        refused(r#"parent = "up""#, r#"parent = "nowhere""#, "groups[0].parent", "unknown port");
+    }
+
+    #[test]
+    fn unknown_polled_port() {
+        refused(r#""d1:0""#, r#""d7:0""#, "lcores.rx[0].poll[2]", "unknown port \"d7\"");
+    }
+
+    #[test]
+    fn port_both_child_and_parent() {
+        refused(r#"parent = "up""#, r#"parent = "d1""#, "groups[0].parent", "both a child and the parent");
+    }
+
+    #[test]
+    fn child_set_wider_than_64() {
+        let many: Vec<String> = (0..65).map(|i| format!("\"p{i}\"")).collect();
+        refused(
+            r#"children = ["d0", "d1"]"#,
+            &format!("children = [{}]", many.join(",")),
+            "groups[0].children",
+            "at most 64",
+        );
+    }
+
+    #[test]
+    fn too_many_ports() {
+        let mut text = String::from("[lcores]\nscheduler = 1\nrx = [{ lcore = 0, poll = [\"p0\"] }]\n");
+        for i in 0..65 {
+            text += &format!("[[ports]]\nname = \"p{i}\"\nvdev = \"net_ring{i}\"\n");
+        }
+        let e = err(&text);
+        assert_eq!(e.key, "ports");
+        assert!(e.reason.contains("at most 64"));
+    }
+
+    #[test]
+    fn group_number_out_of_range() {
+        refused("number = 7", "number = 1048576", "groups[0].number", "out of range");
+        refused(r#"numbers = "100..1100""#, r#"numbers = "0..2000000""#, "groups[1].numbers", "beyond");
+    }
+
+    #[test]
+    fn bad_range_syntax() {
+        refused(r#"numbers = "100..1100""#, r#"numbers = "100-1100""#, "groups[1].numbers", "not a range");
+        refused(r#"numbers = "100..1100""#, r#"numbers = "100..100""#, "groups[1].numbers", "empty");
+    }
+
+    #[test]
+    fn duplicate_group_numbers() {
+        refused("number = 7", "number = 150", "groups[1].numbers", "group 150 is also defined by groups[0]");
+        let text = format!("{GOOD}\n[[groups]]\nnumber = 7\nrole = \"root\"\nchildren = [\"d0\"]\n");
+        let e = err(&text);
+        assert_eq!(e.key, "groups[2].number");
+        assert!(e.reason.contains("group 7 is also defined by groups[0]"));
+    }
+
+    #[test]
+    fn lcore_with_two_roles() {
+        refused("scheduler = 1", "scheduler = 0", "lcores.rx[0].lcore", "already the scheduler");
+        let text = GOOD.replace(
+            r#"rx = [ { lcore = 0, poll = ["up", "d0", "d1:0"] } ]"#,
+            r#"rx = [ { lcore = 0, poll = ["up", "d0"] }, { lcore = 0, poll = ["d1"] } ]"#,
+        );
+        let e = err(&text);
+        assert_eq!(e.key, "lcores.rx[1].lcore");
+        assert!(e.reason.contains("already has an RX role"));
+    }
+
+    #[test]
+    fn shared_mode_allows_one_lcore_for_both() {
+        let text = GOOD.replace("scheduler = 1", "scheduler = 0\nshared = true");
+        let c = Config::parse(&text).unwrap();
+        assert!(c.lcores.shared);
+        // ...but only in the shape it is meant for.
+        let text = GOOD.replace("scheduler = 1", "scheduler = 1\nshared = true");
+        assert_eq!(err(&text).key, "lcores.shared");
+    }
+
+    #[test]
+    fn queue_polled_twice() {
+        refused(r#""d1:0""#, r#""d0:0""#, "lcores.rx[0].poll[2]", "already polled by lcores.rx[0]");
+    }
+
+    #[test]
+    fn queue_polled_by_none() {
+        refused(r#"["up", "d0", "d1:0"]"#, r#"["up", "d0"]"#, "ports[2]", "polled by no lcore");
+        refused("vdev = \"net_ring0\"", "vdev = \"net_ring0\"\nrx_queues = 2", "ports[0]", "RX queue 1");
+    }
+
+    #[test]
+    fn queue_that_does_not_exist() {
+        refused(r#""d1:0""#, r#""d1:3""#, "lcores.rx[0].poll[2]", "no queue 3");
+    }
+
+    #[test]
+    fn lcore_not_in_eal_list() {
+        refused("scheduler = 1", "scheduler = 5", "lcores.scheduler", "not in the EAL lcore list");
+    }
+
+    #[test]
+    fn zero_timeout() {
+        refused("resend_timeout_us = 200", "resend_timeout_us = 0", "groups[0].resend_timeout_us", "zero");
+    }
+
+    #[test]
+    fn role_and_parent_must_agree() {
+        refused(r#"role = "intermediate""#, r#"role = "root""#, "groups[0].parent", "root group has no parent");
+        refused("parent = \"up\"\n", "", "groups[0].parent", "needs its parent");
+        refused(r#"role = "intermediate""#, r#"role = "leaf""#, "groups[0].role", "unknown variant");
+    }
+
+    #[test]
+    fn duplicate_child() {
+        refused(r#"children = ["d0", "d1"]"#, r#"children = ["d0", "d0"]"#, "groups[0].children[1]", "twice");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_path_and_line() {
+        let text = GOOD.replace("resend_timeout_us = 200", "resend_timeout = 200");
+        let e = err(&text);
+        assert_eq!(e.key, "groups[0].resend_timeout");
+        assert!(e.reason.contains("unknown field `resend_timeout`"), "{e}");
+        let want_line = GOOD.lines().position(|l| l.contains("resend_timeout_us = 200")).unwrap() + 1;
+        assert_eq!(e.line, Some(want_line), "{e}");
+
+        let e = err(&GOOD.replace("[eal]", "[eal]\nmemory = 3"));
+        assert_eq!(e.key, "eal.memory");
+        assert!(e.reason.contains("unknown field"));
+    }
+
+    #[test]
+    fn syntax_error_reports_the_line() {
+        let text = GOOD.replace("number = 7", "number = = 7");
+        let e = err(&text);
+        let want_line = GOOD.lines().position(|l| l == "number = 7").unwrap() + 1;
+        assert_eq!(e.line, Some(want_line), "{e}");
+        assert!(e.to_string().starts_with(&format!("line {want_line}:")));
+    }
+
+    #[test]
+    fn wrong_type_names_key() {
+        let e = err(&GOOD.replace("number = 7", "number = \"seven\""));
+        assert_eq!(e.key, "groups[0].number");
+        assert!(e.line.is_some());
+    }
+
+    #[test]
+    fn port_device_rules() {
+        refused("vdev = \"net_ring0\"", "vdev = \"net_ring0\"\npci = \"0000:01:00.0\"", "ports[0]", "not both");
+        refused("vdev = \"net_ring0\"", "", "ports[0]", "give vdev");
+        refused("vdev = \"net_ring1\"", "vdev = \"net_ring0,x=1\"", "ports[1]", "already used by ports[0]");
+        refused("name = \"d1\"", "name = \"d0\"", "ports[2].name", "already defined");
+        refused("vdev = \"net_ring0\"", "vdev = \"net_ring0\"\nrx_descriptors = 100", "ports[0].rx_descriptors", "power of two");
+    }
+
+    #[test]
+    fn bad_macs() {
+        refused("[eal]", "[switch]\nmac = \"02:00:00\"\n[eal]", "switch.mac", "not a MAC");
+        refused("vdev = \"net_ring0\"", "vdev = \"net_ring0\"\npeer_mac = \"zz:00:00:00:00:00\"", "ports[0].peer_mac", "not a MAC");
+    }
+
+    #[test]
+    fn missing_lcores_and_empty_children() {
+        let e = err("[[ports]]\nname = \"a\"\nvdev = \"net_ring0\"\n");
+        assert_eq!(e.key, "lcores");
+        refused(r#"children = ["d0", "d1"]"#, "children = []", "groups[0].children", "at least one");
+    }
+
+    #[test]
+    fn mempool_limits() {
+        let e = err(&format!("[mempool]\nmbufs = 10\n{GOOD}"));
+        assert_eq!(e.key, "mempool.mbufs");
+    }
+
+    #[test]
+    fn a_million_groups_as_one_range() {
+        let text = GOOD.replace(r#"numbers = "100..1100""#, r#"numbers = "8..=1048575""#);
+        let c = Config::parse(&text).unwrap();
+        assert_eq!(c.group_count(), 1 + (1_048_576 - 8));
+        assert_eq!(c.group_capacity(), MAX_GROUPS);
+    }
+}

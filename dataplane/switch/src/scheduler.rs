@@ -1,0 +1,239 @@
+//! The method's scheduling module, as pure logic: per egress port, the pending sends of each
+//! group, served round-robin across groups so that a burst from one group cannot starve another.
+//! A group with something to send sits once in its port's ring of ready groups; it sends one
+//! frame per turn and re-enters the back of the ring if it has more. No DPDK here: the scheduler
+//! lcore pops sends, builds frames and transmits them (see `sched`).
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// What a frame to send says (the switch fills in MACs and port).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SendKind {
+    Reduce,
+    Release,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Send {
+    pub kind: SendKind,
+    pub seq: u32,
+    pub retransmit: bool,
+}
+
+/// Group numbers are small dense integers: a multiplicative hash is enough and much cheaper
+/// than SipHash on the hot path.
+#[derive(Default)]
+pub struct GroupHasher(u64);
+
+impl Hasher for GroupHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (u64::from(n) ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+pub type GroupMap<V> = HashMap<u32, V, BuildHasherDefault<GroupHasher>>;
+
+#[derive(Default)]
+struct PortQueue {
+    /// Groups with pending sends on this port, each at most once, in service order.
+    ready: VecDeque<u32>,
+    /// Per group, its sends in arrival order. An entry exists iff the group is in `ready`.
+    pending: GroupMap<VecDeque<Send>>,
+    len: usize,
+    /// Emptied queues kept for reuse, so steady state allocates nothing.
+    spare: Vec<VecDeque<Send>>,
+}
+
+/// Per-port round-robin queues of pending sends.
+pub struct Scheduler {
+    ports: Vec<PortQueue>,
+}
+
+/// What `push` did with a send.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Pushed {
+    Queued,
+    /// An equal send (same kind and seq) was already waiting for this group and port: merged.
+    /// A retry storm from one group thus costs one queue slot, not one per retry.
+    Coalesced,
+}
+
+impl Scheduler {
+    pub fn new(ports: usize) -> Self {
+        Scheduler { ports: (0..ports).map(|_| PortQueue::default()).collect() }
+    }
+
+    pub fn ports(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// Queue `send` for `group` on `port`.
+    pub fn push(&mut self, port: usize, group: u32, send: Send) -> Pushed {
+        let pq = &mut self.ports[port];
+        match pq.pending.get_mut(&group) {
+            Some(q) => {
+                if let Some(same) = q.iter_mut().find(|s| s.kind == send.kind && s.seq == send.seq) {
+                    same.retransmit |= send.retransmit;
+                    return Pushed::Coalesced;
+                }
+                q.push_back(send);
+            }
+            None => {
+                let mut q = pq.spare.pop().unwrap_or_default();
+                q.push_back(send);
+                pq.pending.insert(group, q);
+                pq.ready.push_back(group);
+            }
+        }
+        pq.len += 1;
+        Pushed::Queued
+    }
+
+    /// The next send on `port`: the first send of the group at the front of the ring. That group
+    /// goes to the back of the ring if it has more.
+    pub fn pop(&mut self, port: usize) -> Option<(u32, Send)> {
+        let pq = &mut self.ports[port];
+        let group = pq.ready.pop_front()?;
+        let q = pq.pending.get_mut(&group).expect("ready group has a pending queue");
+        let send = q.pop_front().expect("ready group has a pending send");
+        if q.is_empty() {
+            let q = pq.pending.remove(&group).expect("present");
+            if pq.spare.len() < 1024 {
+                pq.spare.push(q);
+            }
+        } else {
+            pq.ready.push_back(group);
+        }
+        pq.len -= 1;
+        Some((group, send))
+    }
+
+    /// Put a send that could not go out back at the FRONT, ahead of everything (backpressure
+    /// must delay a send, never reorder it behind later ones nor lose it).
+    pub fn unpop(&mut self, port: usize, group: u32, send: Send) {
+        let pq = &mut self.ports[port];
+        match pq.pending.get_mut(&group) {
+            Some(q) => {
+                q.push_front(send);
+                // The group is somewhere in the ring; move it to the front.
+                if let Some(pos) = pq.ready.iter().position(|&g| g == group) {
+                    pq.ready.remove(pos);
+                }
+            }
+            None => {
+                let mut q = pq.spare.pop().unwrap_or_default();
+                q.push_back(send);
+                pq.pending.insert(group, q);
+            }
+        }
+        pq.ready.push_front(group);
+        pq.len += 1;
+    }
+
+    /// Sends waiting on `port`.
+    pub fn pending(&self, port: usize) -> usize {
+        self.ports[port].len
+    }
+
+    pub fn total_pending(&self) -> usize {
+        self.ports.iter().map(|p| p.len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(seq: u32) -> Send {
+        Send { kind: SendKind::Release, seq, retransmit: false }
+    }
+    fn red(seq: u32) -> Send {
+        Send { kind: SendKind::Reduce, seq, retransmit: false }
+    }
+
+    #[test]
+    fn round_robin_across_groups() {
+        let mut s = Scheduler::new(1);
+        // Group 1 floods with many distinct sends, group 2 has one, group 3 has two.
+        for seq in 0..100 {
+            s.push(0, 1, rel(seq));
+        }
+        s.push(0, 2, rel(0));
+        s.push(0, 3, red(5));
+        s.push(0, 3, red(6));
+        let order: Vec<u32> = (0..6).map(|_| s.pop(0).unwrap().0).collect();
+        assert_eq!(order, vec![1, 2, 3, 1, 3, 1]);
+        assert_eq!(s.pending(0), 97);
+        // Group 1's own sends stay in order.
+        let mut last = 3;
+        while let Some((g, send)) = s.pop(0) {
+            assert_eq!(g, 1);
+            assert_eq!(send.seq, last);
+            last += 1;
+        }
+        assert_eq!(last, 100);
+        assert_eq!(s.total_pending(), 0);
+    }
+
+    #[test]
+    fn a_late_group_waits_at_most_one_turn_per_other_group() {
+        let mut s = Scheduler::new(1);
+        for g in 0..10 {
+            for seq in 0..50 {
+                s.push(0, g, rel(seq));
+            }
+        }
+        s.push(0, 99, rel(0));
+        let pos = (0..).find(|_| s.pop(0).unwrap().0 == 99).unwrap();
+        assert!(pos <= 10, "late group served after {pos} sends");
+    }
+
+    #[test]
+    fn equal_sends_coalesce() {
+        let mut s = Scheduler::new(2);
+        assert_eq!(s.push(1, 4, rel(3)), Pushed::Queued);
+        assert_eq!(s.push(1, 4, Send { retransmit: true, ..rel(3) }), Pushed::Coalesced);
+        assert_eq!(s.push(1, 4, red(3)), Pushed::Queued);
+        assert_eq!(s.push(0, 4, rel(3)), Pushed::Queued); // other port: separate
+        assert_eq!(s.pending(1), 2);
+        let (g, first) = s.pop(1).unwrap();
+        assert_eq!((g, first.kind, first.retransmit), (4, SendKind::Release, true));
+    }
+
+    #[test]
+    fn unpop_goes_first_in_line() {
+        let mut s = Scheduler::new(1);
+        s.push(0, 1, rel(0));
+        s.push(0, 1, rel(1));
+        s.push(0, 2, rel(0));
+        let (g, a) = s.pop(0).unwrap();
+        assert_eq!((g, a.seq), (1, 0));
+        s.unpop(0, g, a);
+        assert_eq!(s.pop(0).unwrap(), (1, rel(0)));
+        let (g, b) = s.pop(0).unwrap();
+        assert_eq!(g, 2);
+        s.unpop(0, g, b);
+        assert_eq!(s.pop(0).unwrap(), (2, rel(0)));
+        assert_eq!(s.pop(0).unwrap(), (1, rel(1)));
+        assert_eq!(s.pop(0), None);
+        assert_eq!(s.total_pending(), 0);
+    }
+
+    #[test]
+    fn ports_are_independent() {
+        let mut s = Scheduler::new(3);
+        s.push(2, 7, red(1));
+        assert_eq!(s.pop(0), None);
+        assert_eq!(s.pop(1), None);
+        assert_eq!(s.pop(2), Some((7, red(1))));
+    }
+}
