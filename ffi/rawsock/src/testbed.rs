@@ -1,0 +1,79 @@
+//! Throw-away network namespaces with a veth pair inside, for tests that need real Ethernet
+//! between two sockets without touching the host's interfaces. Built on `ip` (iproute2); the
+//! namespace (and with it both veth ends) is deleted when the guard drops, also on panic.
+
+use std::io;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A network namespace `nbrs<pid>-<n>` holding a veth pair `a` <-> `b`, both up.
+#[derive(Debug)]
+pub struct VethNetns {
+    /// The namespace name (`ip netns exec <netns> ...`, `RawSocket::open_in_netns`).
+    pub netns: String,
+    /// One end of the pair.
+    pub a: String,
+    /// The other end.
+    pub b: String,
+}
+
+impl VethNetns {
+    /// Creates the namespace and the pair. Needs root and iproute2. Whatever part was created
+    /// is removed again if a later step fails.
+    pub fn create() -> io::Result<VethNetns> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let netns = format!("nbrs{}-{}", std::process::id(), n);
+        ip(&["netns", "add", &netns])?;
+        // From here on Drop deletes the namespace, with everything created inside it.
+        let bed = VethNetns { netns, a: "veth-a".into(), b: "veth-b".into() };
+        bed.exec(&["ip", "link", "add", &bed.a, "type", "veth", "peer", "name", &bed.b])?;
+        for dev in [&bed.a, &bed.b] {
+            // No IPv6 on the test links: keeps router solicitations and MLD off the wire.
+            let _ = bed.exec(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{dev}.disable_ipv6=1")]);
+            bed.exec(&["ip", "link", "set", dev, "up"])?;
+        }
+        Ok(bed)
+    }
+
+    /// Runs `cmd` inside the namespace and waits for it; an error unless it exits 0.
+    pub fn exec(&self, cmd: &[&str]) -> io::Result<()> {
+        let mut args = vec!["netns", "exec", self.netns.as_str()];
+        args.extend_from_slice(cmd);
+        ip(&args)
+    }
+
+    /// A `Command` that runs `program` inside the namespace (through `ip netns exec`).
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.netns, program]);
+        c
+    }
+}
+
+impl Drop for VethNetns {
+    fn drop(&mut self) {
+        // Deleting the namespace destroys the veth pair inside it.
+        if let Err(e) = ip(&["netns", "del", &self.netns]) {
+            eprintln!("warning: could not delete netns {}: {e}", self.netns);
+        }
+    }
+}
+
+/// True when the test can create namespaces: running as root with `ip` on the PATH.
+pub fn can_create() -> bool {
+    crate::effective_uid_is_root() && Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success())
+}
+
+fn ip(args: &[&str]) -> io::Result<()> {
+    let out = Command::new("ip").args(args).output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
