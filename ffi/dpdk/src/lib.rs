@@ -1,1 +1,30 @@
-//! Placeholder
+//! The safe layer over DPDK: `Eal` (one per process), `Mempool` and `Mbuf`, `Port` with
+//! `rx_burst`/`tx_burst` on `MbufBatch`, lcore launch, TSC time. This crate and `dpdk-sys` are
+//! the only places in netbarrier with `unsafe` code touching DPDK; each block says why it holds.
+//!
+//! Lifetimes follow ownership: pools and ports hold the EAL alive, ports hold their RX pools
+//! alive, and `rte_eal_cleanup` runs when the last of them is gone.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod eal;
+pub mod error;
+pub mod ids;
+pub mod lcore;
+pub mod mbuf;
+pub mod mempool;
+pub mod port;
+pub mod time;
+
+pub use eal::{test_args, Eal};
+pub use error::DpdkError;
+pub use ids::{LcoreId, PortId, QueueId};
+pub use lcore::{current_lcore, launch_on, LcoreError, LcoreJoin, ThreadRegistration};
+pub use mbuf::{Mbuf, MbufBatch, DEFAULT_BURST};
+pub use mempool::Mempool;
+pub use port::{LinkStatus, Port, PortStats, RxQueue, TxQueue};
+pub use time::{tsc, tsc_hz};
+
+/// `RTE_MBUF_DEFAULT_BUF_SIZE`: data room (with headroom) for standard Ethernet frames.
+pub const MBUF_DEFAULT_BUF_SIZE: u16 = dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16;

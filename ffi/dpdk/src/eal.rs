@@ -1,0 +1,205 @@
+//! The Environment Abstraction Layer: one per process. `Eal` owns the process's DPDK runtime;
+//! pools and ports hold a clone of its inner handle, so `rte_eal_cleanup` runs only after the last
+//! of them is gone.
+
+use std::ffi::{CStr, CString};
+use std::os::raw::c_char;
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use dpdk_sys as sys;
+
+use crate::error::DpdkError;
+use crate::ids::LcoreId;
+
+/// Process-wide EAL state: DPDK allows one successful `rte_eal_init` per process and nothing
+/// after `rte_eal_cleanup`, so a second `Eal::init` must fail before it reaches DPDK.
+static EAL_STATE: AtomicU8 = AtomicU8::new(STATE_NONE);
+const STATE_NONE: u8 = 0;
+const STATE_INITIALISING: u8 = 1;
+const STATE_LIVE: u8 = 2;
+const STATE_DONE: u8 = 3;
+
+/// A handle to the initialised EAL. Cloning is cheap; the EAL is cleaned up when the last clone
+/// (including those held inside `Mempool` and `Port`) is dropped.
+#[derive(Clone)]
+pub struct Eal {
+    /// Held only to keep the EAL alive; its Drop cleans up.
+    _inner: Arc<EalInner>,
+}
+
+pub(crate) struct EalInner {
+    _private: (),
+}
+
+impl std::fmt::Debug for Eal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Eal").field("main_lcore", &self.main_lcore()).finish()
+    }
+}
+
+impl Eal {
+    /// Initialises DPDK from `app [EAL args] [-- app args]` (the first item is the program name,
+    /// as in `argv`). Returns the EAL handle and the application's own arguments (those after
+    /// `--`, without the program name).
+    ///
+    /// Errors: a second call in the same process (`EalAlreadyInitialized`), or whatever
+    /// `rte_eal_init` reports (unknown flag, missing driver, ...). After a failed init DPDK may
+    /// keep half-initialised state: treat it as fatal for the process.
+    #[cold]
+    pub fn init(args: impl IntoIterator<Item = String>) -> Result<(Eal, Vec<String>), DpdkError> {
+        let args: Vec<String> = args.into_iter().collect();
+        if args.is_empty() {
+            return Err(DpdkError::invalid("Eal::init", "argument list needs a program name first"));
+        }
+        let mut c_args = Vec::with_capacity(args.len());
+        for a in &args {
+            let c = CString::new(a.as_str())
+                .map_err(|_| DpdkError::invalid("Eal::init", format!("argument {a:?} contains NUL")))?;
+            c_args.push(c);
+        }
+        if EAL_STATE
+            .compare_exchange(STATE_NONE, STATE_INITIALISING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(DpdkError::EalAlreadyInitialized);
+        }
+        // EAL may keep pointers into argv (and getopt permutes it), so the strings and the
+        // pointer array live for the rest of the process: one small leak per process.
+        let strings: &'static mut [CString] = Box::leak(c_args.into_boxed_slice());
+        let argv: &'static mut [*mut c_char] = Box::leak(
+            strings
+                .iter()
+                .map(|c| c.as_ptr() as *mut c_char)
+                .chain(std::iter::once(std::ptr::null_mut()))
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
+        let argc = (argv.len() - 1) as i32;
+        // SAFETY: argv is a NULL-terminated array of argc valid NUL-terminated strings that
+        // outlive the process; the state guard above ensures this is the only call.
+        let ret = unsafe { sys::rte_eal_init(argc, argv.as_mut_ptr()) };
+        if ret < 0 {
+            let err = DpdkError::from_rte_errno("rte_eal_init");
+            // DPDK itself refuses re-initialisation after most failures; keep our guard closed
+            // too so the error stays the clear one.
+            EAL_STATE.store(STATE_DONE, Ordering::Release);
+            return Err(err);
+        }
+        EAL_STATE.store(STATE_LIVE, Ordering::Release);
+        // rte_eal_init put the program name at argv[ret]; the application's arguments follow.
+        let consumed = ret as usize;
+        let app_args = argv[consumed + 1..argc as usize]
+            .iter()
+            .map(|&p| {
+                // SAFETY: every entry below argc is one of our leaked CStrings (possibly
+                // permuted by getopt), still valid.
+                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            })
+            .collect();
+        Ok((Eal { _inner: Arc::new(EalInner { _private: () }) }, app_args))
+    }
+
+    /// The main lcore (the thread that called `init`).
+    pub fn main_lcore(&self) -> LcoreId {
+        // SAFETY: EAL is initialised while `self` exists.
+        LcoreId(unsafe { sys::rte_get_main_lcore() })
+    }
+
+    /// Worker lcores enabled by `-l`/`--lcores`, in id order (the main lcore excluded).
+    pub fn worker_lcores(&self) -> Vec<LcoreId> {
+        let mut out = Vec::new();
+        let mut i = u32::MAX; // rte_get_next_lcore(-1, ...) starts from lcore 0
+        loop {
+            // SAFETY: EAL is initialised; the call only reads the lcore table.
+            i = unsafe { sys::rte_get_next_lcore(i, 1, 0) };
+            if i >= sys::RTE_MAX_LCORE {
+                break;
+            }
+            out.push(LcoreId(i));
+        }
+        out
+    }
+
+    /// Number of lcores enabled (main and workers).
+    pub fn lcore_count(&self) -> u32 {
+        // SAFETY: EAL is initialised.
+        unsafe { sys::rte_lcore_count() }
+    }
+
+    /// Consumes this handle. The EAL is cleaned up now if no pool, port or other clone is
+    /// left; otherwise when the last one goes. Same as dropping it, spelled out for shutdown code.
+    pub fn shutdown(self) {}
+}
+
+impl Drop for EalInner {
+    fn drop(&mut self) {
+        // SAFETY: rte_lcore_id reads a thread-local; valid on any thread.
+        let me = unsafe { sys::rte_lcore_id() };
+        // SAFETY: EAL is initialised until the cleanup below.
+        let main = unsafe { sys::rte_get_main_lcore() };
+        if me != main && me != sys::LCORE_ID_ANY {
+            // The last handle died inside a closure running on a worker lcore: waiting for all
+            // lcores here would wait for ourselves. Leave DPDK up; the process is ending anyway.
+            return;
+        }
+        // SAFETY: waits for every worker lcore to return to WAIT; called from the main lcore or
+        // a non-EAL thread, never from a worker (checked above).
+        unsafe { sys::rte_eal_mp_wait_lcore() };
+        // SAFETY: no pool, port or mbuf-owning object can remain: each holds a clone of this
+        // Arc (or leaked it on purpose when mbufs were outstanding).
+        unsafe { sys::rte_eal_cleanup() };
+        EAL_STATE.store(STATE_DONE, Ordering::Release);
+    }
+}
+
+/// True while an `Eal` is live in this process.
+pub fn is_initialised() -> bool {
+    EAL_STATE.load(Ordering::Acquire) == STATE_LIVE
+}
+
+/// EAL arguments for tests and demos on a machine without a NIC or hugepages: the flags from
+/// DESIGN.md, a `--file-prefix` unique to this process and call, then `extra` (e.g. `-l 0,1` or
+/// `--vdev=net_ring0`). The first element is the program name `prog`.
+pub fn test_args(prog: &str, extra: &[&str]) -> Vec<String> {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let prefix = format!("nb-{}-{}-{}", sanitize(prog), std::process::id(), n);
+    let mut v: Vec<String> = vec![
+        prog.to_string(),
+        "--no-huge".into(),
+        "-m".into(),
+        "256".into(),
+        "--no-shconf".into(),
+        "--file-prefix".into(),
+        prefix,
+        "--no-pci".into(),
+        "--iova-mode=va".into(),
+        "--no-telemetry".into(),
+    ];
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).take(24).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_args_have_design_flags_and_unique_prefix() {
+        let a = test_args("t", &["--vdev=net_ring0"]);
+        let b = test_args("t", &[]);
+        assert_eq!(a[0], "t");
+        for f in ["--no-huge", "--no-shconf", "--no-pci", "--iova-mode=va", "--no-telemetry"] {
+            assert!(a.iter().any(|x| x == f), "{f} missing");
+        }
+        assert_eq!(a.last().unwrap(), "--vdev=net_ring0");
+        let pa = a.iter().position(|x| x == "--file-prefix").unwrap();
+        let pb = b.iter().position(|x| x == "--file-prefix").unwrap();
+        assert_ne!(a[pa + 1], b[pb + 1]);
+    }
+}

@@ -1,0 +1,115 @@
+//! Packet-buffer pools (`rte_pktmbuf_pool_create`). A `Mempool` is a cheap clonable handle; the
+//! pool is freed when the last handle goes and no mbuf from it is outstanding.
+
+use std::ffi::CString;
+use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use dpdk_sys as sys;
+
+use crate::eal::Eal;
+use crate::error::DpdkError;
+
+/// A pool of packet mbufs. Ports keep a clone for their RX queues, so the pool outlives them.
+#[derive(Clone)]
+pub struct Mempool {
+    inner: Arc<PoolInner>,
+}
+
+struct PoolInner {
+    ptr: NonNull<sys::rte_mempool>,
+    name: String,
+    /// Dropped by hand after the pool is freed, or leaked with the pool (see Drop).
+    _eal: ManuallyDrop<Eal>,
+}
+
+// SAFETY: rte_mempool get/put are thread-safe (lock-free ring plus per-lcore caches); the pointer
+// is only used through those calls and read-only counters.
+unsafe impl Send for PoolInner {}
+// SAFETY: as above; no method mutates the pool except through DPDK's thread-safe calls.
+unsafe impl Sync for PoolInner {}
+
+impl std::fmt::Debug for Mempool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mempool")
+            .field("name", &self.inner.name)
+            .field("avail", &self.avail_count())
+            .field("in_use", &self.in_use_count())
+            .finish()
+    }
+}
+
+impl Mempool {
+    /// Creates a pool of `n` mbufs with a per-lcore cache of `cache` and `data_room` bytes of
+    /// buffer each (headroom included: `RTE_MBUF_DEFAULT_BUF_SIZE` for standard frames).
+    /// Names are process-wide unique (memzone names).
+    #[cold]
+    pub fn new_pktmbuf(eal: &Eal, name: &str, n: u32, cache: u32, data_room: u16) -> Result<Mempool, DpdkError> {
+        const OP: &str = "rte_pktmbuf_pool_create";
+        if n == 0 {
+            return Err(DpdkError::invalid(OP, "a pool needs at least one mbuf"));
+        }
+        if data_room < sys::RTE_PKTMBUF_HEADROOM as u16 {
+            return Err(DpdkError::invalid(
+                OP,
+                format!("data_room {data_room} is smaller than the headroom {}", sys::RTE_PKTMBUF_HEADROOM),
+            ));
+        }
+        let c_name = CString::new(name).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
+        // SAFETY: EAL is initialised (we hold an `Eal`); the name is a valid C string that DPDK
+        // copies; sizes are plain integers it validates.
+        let ptr = unsafe {
+            sys::rte_pktmbuf_pool_create(c_name.as_ptr(), n, cache, 0, data_room, sys::SOCKET_ID_ANY)
+        };
+        let ptr = NonNull::new(ptr).ok_or_else(|| DpdkError::from_rte_errno(OP))?;
+        Ok(Mempool { inner: Arc::new(PoolInner { ptr, name: name.to_string(), _eal: ManuallyDrop::new(eal.clone()) }) })
+    }
+
+    /// The pool's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Mbufs free in the pool (per-lcore caches included).
+    pub fn avail_count(&self) -> u32 {
+        // SAFETY: the pool pointer is valid while `inner` lives.
+        unsafe { sys::rte_mempool_avail_count(self.inner.ptr.as_ptr()) }
+    }
+
+    /// Mbufs taken from the pool and not yet returned (held by the application or by drivers).
+    pub fn in_use_count(&self) -> u32 {
+        // SAFETY: the pool pointer is valid while `inner` lives.
+        unsafe { sys::rte_mempool_in_use_count(self.inner.ptr.as_ptr()) }
+    }
+
+    /// Bytes of buffer per mbuf, headroom included.
+    pub fn data_room(&self) -> u16 {
+        // SAFETY: a pktmbuf pool (created by new_pktmbuf) carries the private area this reads.
+        unsafe { sys::rte_pktmbuf_data_room_size(self.inner.ptr.as_ptr()) }
+    }
+
+    /// The raw pool pointer, for calls the safe layer does not wrap yet.
+    pub fn as_ptr(&self) -> *mut sys::rte_mempool {
+        self.inner.ptr.as_ptr()
+    }
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        // SAFETY: the pool pointer is valid until freed below.
+        let in_use = unsafe { sys::rte_mempool_in_use_count(self.ptr.as_ptr()) };
+        if in_use != 0 {
+            // Mbufs from this pool are still alive somewhere (an Mbuf handle, or a driver ring
+            // of a port that was not closed); freeing the pool would leave them dangling. Leak
+            // the pool and its Eal clone, so rte_eal_cleanup never runs under those mbufs.
+            eprintln!("dpdk: mempool {} dropped with {in_use} mbufs in use; leaking it", self.name);
+            return;
+        }
+        // SAFETY: no mbuf from this pool is outstanding and no handle remains; the pool is
+        // not used again.
+        unsafe { sys::rte_mempool_free(self.ptr.as_ptr()) };
+        // SAFETY: `_eal` is dropped exactly once, here, after the pool it kept alive is gone.
+        unsafe { ManuallyDrop::drop(&mut self._eal) };
+    }
+}

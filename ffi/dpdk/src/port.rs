@@ -1,0 +1,631 @@
+//! Ethernet ports: lookup, configuration, start/stop/close, statistics and the burst calls.
+//! A `Port` is the owner (control path); `RxQueue`/`TxQueue` handles let other lcores own one
+//! queue each (data path) without locks, which is how DPDK expects queues to be used.
+
+use std::ffi::{CStr, CString};
+use std::os::raw::c_char;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dpdk_sys as sys;
+
+use crate::eal::Eal;
+use crate::error::{check, DpdkError};
+use crate::ids::{PortId, QueueId};
+use crate::mbuf::MbufBatch;
+use crate::mempool::Mempool;
+
+const MAX_PORTS: usize = sys::RTE_MAX_ETHPORTS as usize;
+const MAX_QUEUES: usize = sys::RTE_MAX_QUEUES_PER_PORT as usize;
+
+/// One `Port` per port id per process: two owners could start/stop under each other.
+static PORT_OWNED: [AtomicBool; MAX_PORTS] = [const { AtomicBool::new(false) }; MAX_PORTS];
+
+/// Basic counters (`struct rte_eth_stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Packets received.
+    pub ipackets: u64,
+    /// Packets sent.
+    pub opackets: u64,
+    /// Bytes received.
+    pub ibytes: u64,
+    /// Bytes sent.
+    pub obytes: u64,
+    /// Packets dropped by the device because RX queues were full.
+    pub imissed: u64,
+    /// Receive errors.
+    pub ierrors: u64,
+    /// Transmit errors.
+    pub oerrors: u64,
+    /// RX mbuf allocation failures.
+    pub rx_nombuf: u64,
+}
+
+/// Link state from `rte_eth_link_get_nowait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkStatus {
+    /// Link up.
+    pub up: bool,
+    /// Speed in Mb/s (0 when unknown).
+    pub speed_mbps: u32,
+    /// Full duplex.
+    pub full_duplex: bool,
+    /// Autonegotiated.
+    pub autoneg: bool,
+}
+
+/// Shared between a `Port` and its queue handles; the port is closed when the last one drops.
+struct PortInner {
+    id: PortId,
+    name: String,
+    /// Set by `Port::start`, cleared by `Port::stop`; read by the final close.
+    started: AtomicBool,
+    /// Queues handed out as `RxQueue`/`TxQueue` (one owner each).
+    rx_claimed: Box<[AtomicBool]>,
+    tx_claimed: Box<[AtomicBool]>,
+    /// Pools backing the RX queues: dropped only after the port is closed and its rings freed.
+    pools: Mutex<Vec<Mempool>>,
+    /// The vdev this port was created from by `attach_vdev`, removed after close.
+    vdev: Option<CString>,
+    _eal: Eal,
+}
+
+/// An Ethernet port owned by this process.
+///
+/// Closing: `close()` stops and closes it explicitly and reports errors; dropping the `Port`
+/// does the same silently. While `RxQueue`/`TxQueue` handles are alive the close is deferred to
+/// the last of them (a handle must never poll a closed port).
+pub struct Port {
+    inner: Arc<PortInner>,
+    nb_rx: u16,
+    nb_tx: u16,
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port")
+            .field("id", &self.inner.id)
+            .field("name", &self.inner.name)
+            .field("rx_queues", &self.nb_rx)
+            .field("tx_queues", &self.nb_tx)
+            .finish()
+    }
+}
+
+impl Port {
+    /// Number of ports usable by the application.
+    pub fn count_avail(_eal: &Eal) -> u16 {
+        // SAFETY: EAL is initialised (an `Eal` exists).
+        unsafe { sys::rte_eth_dev_count_avail() }
+    }
+
+    /// Ids of all usable ports, ascending.
+    pub fn list(_eal: &Eal) -> Vec<PortId> {
+        let mut out = Vec::new();
+        // SAFETY: EAL is initialised; rte_eth_find_next returns RTE_MAX_ETHPORTS past the end.
+        let mut p = unsafe { sys::rte_eth_find_next(0) };
+        while (p as usize) < MAX_PORTS {
+            out.push(PortId(p));
+            // SAFETY: as above.
+            p = unsafe { sys::rte_eth_find_next(p + 1) };
+        }
+        out
+    }
+
+    /// The port id of the device called `name` (e.g. `net_ring0`, `0000:02:00.0`).
+    pub fn id_by_name(_eal: &Eal, name: &str) -> Result<PortId, DpdkError> {
+        const OP: &str = "rte_eth_dev_get_port_by_name";
+        let c = CString::new(name).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
+        let mut id = 0u16;
+        // SAFETY: EAL is initialised; c is a valid C string; id is a valid out-pointer.
+        check(OP, unsafe { sys::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) })
+            .map_err(|e| match e {
+                DpdkError::Call { errno, message, .. } => DpdkError::Call {
+                    op: OP,
+                    errno,
+                    message: format!("{message}: no port named {name:?}"),
+                },
+                other => other,
+            })?;
+        Ok(PortId(id))
+    }
+
+    /// Takes ownership of an existing port.
+    #[cold]
+    pub fn open(eal: &Eal, id: PortId) -> Result<Port, DpdkError> {
+        Self::open_inner(eal, id, None)
+    }
+
+    /// Takes ownership of the port called `name`.
+    #[cold]
+    pub fn open_by_name(eal: &Eal, name: &str) -> Result<Port, DpdkError> {
+        let id = Self::id_by_name(eal, name)?;
+        Self::open(eal, id)
+    }
+
+    /// Creates a virtual device at run time (`rte_vdev_init`) and opens its port. `spec` is
+    /// written as for `--vdev`: `net_ring0`, `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`. The
+    /// device is removed again when the port is closed.
+    #[cold]
+    pub fn attach_vdev(eal: &Eal, spec: &str) -> Result<Port, DpdkError> {
+        const OP: &str = "rte_vdev_init";
+        let (name, args) = match spec.split_once(',') {
+            Some((n, a)) => (n, a),
+            None => (spec, ""),
+        };
+        let c_name = CString::new(name).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
+        let c_args = CString::new(args).map_err(|_| DpdkError::invalid(OP, "args contain NUL"))?;
+        // SAFETY: EAL is initialised; both strings are valid C strings that DPDK copies.
+        let ret = unsafe { sys::rte_vdev_init(c_name.as_ptr(), c_args.as_ptr()) };
+        if ret < 0 {
+            // rte_vdev_init returns -1 for "no such driver" and sets nothing better.
+            let errno = if ret == -1 { 19 /* ENODEV */ } else { -ret };
+            return Err(DpdkError::Call {
+                op: OP,
+                errno,
+                message: format!("{}: cannot create virtual device {spec:?}", crate::error::strerror(errno)),
+            });
+        }
+        let id = match Self::id_by_name(eal, name) {
+            Ok(id) => id,
+            Err(e) => {
+                // SAFETY: we created this vdev just above and nothing else references it.
+                unsafe { sys::rte_vdev_uninit(c_name.as_ptr()) };
+                return Err(e);
+            }
+        };
+        Self::open_inner(eal, id, Some(c_name))
+    }
+
+    fn open_inner(eal: &Eal, id: PortId, vdev: Option<CString>) -> Result<Port, DpdkError> {
+        const OP: &str = "Port::open";
+        if id.0 as usize >= MAX_PORTS {
+            return Err(DpdkError::invalid(OP, format!("{id:?} is beyond RTE_MAX_ETHPORTS ({MAX_PORTS})")));
+        }
+        // SAFETY: EAL is initialised; the call only checks the port table.
+        if unsafe { sys::rte_eth_dev_is_valid_port(id.0) } == 0 {
+            return Err(DpdkError::invalid(OP, format!("{id:?} does not exist ({} ports available)", Self::count_avail(eal))));
+        }
+        if PORT_OWNED[id.0 as usize].swap(true, Ordering::AcqRel) {
+            return Err(DpdkError::invalid(OP, format!("{id:?} is already owned by another Port")));
+        }
+        let mut buf = [0 as c_char; sys::RTE_ETH_NAME_MAX_LEN as usize];
+        // SAFETY: buf has RTE_ETH_NAME_MAX_LEN bytes as the call requires; the port is valid.
+        let name = match check("rte_eth_dev_get_name_by_port", unsafe {
+            sys::rte_eth_dev_get_name_by_port(id.0, buf.as_mut_ptr())
+        }) {
+            // SAFETY: DPDK wrote a NUL-terminated name into buf.
+            Ok(_) => unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned(),
+            Err(_) => format!("{id:?}"),
+        };
+        Ok(Port {
+            inner: Arc::new(PortInner {
+                id,
+                name,
+                started: AtomicBool::new(false),
+                rx_claimed: (0..MAX_QUEUES).map(|_| AtomicBool::new(false)).collect(),
+                tx_claimed: (0..MAX_QUEUES).map(|_| AtomicBool::new(false)).collect(),
+                pools: Mutex::new(Vec::new()),
+                vdev,
+                _eal: eal.clone(),
+            }),
+            nb_rx: 0,
+            nb_tx: 0,
+        })
+    }
+
+    /// The port id.
+    pub fn id(&self) -> PortId {
+        self.inner.id
+    }
+
+    /// The device name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Configured RX queues.
+    pub fn rx_queues(&self) -> u16 {
+        self.nb_rx
+    }
+
+    /// Configured TX queues.
+    pub fn tx_queues(&self) -> u16 {
+        self.nb_tx
+    }
+
+    fn handles_alive(&self) -> bool {
+        Arc::strong_count(&self.inner) > 1
+    }
+
+    /// Configures `rx_queues` RX queues of `rx_desc` descriptors filled from `pool`, and
+    /// `tx_queues` TX queues of `tx_desc` descriptors (descriptor counts are adjusted to the
+    /// device's limits). The port must be stopped.
+    #[cold]
+    pub fn configure(
+        &mut self,
+        rx_queues: u16,
+        tx_queues: u16,
+        rx_desc: u16,
+        tx_desc: u16,
+        pool: &Mempool,
+    ) -> Result<(), DpdkError> {
+        const OP: &str = "Port::configure";
+        if self.inner.started.load(Ordering::Acquire) {
+            return Err(DpdkError::invalid(OP, format!("{:?} is started: stop it first", self.id())));
+        }
+        if self.handles_alive() {
+            return Err(DpdkError::invalid(OP, "queue handles are alive"));
+        }
+        let id = self.id().0;
+        let conf = sys::rte_eth_conf::default();
+        // SAFETY: the port is valid and stopped; conf is a zeroed (all defaults) rte_eth_conf.
+        check("rte_eth_dev_configure", unsafe { sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf) })?;
+        let (mut nrx, mut ntx) = (rx_desc, tx_desc);
+        // SAFETY: valid port; both pointers are to live locals.
+        check("rte_eth_dev_adjust_nb_rx_tx_desc", unsafe {
+            sys::rte_eth_dev_adjust_nb_rx_tx_desc(id, &mut nrx, &mut ntx)
+        })?;
+        // SAFETY: valid port.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(id) };
+        let socket = if socket < 0 { sys::SOCKET_ID_ANY as u32 } else { socket as u32 };
+        for q in 0..rx_queues {
+            // SAFETY: configured port, queue index below the configured count; NULL rxconf means
+            // driver defaults; the pool outlives the port (kept in `pools`).
+            check("rte_eth_rx_queue_setup", unsafe {
+                sys::rte_eth_rx_queue_setup(id, q, nrx, socket, std::ptr::null(), pool.as_ptr())
+            })?;
+        }
+        for q in 0..tx_queues {
+            // SAFETY: as above, NULL txconf means driver defaults.
+            check("rte_eth_tx_queue_setup", unsafe {
+                sys::rte_eth_tx_queue_setup(id, q, ntx, socket, std::ptr::null())
+            })?;
+        }
+        self.inner.pools.lock().unwrap().push(pool.clone());
+        self.nb_rx = rx_queues;
+        self.nb_tx = tx_queues;
+        Ok(())
+    }
+
+    /// Starts the port (after `configure`).
+    #[cold]
+    pub fn start(&mut self) -> Result<(), DpdkError> {
+        if self.nb_rx == 0 && self.nb_tx == 0 {
+            return Err(DpdkError::invalid("Port::start", format!("{:?} is not configured", self.id())));
+        }
+        // SAFETY: configured, valid port owned by this Port.
+        check("rte_eth_dev_start", unsafe { sys::rte_eth_dev_start(self.id().0) })?;
+        self.inner.started.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Stops the port. Refused while queue handles are alive (they may be polling).
+    #[cold]
+    pub fn stop(&mut self) -> Result<(), DpdkError> {
+        if self.handles_alive() {
+            return Err(DpdkError::invalid("Port::stop", "queue handles are alive: drop them first"));
+        }
+        if !self.inner.started.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // SAFETY: valid started port; no queue handle exists, so no burst call is in flight.
+        check("rte_eth_dev_stop", unsafe { sys::rte_eth_dev_stop(self.id().0) })?;
+        Ok(())
+    }
+
+    /// Stops (if started) and closes the port, releasing its queues; a vdev made by
+    /// `attach_vdev` is removed. With queue handles alive it returns an error and the close
+    /// happens when the last handle drops.
+    #[cold]
+    pub fn close(mut self) -> Result<(), DpdkError> {
+        if self.handles_alive() {
+            return Err(DpdkError::invalid(
+                "Port::close",
+                "queue handles are alive: the port closes when the last one drops",
+            ));
+        }
+        let inner = Arc::get_mut(&mut self.inner)
+            .ok_or_else(|| DpdkError::invalid("Port::close", "queue handles are alive"))?;
+        inner.close_in_place()
+    }
+
+    /// The port's MAC address.
+    pub fn mac_address(&self) -> Result<[u8; 6], DpdkError> {
+        let mut a = sys::rte_ether_addr::default();
+        // SAFETY: valid port; `a` is a valid out-pointer.
+        check("rte_eth_macaddr_get", unsafe { sys::rte_eth_macaddr_get(self.id().0, &mut a) })?;
+        Ok(a.addr_bytes)
+    }
+
+    /// Turns promiscuous mode on or off.
+    pub fn set_promiscuous(&mut self, on: bool) -> Result<(), DpdkError> {
+        // SAFETY: valid port.
+        let ret = unsafe {
+            if on {
+                sys::rte_eth_promiscuous_enable(self.id().0)
+            } else {
+                sys::rte_eth_promiscuous_disable(self.id().0)
+            }
+        };
+        check(if on { "rte_eth_promiscuous_enable" } else { "rte_eth_promiscuous_disable" }, ret)?;
+        Ok(())
+    }
+
+    /// Whether promiscuous mode is on.
+    pub fn promiscuous(&self) -> Result<bool, DpdkError> {
+        // SAFETY: valid port.
+        let ret = check("rte_eth_promiscuous_get", unsafe { sys::rte_eth_promiscuous_get(self.id().0) })?;
+        Ok(ret == 1)
+    }
+
+    /// Link state, without waiting for autonegotiation.
+    pub fn link(&self) -> Result<LinkStatus, DpdkError> {
+        let mut l = sys::rte_eth_link::default();
+        // SAFETY: valid port; `l` is a valid out-pointer.
+        check("rte_eth_link_get_nowait", unsafe { sys::rte_eth_link_get_nowait(self.id().0, &mut l) })?;
+        Ok(LinkStatus {
+            up: l.link_status() as u32 == sys::RTE_ETH_LINK_UP,
+            speed_mbps: l.link_speed,
+            full_duplex: l.link_duplex() as u32 == sys::RTE_ETH_LINK_FULL_DUPLEX,
+            autoneg: l.link_autoneg() as u32 == sys::RTE_ETH_LINK_AUTONEG,
+        })
+    }
+
+    /// Basic counters.
+    pub fn stats(&self) -> Result<PortStats, DpdkError> {
+        let mut s = sys::rte_eth_stats::default();
+        // SAFETY: valid port; `s` is a valid out-pointer.
+        check("rte_eth_stats_get", unsafe { sys::rte_eth_stats_get(self.id().0, &mut s) })?;
+        Ok(PortStats {
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            ibytes: s.ibytes,
+            obytes: s.obytes,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        })
+    }
+
+    /// Extended counters as (name, value), in the driver's order.
+    pub fn xstats(&self) -> Result<Vec<(String, u64)>, DpdkError> {
+        let id = self.id().0;
+        // The count can change between calls (queues reconfigured): retry until stable.
+        for _ in 0..4 {
+            // SAFETY: valid port; NULL/0 asks for the count.
+            let n = check("rte_eth_xstats_get_names", unsafe {
+                sys::rte_eth_xstats_get_names(id, std::ptr::null_mut(), 0)
+            })? as usize;
+            let mut names = vec![sys::rte_eth_xstat_name::default(); n];
+            let mut values = vec![sys::rte_eth_xstat::default(); n];
+            // SAFETY: names has n elements.
+            let got_names = check("rte_eth_xstats_get_names", unsafe {
+                sys::rte_eth_xstats_get_names(id, names.as_mut_ptr(), n as u32)
+            })? as usize;
+            // SAFETY: values has n elements.
+            let got_values = check("rte_eth_xstats_get", unsafe {
+                sys::rte_eth_xstats_get(id, values.as_mut_ptr(), n as u32)
+            })? as usize;
+            if got_names > n || got_values > n || got_names != got_values {
+                continue;
+            }
+            return Ok(values[..got_values]
+                .iter()
+                .map(|v| {
+                    let name = names
+                        .get(v.id as usize)
+                        // SAFETY: DPDK NUL-terminates names within RTE_ETH_XSTATS_NAME_SIZE.
+                        .map(|nm| unsafe { CStr::from_ptr(nm.name.as_ptr()) }.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| format!("xstat{}", v.id));
+                    (name, v.value)
+                })
+                .collect());
+        }
+        Err(DpdkError::invalid("Port::xstats", "xstats count kept changing"))
+    }
+
+    /// Zeroes basic and extended counters.
+    pub fn reset_stats(&mut self) -> Result<(), DpdkError> {
+        // SAFETY: valid port.
+        check("rte_eth_stats_reset", unsafe { sys::rte_eth_stats_reset(self.id().0) })?;
+        // SAFETY: valid port.
+        let ret = unsafe { sys::rte_eth_xstats_reset(self.id().0) };
+        // Drivers without xstats of their own answer ENOTSUP after resetting the basic ones.
+        if ret < 0 && ret != -95 {
+            check("rte_eth_xstats_reset", ret)?;
+        }
+        Ok(())
+    }
+
+    /// Receives up to the batch's free slots from RX `queue`, appending; returns how many.
+    ///
+    /// # Panics
+    /// If `queue` is not configured or is owned by an `RxQueue` handle.
+    #[inline]
+    pub fn rx_burst<const N: usize>(&mut self, queue: QueueId, batch: &mut MbufBatch<N>) -> usize {
+        assert!(queue.0 < self.nb_rx, "{:?}: rx {queue:?} not configured", self.id());
+        assert!(!self.inner.rx_claimed[queue.0 as usize].load(Ordering::Relaxed), "{:?}: rx {queue:?} is owned by an RxQueue", self.id());
+        // SAFETY: configured queue, polled only by this &mut Port (no handle owns it).
+        unsafe { rx_burst_raw(self.id(), queue, batch) }
+    }
+
+    /// Sends from the front of `batch` on TX `queue`; the mbufs the driver took leave the
+    /// batch, the rest stay (in order) for the caller to retry or drop. Returns how many went.
+    ///
+    /// # Panics
+    /// If `queue` is not configured or is owned by a `TxQueue` handle.
+    #[inline]
+    pub fn tx_burst<const N: usize>(&mut self, queue: QueueId, batch: &mut MbufBatch<N>) -> usize {
+        assert!(queue.0 < self.nb_tx, "{:?}: tx {queue:?} not configured", self.id());
+        assert!(!self.inner.tx_claimed[queue.0 as usize].load(Ordering::Relaxed), "{:?}: tx {queue:?} is owned by a TxQueue", self.id());
+        // SAFETY: configured queue, used only by this &mut Port (no handle owns it).
+        unsafe { tx_burst_raw(self.id(), queue, batch) }
+    }
+
+    /// Hands RX `queue` to a handle that can move to another lcore. One handle per queue.
+    pub fn rx_queue(&self, queue: QueueId) -> Result<RxQueue, DpdkError> {
+        if queue.0 >= self.nb_rx {
+            return Err(DpdkError::invalid("Port::rx_queue", format!("{:?}: rx {queue:?} not configured", self.id())));
+        }
+        if self.inner.rx_claimed[queue.0 as usize].swap(true, Ordering::AcqRel) {
+            return Err(DpdkError::invalid("Port::rx_queue", format!("{:?}: rx {queue:?} already handed out", self.id())));
+        }
+        Ok(RxQueue { inner: self.inner.clone(), queue })
+    }
+
+    /// Hands TX `queue` to a handle that can move to another lcore. One handle per queue.
+    pub fn tx_queue(&self, queue: QueueId) -> Result<TxQueue, DpdkError> {
+        if queue.0 >= self.nb_tx {
+            return Err(DpdkError::invalid("Port::tx_queue", format!("{:?}: tx {queue:?} not configured", self.id())));
+        }
+        if self.inner.tx_claimed[queue.0 as usize].swap(true, Ordering::AcqRel) {
+            return Err(DpdkError::invalid("Port::tx_queue", format!("{:?}: tx {queue:?} already handed out", self.id())));
+        }
+        Ok(TxQueue { inner: self.inner.clone(), queue })
+    }
+}
+
+/// # Safety
+/// The queue must be configured and polled by no other thread during the call.
+#[inline]
+unsafe fn rx_burst_raw<const N: usize>(port: PortId, queue: QueueId, batch: &mut MbufBatch<N>) -> usize {
+    let (slots, free) = batch.free_slots();
+    if free == 0 {
+        return 0;
+    }
+    // SAFETY: the caller guarantees exclusive use of a configured queue; `slots` has `free`
+    // writable entries inside the batch.
+    let n = unsafe { sys::rte_eth_rx_burst(port.0, queue.0, slots, free) } as usize;
+    // SAFETY: the driver wrote n owned mbufs into the first n free slots.
+    unsafe { batch.commit_filled(n) };
+    n
+}
+
+/// # Safety
+/// The queue must be configured and used by no other thread during the call.
+#[inline]
+unsafe fn tx_burst_raw<const N: usize>(port: PortId, queue: QueueId, batch: &mut MbufBatch<N>) -> usize {
+    let (held, count) = batch.held();
+    if count == 0 {
+        return 0;
+    }
+    // SAFETY: the caller guarantees exclusive use of a configured queue; `held` has `count`
+    // owned mbufs.
+    let n = unsafe { sys::rte_eth_tx_burst(port.0, queue.0, held, count) } as usize;
+    // The driver owns the first n now; the rest are still ours.
+    batch.consume_front(n);
+    n
+}
+
+/// The exclusive right to poll one RX queue, movable to another lcore.
+pub struct RxQueue {
+    inner: Arc<PortInner>,
+    queue: QueueId,
+}
+
+impl std::fmt::Debug for RxQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RxQueue({:?}, {:?})", self.inner.id, self.queue)
+    }
+}
+
+impl RxQueue {
+    /// The port.
+    pub fn port(&self) -> PortId {
+        self.inner.id
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> QueueId {
+        self.queue
+    }
+
+    /// As `Port::rx_burst`.
+    #[inline]
+    pub fn rx_burst<const N: usize>(&mut self, batch: &mut MbufBatch<N>) -> usize {
+        // SAFETY: this handle is the queue's only user (claimed in Port::rx_queue); the port
+        // cannot be stopped or reconfigured while the handle lives.
+        unsafe { rx_burst_raw(self.inner.id, self.queue, batch) }
+    }
+}
+
+impl Drop for RxQueue {
+    fn drop(&mut self) {
+        self.inner.rx_claimed[self.queue.0 as usize].store(false, Ordering::Release);
+    }
+}
+
+/// The exclusive right to send on one TX queue, movable to another lcore.
+pub struct TxQueue {
+    inner: Arc<PortInner>,
+    queue: QueueId,
+}
+
+impl std::fmt::Debug for TxQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TxQueue({:?}, {:?})", self.inner.id, self.queue)
+    }
+}
+
+impl TxQueue {
+    /// The port.
+    pub fn port(&self) -> PortId {
+        self.inner.id
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> QueueId {
+        self.queue
+    }
+
+    /// As `Port::tx_burst`.
+    #[inline]
+    pub fn tx_burst<const N: usize>(&mut self, batch: &mut MbufBatch<N>) -> usize {
+        // SAFETY: this handle is the queue's only user (claimed in Port::tx_queue).
+        unsafe { tx_burst_raw(self.inner.id, self.queue, batch) }
+    }
+}
+
+impl Drop for TxQueue {
+    fn drop(&mut self) {
+        self.inner.tx_claimed[self.queue.0 as usize].store(false, Ordering::Release);
+    }
+}
+
+
+impl PortInner {
+    /// Stops and closes once; afterwards the id reads u16::MAX and Drop does nothing.
+    fn close_in_place(&mut self) -> Result<(), DpdkError> {
+        if self.id.0 == u16::MAX {
+            return Ok(());
+        }
+        let id = self.id.0;
+        let mut result = Ok(());
+        if self.started.swap(false, Ordering::AcqRel) {
+            // SAFETY: valid started port; this is the last reference, so no burst is in flight.
+            result = check("rte_eth_dev_stop", unsafe { sys::rte_eth_dev_stop(id) }).map(|_| ());
+        }
+        // SAFETY: valid port with no other user; it is not touched after closing.
+        let closed = check("rte_eth_dev_close", unsafe { sys::rte_eth_dev_close(id) }).map(|_| ());
+        result = result.and(closed);
+        if let Some(vdev) = &self.vdev {
+            // SAFETY: we created this vdev in attach_vdev; its port is closed.
+            unsafe { sys::rte_vdev_uninit(vdev.as_ptr()) };
+        }
+        PORT_OWNED[id as usize].store(false, Ordering::Release);
+        self.id = PortId(u16::MAX);
+        result
+    }
+}
+
+impl Drop for PortInner {
+    fn drop(&mut self) {
+        if let Err(e) = self.close_in_place() {
+            eprintln!("dpdk: closing port {}: {e}", self.name);
+        }
+        // `pools` drop after this: the RX rings' mbufs went back to them on close.
+    }
+}

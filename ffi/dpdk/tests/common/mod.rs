@@ -1,0 +1,32 @@
+//! Helpers shared by the integration tests (each test file is its own process with its own EAL).
+#![allow(dead_code)]
+
+use dpdk::{Eal, Mbuf, Mempool};
+
+/// Initialises the one EAL of this test process with the test flags plus `extra`.
+pub fn eal(prog: &str, extra: &[&str]) -> Eal {
+    let (eal, app) = Eal::init(dpdk::test_args(prog, extra)).expect("EAL init");
+    assert!(app.is_empty(), "no app args were given: {app:?}");
+    eal
+}
+
+/// A 60-byte barrier-like frame (EtherType 0x88B5) whose payload encodes `seq`.
+pub fn barrier_frame(seq: u32) -> [u8; 60] {
+    let mut f = [0u8; 60];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[12..14].copy_from_slice(&0x88B5u16.to_be_bytes());
+    f[14] = 0xB1; // magic/version
+    f[15] = (seq % 2) as u8; // kind
+    f[16..20].copy_from_slice(&7u32.to_be_bytes()); // group
+    f[20..24].copy_from_slice(&seq.to_be_bytes()); // sequence
+    for (i, b) in f[24..].iter_mut().enumerate() {
+        *b = (seq as u8).wrapping_mul(31).wrapping_add(i as u8);
+    }
+    f
+}
+
+/// An mbuf holding `bytes`.
+pub fn mbuf(pool: &Mempool, bytes: &[u8]) -> Mbuf {
+    Mbuf::from_slice(pool, bytes).expect("mbuf alloc")
+}
