@@ -134,10 +134,10 @@ fn mbuf_operations(pool: &Mempool) {
     // A shared mbuf refuses mutation.
     let m = common::mbuf(pool, &[1, 2, 3]);
     let c = m.clone_ref();
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+    let r = common::expect_panic(move || {
         let mut m = m;
         m.data_mut()[0] = 0;
-    }));
+    });
     assert!(r.is_err(), "data_mut on a shared mbuf must panic");
     assert_eq!(c.refcnt(), 1, "the panicking handle was dropped while unwinding");
     drop(c);

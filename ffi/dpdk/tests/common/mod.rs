@@ -30,3 +30,12 @@ pub fn barrier_frame(seq: u32) -> [u8; 60] {
 pub fn mbuf(pool: &Mempool, bytes: &[u8]) -> Mbuf {
     Mbuf::from_slice(pool, bytes).expect("mbuf alloc")
 }
+
+/// Runs `f`, which must panic; the panic message is kept out of the test output.
+pub fn expect_panic<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    r
+}
