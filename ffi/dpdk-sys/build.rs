@@ -87,6 +87,8 @@ const FUNCTIONS: &[&str] = &[
     "rte_eth_from_rings",
     "rte_ring_create",
     "rte_ring_free",
+    "rte_ring_count",
+    "rte_ring_dequeue_burst",
     // virtual devices at run time
     "rte_vdev_init",
     "rte_vdev_uninit",
@@ -140,7 +142,7 @@ const VARS: &[&str] = &[
     "RTE_ETHER_MAX_LEN",
     "RTE_ETHER_HDR_LEN",
     "RTE_ETHER_CRC_LEN",
-    "RTE_RING_F_.*",
+    "RING_F_.*",
     "RTE_TEL_MAX_.*",
     "SOCKET_ID_ANY",
     "LCORE_ID_ANY",

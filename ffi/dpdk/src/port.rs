@@ -4,6 +4,7 @@
 
 use std::ffi::{CStr, CString};
 use std::os::raw::c_char;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -64,6 +65,9 @@ struct PortInner {
     /// Queues handed out as `RxQueue`/`TxQueue` (one owner each).
     rx_claimed: Box<[AtomicBool]>,
     tx_claimed: Box<[AtomicBool]>,
+    /// Rings under a `ring_pair` port (shared with its peer); declared before `pools` so the
+    /// mbufs still in them go back to pools that are still alive.
+    rings: Option<Arc<RingSet>>,
     /// Pools backing the RX queues: dropped only after the port is closed and its rings freed.
     pools: Mutex<Vec<Mempool>>,
     /// The vdev this port was created from by `attach_vdev`, removed after close.
@@ -178,6 +182,60 @@ impl Port {
         Self::open_inner(eal, id, Some(c_name))
     }
 
+    /// Two ports joined back to back by rings, like a cable: what one sends on TX queue i the
+    /// other receives on RX queue i. Both get `queues` RX and TX queues; each ring holds
+    /// `ring_size - 1` mbufs (`ring_size` a power of two). The ring driver names the ports
+    /// `net_ring_<name_a>` and `net_ring_<name_b>`; names must be unique. The rings are freed,
+    /// and the mbufs left in them returned to their pools, when both ports are closed.
+    #[cold]
+    pub fn ring_pair(eal: &Eal, name_a: &str, name_b: &str, queues: u16, ring_size: u32) -> Result<(Port, Port), DpdkError> {
+        const OP: &str = "Port::ring_pair";
+        if queues == 0 {
+            return Err(DpdkError::invalid(OP, "needs at least one queue"));
+        }
+        // a_to_b[i] carries A's TX queue i to B's RX queue i; b_to_a the other way.
+        let mut set = RingSet { rings: Vec::new(), _eal: eal.clone() };
+        let mut make = |tag: &str, i: u16| -> Result<*mut sys::rte_ring, DpdkError> {
+            let c = CString::new(format!("{tag}{i}")).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
+            // SAFETY: EAL is live; the name is copied; single producer (one TX queue owner) and
+            // single consumer (one RX queue owner) match how ports use queues.
+            let r = unsafe {
+                sys::rte_ring_create(c.as_ptr(), ring_size, sys::SOCKET_ID_ANY, sys::RING_F_SP_ENQ | sys::RING_F_SC_DEQ)
+            };
+            let r = NonNull::new(r).ok_or_else(|| DpdkError::from_rte_errno("rte_ring_create"))?;
+            set.rings.push(r);
+            Ok(r.as_ptr())
+        };
+        // Ring names are limited to 29 bytes and must be unique process-wide.
+        let short = |n: &str| n.chars().take(12).collect::<String>();
+        let (ta, tb) = (format!("nbr{}>", short(name_a)), format!("nbr{}<", short(name_b)));
+        let mut a_to_b = Vec::new();
+        let mut b_to_a = Vec::new();
+        for i in 0..queues {
+            a_to_b.push(make(&ta, i)?);
+            b_to_a.push(make(&tb, i)?);
+        }
+        let set = Arc::new(set);
+        let make_port = |name: &str, rx: &[*mut sys::rte_ring], tx: &[*mut sys::rte_ring]| -> Result<Port, DpdkError> {
+            let c = CString::new(name).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
+            // SAFETY: EAL is live; both arrays hold `queues` valid rings that outlive the port
+            // (the RingSet is kept by it); the name is copied.
+            let ret = unsafe {
+                sys::rte_eth_from_rings(c.as_ptr(), rx.as_ptr(), rx.len() as u32, tx.as_ptr(), tx.len() as u32, 0)
+            };
+            crate::error::check_rte_errno("rte_eth_from_rings", ret)?;
+            let mut p = Self::open_inner(eal, PortId(ret as u16), None)?;
+            let inner = Arc::get_mut(&mut p.inner).expect("fresh port");
+            inner.rings = Some(set.clone());
+            // The driver registered the port as the vdev `net_ring_<name>`: remove it on close.
+            inner.vdev = CString::new(inner.name.clone()).ok();
+            Ok(p)
+        };
+        let a = make_port(name_a, &b_to_a, &a_to_b)?;
+        let b = make_port(name_b, &a_to_b, &b_to_a)?;
+        Ok((a, b))
+    }
+
     fn open_inner(eal: &Eal, id: PortId, vdev: Option<CString>) -> Result<Port, DpdkError> {
         const OP: &str = "Port::open";
         if id.0 as usize >= MAX_PORTS {
@@ -206,6 +264,7 @@ impl Port {
                 started: AtomicBool::new(false),
                 rx_claimed: (0..MAX_QUEUES).map(|_| AtomicBool::new(false)).collect(),
                 tx_claimed: (0..MAX_QUEUES).map(|_| AtomicBool::new(false)).collect(),
+                rings: None,
                 pools: Mutex::new(Vec::new()),
                 vdev,
                 _eal: eal.clone(),
@@ -627,5 +686,41 @@ impl Drop for PortInner {
             eprintln!("dpdk: closing port {}: {e}", self.name);
         }
         // `pools` drop after this: the RX rings' mbufs went back to them on close.
+    }
+}
+
+/// Rings created by `Port::ring_pair`, freed when both ports are gone.
+struct RingSet {
+    rings: Vec<NonNull<sys::rte_ring>>,
+    _eal: Eal,
+}
+
+// SAFETY: rte_ring is a thread-safe structure; the set only frees the rings at the end, when no
+// port uses them.
+unsafe impl Send for RingSet {}
+// SAFETY: as above; nothing reads through a shared RingSet.
+unsafe impl Sync for RingSet {}
+
+impl Drop for RingSet {
+    fn drop(&mut self) {
+        for r in &self.rings {
+            let mut buf = [std::ptr::null_mut::<std::os::raw::c_void>(); 64];
+            loop {
+                // SAFETY: the ring is valid and unused (both ports closed); dequeued entries are
+                // mbufs a TX queue enqueued and nobody received, so we own them.
+                let n = unsafe {
+                    sys::rte_ring_dequeue_burst(r.as_ptr(), buf.as_mut_ptr(), buf.len() as u32, std::ptr::null_mut())
+                };
+                if n == 0 {
+                    break;
+                }
+                for p in &buf[..n as usize] {
+                    // SAFETY: each entry is an owned mbuf (see above).
+                    unsafe { sys::rte_pktmbuf_free(*p as *mut sys::rte_mbuf) };
+                }
+            }
+            // SAFETY: the ring is empty and no port refers to it any more.
+            unsafe { sys::rte_ring_free(r.as_ptr()) };
+        }
     }
 }

@@ -84,8 +84,49 @@ fn net_ring_end_to_end() {
         assert_eq!(Port::count_avail(&eal), 0);
     }
     assert_eq!(pool.in_use_count(), 0);
+
+    ring_pair_is_a_cable(&eal, &pool);
+    assert_eq!(pool.in_use_count(), 0, "frames left in the rings went back to the pool");
     drop(pool);
     eal.shutdown();
+}
+
+/// Two ports joined by rings: A's TX queue i arrives on B's RX queue i and back; frames still
+/// in flight when both close are freed with the rings.
+fn ring_pair_is_a_cable(eal: &dpdk::Eal, pool: &Mempool) {
+    let err = Port::ring_pair(eal, "x", "y", 1, 100).unwrap_err().to_string();
+    assert!(err.starts_with("rte_ring_create failed"), "size not a power of two: {err}");
+    let (mut a, mut b) = Port::ring_pair(eal, "a", "b", 2, 256).unwrap();
+    assert_eq!((a.name(), b.name()), ("net_ring_a", "net_ring_b"));
+    assert_eq!(Port::count_avail(eal), 2);
+    for p in [&mut a, &mut b] {
+        p.configure(2, 2, 256, 256, pool).unwrap();
+        p.start().unwrap();
+    }
+    let mut batch: MbufBatch<8> = MbufBatch::new();
+    for (from, q, seq) in [(0, 0u16, 10u32), (0, 1, 11), (1, 1, 12), (1, 0, 13)] {
+        let (src, dst) = if from == 0 { (&mut a, &mut b) } else { (&mut b, &mut a) };
+        batch.push(common::mbuf(pool, &common::barrier_frame(seq))).unwrap();
+        assert_eq!(src.tx_burst(QueueId(q), &mut batch), 1);
+        // Nothing loops back to the sender, and nothing lands on the other queue.
+        assert_eq!(src.rx_burst(QueueId(q), &mut batch), 0);
+        assert_eq!(dst.rx_burst(QueueId(1 - q), &mut batch), 0);
+        assert_eq!(dst.rx_burst(QueueId(q), &mut batch), 1);
+        assert_eq!(batch.pop().unwrap().data(), &common::barrier_frame(seq)[..]);
+    }
+    // Leave three frames in flight, then close both ends.
+    for s in 0..3 {
+        batch.push(common::mbuf(pool, &common::barrier_frame(s))).unwrap();
+    }
+    assert_eq!(a.tx_burst(QueueId(0), &mut batch), 3);
+    assert_eq!(pool.in_use_count(), 3, "net_ring RX keeps no mbufs of its own");
+    a.close().unwrap();
+    assert_eq!(pool.in_use_count(), 3, "rings live until both ports close");
+    b.close().unwrap();
+    assert_eq!(Port::count_avail(eal), 0);
+    // Names are free again.
+    let (a, b) = Port::ring_pair(eal, "a", "b", 1, 64).unwrap();
+    drop((a, b));
 }
 
 fn mbuf_operations(pool: &Mempool) {

@@ -1,0 +1,125 @@
+/*
+ * barrier.h: the C API of libbarrier, a compute node's (leaf's) side of in-network barrier
+ * synchronization (netbarrier). A leaf opens an interface towards its parent switch, joins
+ * barrier groups, and waits at barriers: it sends a reduce frame, re-sends it when no release
+ * comes within the re-send timeout, and returns when the release arrives.
+ *
+ * Errors are returned as negative barrier_status codes; barrier_strerror() names a code and
+ * barrier_leaf_last_error() gives the details of the last failure on the calling thread.
+ * A barrier_leaf handle is not thread-safe: use one per thread, or lock around it.
+ * Link with -lbarrier (pkg-config: barrier). See docs/leaf.md.
+ */
+#ifndef BARRIER_H
+#define BARRIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Return codes. 0 and positive values are not errors. */
+typedef enum barrier_status {
+    BARRIER_OK = 0,
+    BARRIER_PENDING = 1,      /* barrier_leaf_try_wait: not released yet; call again */
+    BARRIER_EINVAL = -1,      /* bad argument: NULL pointer, bad name, group out of range */
+    BARRIER_EIO = -2,         /* socket error while sending or receiving */
+    BARRIER_ETIMEDOUT = -3,   /* the barrier was not released within the timeout */
+    BARRIER_ENOGROUP = -4,    /* the group was not added to this leaf */
+    BARRIER_EBUSY = -5,       /* group already added, or already waiting at its barrier */
+    BARRIER_EPERM = -6,       /* not permitted: raw sockets need CAP_NET_RAW */
+    BARRIER_ENODEV = -7,      /* no such network interface */
+    BARRIER_EINTERNAL = -8    /* a bug in libbarrier (caught panic); the handle may be unusable */
+} barrier_status;
+
+/* An open leaf: one interface, a set of groups. */
+typedef struct barrier_leaf barrier_leaf;
+
+/* Settings for barrier_leaf_open. Fill with barrier_leaf_options_init, then change fields. */
+typedef struct barrier_leaf_options {
+    uint32_t resend_timeout_us; /* re-send the reduce after this long without release (1000) */
+    uint64_t wait_timeout_us;   /* default timeout of barrier_leaf_wait (10 s) */
+    uint8_t dst_mac[6];         /* destination MAC of reduces (ff:ff:ff:ff:ff:ff; the switch accepts any) */
+    uint8_t timestamps;         /* nonzero: carry the send time in each reduce (0) */
+    uint8_t reserved;           /* must be 0 */
+    uint32_t first_seq;         /* sequence number of the first barrier of each group (0) */
+} barrier_leaf_options;
+
+/* One released barrier as this leaf saw it. Times are CLOCK_MONOTONIC nanoseconds. */
+typedef struct barrier_record {
+    uint32_t group;
+    uint32_t seq;             /* the barrier's sequence number */
+    uint64_t first_reduce_ns; /* when this leaf first sent its reduce */
+    uint64_t release_ns;      /* when the release arrived */
+    uint32_t resends;         /* how often the reduce was re-sent */
+    uint32_t reserved;
+} barrier_record;
+
+/* Counters of one leaf over all its groups. */
+typedef struct barrier_stats {
+    uint64_t reduces;        /* first reduces sent (one per barrier) */
+    uint64_t resends;        /* reduces re-sent after the timer expired */
+    uint64_t releases;       /* releases that ended a barrier */
+    uint64_t stale_releases; /* duplicate or out-of-date releases, ignored */
+    uint64_t foreign_frames; /* barrier frames of other groups, or reduces */
+    uint64_t bad_frames;     /* frames that did not parse */
+} barrier_stats;
+
+/* Fills *opts with the defaults. */
+void barrier_leaf_options_init(barrier_leaf_options *opts);
+
+/* Opens a leaf on network interface `ifname` (AF_PACKET, EtherType 0x88B5; needs CAP_NET_RAW).
+ * `opts` may be NULL for the defaults. On success stores the handle in *out. */
+int barrier_leaf_open(const char *ifname, const barrier_leaf_options *opts, barrier_leaf **out);
+
+/* Joins barrier group `group` (0 .. 2^20-1); its first barrier has opts->first_seq. */
+int barrier_leaf_add_group(barrier_leaf *leaf, uint32_t group);
+
+/* The barrier: arrives (sends the reduce) unless already arrived with barrier_leaf_arrive, and
+ * blocks until the release, re-sending on the re-send timeout. timeout_us 0 means the leaf's
+ * wait_timeout_us. On BARRIER_ETIMEDOUT the leaf still waits at that barrier (the message names
+ * group and sequence); calling again goes on waiting. `rec` may be NULL. */
+int barrier_leaf_wait(barrier_leaf *leaf, uint32_t group, uint64_t timeout_us, barrier_record *rec);
+
+/* Non-blocking: arrives at the group's barrier (sends the reduce). BARRIER_EBUSY if waiting. */
+int barrier_leaf_arrive(barrier_leaf *leaf, uint32_t group);
+
+/* Non-blocking barrier: arrives if not yet arrived, handles received frames and timers, and
+ * returns BARRIER_OK (filling *rec if not NULL) once released, BARRIER_PENDING before that,
+ * BARRIER_ETIMEDOUT once the barrier waited longer than wait_timeout_us (still pending). */
+int barrier_leaf_try_wait(barrier_leaf *leaf, uint32_t group, barrier_record *rec);
+
+/* For event loops with several groups: handles frames and timers, waiting up to timeout_us for
+ * a frame (0: do not wait); copies up to `cap` released barriers into recs and their number into
+ * *n. Releases beyond `cap` are kept for the next call. */
+int barrier_leaf_poll(barrier_leaf *leaf, uint32_t timeout_us, barrier_record *recs, size_t cap, size_t *n);
+
+/* The sequence number of the group's current (or next) barrier. */
+int barrier_leaf_seq(const barrier_leaf *leaf, uint32_t group, uint32_t *seq);
+
+/* The leaf's counters. */
+int barrier_leaf_stats(const barrier_leaf *leaf, barrier_stats *out);
+
+/* From now on, writes one line per released barrier to file `path`: JSON lines when it ends in
+ * .json or .jsonl, CSV (header group,seq,first_reduce_ns,release_ns,resends) otherwise. */
+int barrier_leaf_records_to(barrier_leaf *leaf, const char *path);
+
+/* Closes the leaf (flushing records) and frees it. NULL is ignored. */
+void barrier_leaf_close(barrier_leaf *leaf);
+
+/* Details of the last failure on this thread ("" if none). Valid until the next failing call on
+ * this thread; do not free. */
+const char *barrier_leaf_last_error(void);
+
+/* A static description of a barrier_status code. */
+const char *barrier_strerror(int status);
+
+/* The library version, e.g. "0.1.0". */
+const char *barrier_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BARRIER_H */
