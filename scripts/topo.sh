@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# A barrier tree as separate processes over real (virtual) Ethernet: one network namespace per
+# switch and per leaf, veth pairs for the links, `barrier-switch run --config` in each switch
+# namespace on DPDK net_af_packet ports, `barrier-leaf` in each leaf namespace, link faults from
+# the eBPF tc program (scripts/bpf) on every link or chosen ones. After the leaves finish, their
+# records are checked: every barrier completed, and no leaf was released before the last leaf
+# arrived. Everything is torn down on exit, failure or interruption. Needs root.
+#
+# usage: scripts/topo.sh [options]
+#   --fanout LIST       children per level, root first (default 2,2: a root, 2 intermediate
+#                       switches, 4 leaves; "4" is a root with 4 leaves)
+#   --barriers N        barriers each leaf runs (default 1000)
+#   --group G           barrier group number (default 1)
+#   --loss P --dup P --corrupt P
+#                       fault probabilities per frame, per link direction (default 0)
+#   --corrupt-offset N  corrupt only header byte N (default: a random header byte; 14, the magic,
+#                       is one every parser rejects; see docs/faults.md on the others)
+#   --links LIST        faults only on the links above these nodes (e.g. s1,l1.2); default all
+#   --resend-us US      intermediate switches' re-send timeout (default 1000)
+#   --switch CMD        the switch command (default: barrier-switch from PATH or target/)
+#   --leaf CMD          the leaf command (default: barrier-leaf from PATH or target/)
+#   --leaf-args ARGS    extra arguments for every leaf
+#   --switch-lcores 1|2 1: RX and scheduler share one lcore (default); 2: one lcore each
+#   --timeout S         give the leaves this long to finish (default 300)
+#   --out DIR           keep configs, logs and records in DIR
+#   --dry-run           build the namespaces, links, faults and configs, print them, stop
+#   --cleanup-stale     remove namespaces and interfaces left by killed runs, then exit
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root_dir=$(dirname "$here")
+# shellcheck source=lib/netns.sh
+source "$here/lib/netns.sh"
+
+fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 links=all resend_us=1000
+switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 timeout_s=300 out_dir="" dry_run=0
+
+usage() { sed -n '9,28p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --fanout) fanout=${2:?}; shift 2 ;;
+    --barriers) barriers=${2:?}; shift 2 ;;
+    --group) group=${2:?}; shift 2 ;;
+    --loss) loss=${2:?}; shift 2 ;;
+    --dup) dup=${2:?}; shift 2 ;;
+    --corrupt) corrupt=${2:?}; shift 2 ;;
+    --links) links=${2:?}; shift 2 ;;
+    --corrupt-offset) corrupt_offset=${2:?}; shift 2 ;;
+    --resend-us) resend_us=${2:?}; shift 2 ;;
+    --switch) switch_cmd=${2:?}; shift 2 ;;
+    --leaf) leaf_cmd=${2:?}; shift 2 ;;
+    --leaf-args) leaf_args=${2?}; shift 2 ;;
+    --switch-lcores) switch_lcores=${2:?}; shift 2 ;;
+    --timeout) timeout_s=${2:?}; shift 2 ;;
+    --out) out_dir=${2:?}; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    --cleanup-stale) cleanup_stale=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "topo.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
+  esac
+done
+
+if [ "${cleanup_stale:-0}" = 1 ]; then
+  for name in $(nb_stale); do
+    if ip netns list | awk '{print $1}' | grep -qx "$name"; then
+      for pid in $(ip netns pids "$name"); do nb_stop "$pid" 2; done
+      ip netns del "$name" && echo "removed namespace $name"
+    else
+      ip link del "$name" 2>/dev/null && echo "removed interface $name"
+    fi
+  done
+  exit 0
+fi
+
+[[ $fanout =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || { echo "topo.sh: --fanout wants e.g. 2,2" >&2; exit 2; }
+[[ $barriers =~ ^[1-9][0-9]*$ ]] || { echo "topo.sh: --barriers wants a positive number" >&2; exit 2; }
+[[ $switch_lcores =~ ^[12]$ ]] || { echo "topo.sh: --switch-lcores is 1 or 2" >&2; exit 2; }
+
+# find_program NAME: NAME from PATH, else the workspace's build output.
+find_program() {
+  local name=$1 p
+  if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return; fi
+  for p in "${CARGO_TARGET_DIR:-$root_dir/target}/release/$name" "${CARGO_TARGET_DIR:-$root_dir/target}/debug/$name" \
+           "$root_dir/target/release/$name" "$root_dir/target/debug/$name"; do
+    [ -x "$p" ] && { echo "$p"; return; }
+  done
+  return 1
+}
+if [ "$dry_run" = 0 ]; then
+  [ -n "$switch_cmd" ] || switch_cmd=$(find_program barrier-switch) \
+    || { echo "topo.sh: barrier-switch not found (build it, or pass --switch CMD)" >&2; exit 2; }
+  [ -n "$leaf_cmd" ] || leaf_cmd=$(find_program barrier-leaf) \
+    || { echo "topo.sh: barrier-leaf not found (build it, or pass --leaf CMD)" >&2; exit 2; }
+fi
+read -ra switch_argv <<<"$switch_cmd"
+read -ra leaf_argv <<<"$leaf_cmd"
+read -ra leaf_extra <<<"$leaf_args"
+
+nb_init
+loss_ppm=$(nb_ppm "$loss")
+dup_ppm=$(nb_ppm "$dup")
+corrupt_ppm=$(nb_ppm "$corrupt")
+
+# ---- the tree ----------------------------------------------------------------------------------
+# Nodes are named by their path from the root: the root switch "s", its children "s1", "s2" (or
+# "l1", "l2" when they are leaves), their children "s1.1", "l1.2", ... A parent reaches child k
+# (1-based) through its port "d<k-1>"; every non-root node reaches its parent through "up".
+IFS=, read -ra levels <<<"$fanout"
+switches=() leaves=()
+declare -A parent_of port_in_parent children_of
+build_tree() { # NAME PATH DEPTH
+  local name=$1 path=$2 depth=$3 k child cpath kind
+  switches+=("$name")
+  children_of[$name]=""
+  for ((k = 1; k <= levels[depth]; k++)); do
+    cpath=${path:+$path.}$k
+    if ((depth + 1 == ${#levels[@]})); then kind=l; else kind=s; fi
+    child=$kind$cpath
+    parent_of[$child]=$name
+    port_in_parent[$child]=d$((k - 1))
+    children_of[$name]+="${children_of[$name]:+ }d$((k - 1))"
+    if [ $kind = l ]; then leaves+=("$child"); else build_tree "$child" "$cpath" $((depth + 1)); fi
+  done
+}
+build_tree s "" 0
+nodes=("${switches[@]}" "${leaves[@]}")
+nb_log "tree ${fanout}: switches ${switches[*]}; leaves ${leaves[*]}"
+
+for n in "${nodes[@]}"; do nb_netns_add "$n"; done
+for n in "${nodes[@]}"; do
+  [ "$n" = s ] && continue
+  nb_veth "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$(nb_ns "$n")" up
+done
+
+# ---- faults ------------------------------------------------------------------------------------
+# A link's faults apply in both directions: the program sits on the egress of both veth ends.
+faulty_links=()
+if [ "$loss_ppm$dup_ppm$corrupt_ppm" != 000 ]; then
+  for n in "${nodes[@]}"; do
+    [ "$n" = s ] && continue
+    if [ "$links" != all ] && [[ ",$links," != *",$n,"* ]]; then continue; fi
+    nb_fault_attach "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$loss_ppm" "$dup_ppm" "$corrupt_ppm" --corrupt-offset "$corrupt_offset"
+    nb_fault_attach "$(nb_ns "$n")" up "$loss_ppm" "$dup_ppm" "$corrupt_ppm" --corrupt-offset "$corrupt_offset"
+    faulty_links+=("${parent_of[$n]}-$n")
+  done
+  nb_log "faults (loss ${loss_ppm}, dup ${dup_ppm}, corrupt ${corrupt_ppm} per million, each direction) on ${faulty_links[*]}"
+fi
+
+# ---- switch configuration ----------------------------------------------------------------------
+# write_switch_config NAME FILE: the barrier-switch TOML (docs/configuration.md,
+# dataplane/switch/src/config.rs) for switch NAME. Ports are DPDK net_af_packet devices over the
+# namespace's veth ends; qdisc_bypass=0 because the PMD's default (1) sends through
+# dev_direct_xmit, past the clsact egress hook, so the fault program would never see the
+# switch's frames. EAL runs without hugepages, and each switch has its own file prefix.
+write_switch_config() {
+  local name=$1 file=$2 ports=() p i=0 ncpu
+  ncpu=$(nproc)
+  [ "$name" != s ] && ports+=(up)
+  for p in ${children_of[$name]}; do ports+=("$p"); done
+  # Lcores float over all CPUs: several switches poll on a machine with few cores.
+  local lcores="0@(0-$((ncpu - 1)))" sched=0 shared=true
+  if [ "$switch_lcores" = 2 ]; then lcores="0@(0-$((ncpu - 1))),1@(0-$((ncpu - 1)))" sched=1 shared=false; fi
+  {
+    echo "# barrier-switch $name, generated by scripts/topo.sh (namespace $(nb_ns "$name"))"
+    echo "[eal]"
+    echo "args = [\"--lcores\", \"$lcores\", \"--no-huge\", \"-m\", \"256\", \"--no-shconf\", \"--file-prefix\", \"$(nb_ns "$name")\", \"--no-pci\", \"--iova-mode=va\", \"--no-telemetry\"]"
+    echo
+    echo "[switch]"
+    printf 'mac = "02:00:00:%02x:%02x:01"\n' $(( $(printf '%s\n' "${switches[@]}" | grep -nxF -- "$name" | cut -d: -f1) )) 0
+    for p in "${ports[@]}"; do
+      echo
+      echo "[[ports]]"
+      echo "name = \"$p\""
+      echo "vdev = \"net_af_packet$i,iface=$p,qdisc_bypass=0\""
+      i=$((i + 1))
+    done
+    echo
+    echo "[lcores]"
+    echo "scheduler = $sched"
+    echo "shared = $shared"
+    printf 'rx = [ { lcore = 0, poll = [%s] } ]\n' "$(printf '"%s", ' "${ports[@]}" | sed 's/, $//')"
+    echo
+    echo "[[groups]]"
+    echo "number = $group"
+    if [ "$name" = s ]; then
+      echo 'role = "root"'
+    else
+      echo 'role = "intermediate"'
+      echo 'parent = "up"'
+      echo "resend_timeout_us = $resend_us"
+    fi
+    printf 'children = [%s]\n' "$(printf '"%s", ' ${children_of[$name]} | sed 's/, $//')"
+  } >"$file"
+}
+
+for n in "${switches[@]}"; do write_switch_config "$n" "$NB_STATE_DIR/$n.toml"; done
+
+save_out() {
+  [ -n "$out_dir" ] || return 0
+  mkdir -p "$out_dir"
+  cp -r "$NB_STATE_DIR"/*.toml "$NB_STATE_DIR"/*.log "$NB_STATE_DIR"/records "$out_dir"/ 2>/dev/null || true
+  nb_log "configs, logs and records kept in $out_dir"
+}
+
+if [ "$dry_run" = 1 ]; then
+  for n in "${switches[@]}"; do echo "==== $n.toml"; cat "$NB_STATE_DIR/$n.toml"; done
+  echo "==== namespaces"; ip netns list | grep "^$NB_PREFIX-" || true
+  for n in "${nodes[@]}"; do
+    echo "==== $n"; ip -n "$(nb_ns "$n")" -br link | grep -v '^lo '
+    for ifn in $(ip -n "$(nb_ns "$n")" -br link | awk '$1 != "lo" {print $1}' | cut -d@ -f1); do
+      tc -n "$(nb_ns "$n")" filter show dev "$ifn" egress | sed -n 's/.*\(linkfault[^ ]*\).*/  '"$ifn"' egress: \1/p'
+    done
+  done
+  save_out
+  exit 0
+fi
+
+# ---- run ---------------------------------------------------------------------------------------
+declare -A pid_of
+for n in "${switches[@]}"; do
+  nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
+  pid_of[$n]=$NB_LAST_PID
+done
+
+# A switch is up once it holds a packet socket on each of its ports (/proc/net/packet of its
+# namespace); a leaf started earlier would only re-send, but the first barrier's latency would
+# then include the switch's start.
+fail() {
+  echo "topo: FAIL $*" >&2
+  local n
+  for n in "${switches[@]}" "${leaves[@]}"; do
+    [ -s "$NB_STATE_DIR/$n.log" ] && { echo "---- $n.log (last lines)" >&2; tail -n 15 "$NB_STATE_DIR/$n.log" >&2; }
+  done
+  save_out
+  exit 1
+}
+for n in "${switches[@]}"; do
+  want=$(wc -w <<<"${children_of[$n]}")
+  [ "$n" = s ] || want=$((want + 1))
+  for ((i = 0; i < 600; i++)); do
+    kill -0 "${pid_of[$n]}" 2>/dev/null || fail "switch $n exited during start-up"
+    have=$(ip netns exec "$(nb_ns "$n")" awk 'NR > 1' /proc/net/packet | wc -l)
+    [ "$have" -ge "$want" ] && break
+    sleep 0.1
+  done
+  [ "$have" -ge "$want" ] || fail "switch $n did not open its $want ports within 60 s"
+done
+sleep 0.5
+nb_log "switches up: ${switches[*]}"
+
+mkdir -p "$NB_STATE_DIR/records"
+start=$(date +%s)
+for n in "${leaves[@]}"; do
+  nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${leaf_argv[@]}" --iface up --group "$group" \
+    --count "$barriers" --records "$NB_STATE_DIR/records/$n.csv" "${leaf_extra[@]}"
+  pid_of[$n]=$NB_LAST_PID
+done
+nb_log "leaves running: ${leaves[*]} ($barriers barriers on group $group)"
+
+running=("${leaves[@]}")
+while [ ${#running[@]} -gt 0 ]; do
+  still=()
+  for n in "${running[@]}"; do
+    if kill -0 "${pid_of[$n]}" 2>/dev/null; then still+=("$n"); continue; fi
+    rc=0; wait "${pid_of[$n]}" || rc=$?
+    [ "$rc" -eq 0 ] || fail "leaf $n exited with status $rc"
+  done
+  running=("${still[@]}")
+  for n in "${switches[@]}"; do
+    kill -0 "${pid_of[$n]}" 2>/dev/null || fail "switch $n died while the leaves ran"
+  done
+  [ $(( $(date +%s) - start )) -le "$timeout_s" ] || fail "leaves ${running[*]} not done after ${timeout_s} s"
+  [ ${#running[@]} -gt 0 ] && sleep 0.2
+done
+elapsed=$(( $(date +%s) - start ))
+nb_log "leaves done in ${elapsed} s"
+
+# Stop the switches before reading anything, so their logs hold their final counters.
+for n in "${switches[@]}"; do nb_stop "${pid_of[$n]}" 5; done
+
+records=()
+for n in "${leaves[@]}"; do records+=("$NB_STATE_DIR/records/$n.csv"); done
+if python3 "$here/tools/check_records.py" --expect "$barriers" "${records[@]}"; then
+  save_out
+  echo "topo: ok: ${#leaves[@]} leaves x $barriers barriers through ${#switches[@]} switches (fanout $fanout, loss $loss, dup $dup, corrupt $corrupt on ${#faulty_links[@]} links) in ${elapsed} s"
+else
+  fail "leaf records show incomplete barriers or an early release"
+fi
