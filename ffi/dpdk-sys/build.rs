@@ -89,6 +89,7 @@ const FUNCTIONS: &[&str] = &[
     "rte_ring_free",
     "rte_ring_count",
     "rte_ring_dequeue_burst",
+    "rte_ring_enqueue_burst",
     // virtual devices at run time
     "rte_vdev_init",
     "rte_vdev_uninit",
