@@ -1,0 +1,716 @@
+//! A [`Session`]: one compute node's barriers on a set of groups over one [`Transport`]. The
+//! decisions (when to send or re-send a reduce, which release ends which barrier) are
+//! `barrier_protocol::leaf::Leaf`'s, one per group; this module adds the clock, the frames,
+//! the blocking and non-blocking waits, the overall timeout and the per-barrier records.
+
+use crate::records::{Record, RecordSink};
+use crate::transport::Transport;
+use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend, LeafState};
+use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::{GroupId, Seq, Time, MAX_GROUPS};
+use std::collections::BTreeMap;
+use std::io;
+use std::time::Duration;
+
+/// Settings of a session, the same for all its groups.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Re-send the reduce when no release came this long after sending it (claim 2's timer).
+    pub resend_timeout: Duration,
+    /// `wait` gives up after this long and returns [`Error::Timeout`].
+    pub wait_timeout: Duration,
+    /// Destination MAC of reduces. The switch takes barrier frames by EtherType and port, not
+    /// by address, so broadcast (the default) always works; a unicast address to the switch
+    /// port keeps the frames off other hosts of a shared segment.
+    pub dst: MacAddr,
+    /// Sequence number of the first barrier of every group (0 unless rejoining a running tree).
+    pub first_seq: Seq,
+    /// Put the CLOCK_MONOTONIC send time into each reduce (flag HAS_TIMESTAMP).
+    pub timestamps: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            resend_timeout: Duration::from_millis(1),
+            wait_timeout: Duration::from_secs(10),
+            dst: MacAddr::BROADCAST,
+            first_seq: Seq(0),
+            timestamps: false,
+        }
+    }
+}
+
+/// What can go wrong; every variant that concerns one barrier names its group (and sequence).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The barrier was not released within the wait timeout. The leaf still waits for it (and
+    /// keeps re-sending on later calls); the caller decides whether to go on waiting.
+    #[error("timeout: group {group} barrier seq {seq} not released after {waited:?} ({resends} re-sends)")]
+    Timeout {
+        /// The group.
+        group: u32,
+        /// The sequence number of the barrier that did not complete.
+        seq: u32,
+        /// How long this leaf waited since its first reduce of that barrier.
+        waited: Duration,
+        /// How many times the reduce was re-sent.
+        resends: u32,
+    },
+    /// The group was never added to this session.
+    #[error("group {0} is not open in this session")]
+    UnknownGroup(u32),
+    /// The group is already open in this session.
+    #[error("group {0} is already open in this session")]
+    GroupAlreadyOpen(u32),
+    /// Group numbers are below `barrier_protocol::MAX_GROUPS`.
+    #[error("group {0} is out of range (groups are 0..{MAX_GROUPS})")]
+    GroupOutOfRange(u32),
+    /// `arrive` while the previous barrier of the group has not been released.
+    #[error("group {group}: already waiting for barrier seq {seq}")]
+    AlreadyWaiting {
+        /// The group.
+        group: u32,
+        /// The barrier it waits for.
+        seq: u32,
+    },
+    /// The interface could not be opened (no such interface, no CAP_NET_RAW, ...).
+    #[error("opening interface {ifname}: {source}")]
+    Open {
+        /// The interface name.
+        ifname: String,
+        /// The OS error (its errno is kept).
+        source: io::Error,
+    },
+    /// The transport failed (socket error, peer gone).
+    #[error("transport: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Counters of one session, over all its groups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Reduces sent for the first time (one per barrier).
+    pub reduces: u64,
+    /// Reduces re-sent after the timer expired.
+    pub resends: u64,
+    /// Releases that ended a barrier.
+    pub releases: u64,
+    /// Releases the leaf ignored: duplicates, or for a barrier other than the current one.
+    pub stale_releases: u64,
+    /// Well-formed barrier frames not for this session (another group, or a reduce).
+    pub foreign_frames: u64,
+    /// Frames that failed to parse as barrier frames.
+    pub bad_frames: u64,
+}
+
+struct Slot {
+    leaf: Leaf,
+    /// CLOCK_MONOTONIC ns of the first reduce of the current barrier.
+    first_reduce_ns: u64,
+    resends: u32,
+    /// A released barrier not yet handed to the caller.
+    done: Option<Record>,
+}
+
+/// The most frames handled in one `poll` before timers are looked at again.
+const RX_BATCH: usize = 256;
+
+/// A compute node's barrier session. See the crate documentation for the call patterns.
+pub struct Session<T: Transport> {
+    transport: T,
+    cfg: Config,
+    src: MacAddr,
+    groups: BTreeMap<u32, Slot>,
+    stats: Stats,
+    sink: Option<RecordSink>,
+    rx: Box<[u8; 2048]>,
+}
+
+/// CLOCK_MONOTONIC now, as the protocol's [`Time`].
+pub fn now() -> Time {
+    Time::from_nanos(rawsock::monotonic_now().as_nanos() as u64)
+}
+
+impl Session<rawsock::RawSocket> {
+    /// Opens a session on a Linux interface through an AF_PACKET socket bound to the barrier
+    /// EtherType (needs CAP_NET_RAW). The source MAC is the interface's.
+    pub fn open_af_packet(ifname: &str, cfg: Config, groups: &[u32]) -> Result<Self, Error> {
+        Session::new(crate::transport::af_packet(ifname)?, cfg, groups)
+    }
+}
+
+impl<T: Transport> Session<T> {
+    /// A session over `transport` for `groups`, each starting at `cfg.first_seq`.
+    pub fn new(transport: T, cfg: Config, groups: &[u32]) -> Result<Self, Error> {
+        let src = transport.mac();
+        let mut s = Session {
+            transport,
+            cfg,
+            src,
+            groups: BTreeMap::new(),
+            stats: Stats::default(),
+            sink: None,
+            rx: Box::new([0; 2048]),
+        };
+        for &g in groups {
+            s.add_group(g)?;
+        }
+        Ok(s)
+    }
+
+    /// Adds a group, starting at `cfg.first_seq`.
+    pub fn add_group(&mut self, group: u32) -> Result<(), Error> {
+        self.add_group_at(group, self.cfg.first_seq)
+    }
+
+    /// Adds a group whose next barrier has sequence number `seq`.
+    pub fn add_group_at(&mut self, group: u32, seq: Seq) -> Result<(), Error> {
+        if group >= MAX_GROUPS {
+            return Err(Error::GroupOutOfRange(group));
+        }
+        if self.groups.contains_key(&group) {
+            return Err(Error::GroupAlreadyOpen(group));
+        }
+        let leaf = Leaf::new(LeafConfig {
+            group: GroupId(group),
+            resend_timeout_ns: self.cfg.resend_timeout.as_nanos().min(u64::MAX as u128) as u64,
+            first_seq: seq,
+        });
+        self.groups.insert(group, Slot { leaf, first_reduce_ns: 0, resends: 0, done: None });
+        Ok(())
+    }
+
+    /// Removes a group (whatever state it is in).
+    pub fn remove_group(&mut self, group: u32) -> Result<(), Error> {
+        self.groups.remove(&group).map(|_| ()).ok_or(Error::UnknownGroup(group))
+    }
+
+    /// The groups of this session, ascending.
+    pub fn groups(&self) -> impl Iterator<Item = u32> + '_ {
+        self.groups.keys().copied()
+    }
+
+    /// The sequence number of the group's current (or next) barrier.
+    pub fn seq(&self, group: u32) -> Result<Seq, Error> {
+        Ok(self.slot(group)?.leaf.seq())
+    }
+
+    /// True while the group has arrived and its barrier is not released yet.
+    pub fn is_waiting(&self, group: u32) -> Result<bool, Error> {
+        Ok(matches!(self.slot(group)?.leaf.state(), LeafState::Waiting { .. }))
+    }
+
+    /// The session's counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The session's settings.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The transport, e.g. to install a loss filter in a test.
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
+    /// Writes a [`Record`] of every released barrier to `sink` from now on.
+    pub fn set_record_sink(&mut self, sink: RecordSink) {
+        self.sink = Some(sink);
+    }
+
+    /// Flushes the record sink, if any.
+    pub fn flush_records(&mut self) -> io::Result<()> {
+        match self.sink.as_mut() {
+            Some(s) => s.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// Reaches the barrier point of `group` without blocking: sends the reduce. The release is
+    /// picked up by later `poll`/`try_wait`/`wait` calls, which also re-send on time.
+    pub fn arrive(&mut self, group: u32) -> Result<(), Error> {
+        let t = now();
+        let slot = self.groups.get_mut(&group).ok_or(Error::UnknownGroup(group))?;
+        let send = slot
+            .leaf
+            .arrive(t)
+            .map_err(|_| Error::AlreadyWaiting { group, seq: slot.leaf.seq().0 })?;
+        slot.first_reduce_ns = t.nanos();
+        slot.resends = 0;
+        slot.done = None;
+        self.stats.reduces += 1;
+        self.send_reduce(t, send)
+    }
+
+    /// Handles what has arrived and what timers have expired, without blocking. Returns the
+    /// barriers released and not yet handed out, in group order.
+    pub fn poll(&mut self) -> Result<Vec<Record>, Error> {
+        self.poll_for(Duration::ZERO)
+    }
+
+    /// Like [`Session::poll`], but waits up to `max_wait` for a first frame if none is there
+    /// (re-sending on time meanwhile). For an event loop that has nothing else to do.
+    pub fn poll_for(&mut self, max_wait: Duration) -> Result<Vec<Record>, Error> {
+        self.pump(max_wait)?;
+        Ok(self.groups.values_mut().filter_map(|s| s.done.take()).collect())
+    }
+
+    /// The non-blocking barrier: the first call for a barrier arrives (sends the reduce), every
+    /// call handles frames and timers, and the call that finds the barrier released returns its
+    /// record. Returns [`Error::Timeout`] once the barrier has waited longer than the wait
+    /// timeout; calling again keeps waiting (and re-sending).
+    pub fn try_wait(&mut self, group: u32) -> Result<Option<Record>, Error> {
+        if let Some(r) = self.take_done(group)? {
+            return Ok(Some(r));
+        }
+        if !self.is_waiting(group)? {
+            self.arrive(group)?;
+        }
+        self.pump(Duration::ZERO)?;
+        if let Some(r) = self.take_done(group)? {
+            return Ok(Some(r));
+        }
+        let t = now();
+        let slot = self.slot(group)?;
+        let waited = Duration::from_nanos(t.nanos().saturating_sub(slot.first_reduce_ns));
+        if waited > self.cfg.wait_timeout {
+            return Err(self.timeout_error(group, waited));
+        }
+        Ok(None)
+    }
+
+    /// The barrier: arrives at `group`'s barrier (unless already arrived with
+    /// [`Session::arrive`]) and blocks until the release, re-sending the reduce on the
+    /// protocol's timer. After the wait timeout returns [`Error::Timeout`] naming the group and
+    /// sequence; the leaf stays at that barrier, so a second `wait` goes on waiting for it.
+    pub fn wait(&mut self, group: u32) -> Result<Record, Error> {
+        self.wait_timeout(group, self.cfg.wait_timeout)
+    }
+
+    /// [`Session::wait`] with its own timeout, counted from this call.
+    pub fn wait_timeout(&mut self, group: u32, timeout: Duration) -> Result<Record, Error> {
+        if let Some(r) = self.take_done(group)? {
+            return Ok(r);
+        }
+        if !self.is_waiting(group)? {
+            self.arrive(group)?;
+        }
+        let deadline = now().nanos().saturating_add(timeout.as_nanos().min(u64::MAX as u128) as u64);
+        loop {
+            let t = now().nanos();
+            if t >= deadline {
+                let first = self.slot(group)?.first_reduce_ns;
+                return Err(self.timeout_error(group, Duration::from_nanos(t.saturating_sub(first))));
+            }
+            self.pump(Duration::from_nanos(deadline - t))?;
+            if let Some(r) = self.take_done(group)? {
+                return Ok(r);
+            }
+        }
+    }
+
+    fn slot(&self, group: u32) -> Result<&Slot, Error> {
+        self.groups.get(&group).ok_or(Error::UnknownGroup(group))
+    }
+
+    fn take_done(&mut self, group: u32) -> Result<Option<Record>, Error> {
+        Ok(self.groups.get_mut(&group).ok_or(Error::UnknownGroup(group))?.done.take())
+    }
+
+    fn timeout_error(&self, group: u32, waited: Duration) -> Error {
+        let slot = &self.groups[&group];
+        Error::Timeout { group, seq: slot.leaf.seq().0, waited, resends: slot.resends }
+    }
+
+    /// One round: expired timers, then frames (waiting up to `max_wait`, but never past the
+    /// next re-send deadline, for the first), then timers again.
+    fn pump(&mut self, max_wait: Duration) -> Result<(), Error> {
+        let t = now();
+        self.fire_timers(t)?;
+        let mut wait = max_wait;
+        if let Some(next) = self.groups.values().filter_map(|s| s.leaf.next_deadline()).min() {
+            wait = wait.min(Duration::from_nanos(next.saturating_sub(t)));
+        }
+        let mut handled = 0;
+        while handled < RX_BATCH {
+            let timeout = if handled == 0 { wait } else { Duration::ZERO };
+            let Some(n) = self.transport.recv(&mut self.rx[..], timeout)? else { break };
+            handled += 1;
+            let t = now();
+            self.on_frame(t, n);
+        }
+        self.fire_timers(now())
+    }
+
+    fn fire_timers(&mut self, t: Time) -> Result<(), Error> {
+        let mut sends: Vec<LeafSend> = Vec::new();
+        for slot in self.groups.values_mut() {
+            if let Some(send) = slot.leaf.poll(t) {
+                slot.resends += 1;
+                sends.push(send);
+            }
+        }
+        for send in sends {
+            self.stats.resends += 1;
+            self.send_reduce(t, send)?;
+        }
+        Ok(())
+    }
+
+    fn on_frame(&mut self, t: Time, len: usize) {
+        let repr = match FrameRepr::parse(&self.rx[..len]) {
+            Ok(r) => r,
+            Err(_) => {
+                self.stats.bad_frames += 1;
+                return;
+            }
+        };
+        if repr.kind != Kind::Release {
+            self.stats.foreign_frames += 1;
+            return;
+        }
+        let Some(slot) = self.groups.get_mut(&repr.group.0) else {
+            self.stats.foreign_frames += 1;
+            return;
+        };
+        match slot.leaf.on_release(t, repr.seq) {
+            Some(released) => {
+                self.stats.releases += 1;
+                let rec = Record {
+                    group: repr.group.0,
+                    seq: released.seq.0,
+                    first_reduce_ns: slot.first_reduce_ns,
+                    release_ns: t.nanos(),
+                    resends: slot.resends,
+                };
+                if let Some(sink) = self.sink.as_mut() {
+                    // A full disk must not stop the barriers; the caller sees it at flush.
+                    sink.write(&rec);
+                }
+                slot.done = Some(rec);
+            }
+            None => self.stats.stale_releases += 1,
+        }
+    }
+
+    fn send_reduce(&mut self, t: Time, send: LeafSend) -> Result<(), Error> {
+        let mut flags = Flags::empty();
+        if send.retransmit {
+            flags = flags.with(Flags::RETRANSMIT);
+        }
+        let mut tx_timestamp = None;
+        if self.cfg.timestamps {
+            flags = flags.with(Flags::HAS_TIMESTAMP);
+            tx_timestamp = Some(t.nanos());
+        }
+        let repr = FrameRepr {
+            dst: self.cfg.dst,
+            src: self.src,
+            kind: Kind::Reduce,
+            flags,
+            group: send.group,
+            seq: send.seq,
+            tx_timestamp,
+        };
+        let mut buf = [0u8; FRAME_LEN];
+        let n = repr.emit(&mut buf);
+        self.transport.send(&buf[..n])?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mini_root::MiniRoot;
+    use crate::transport::loopback::{self, Hub, Port};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    type LeafFn<'a, R> = Box<dyn FnOnce() -> R + Send + 'a>;
+
+    fn cfg() -> Config {
+        Config {
+            resend_timeout: Duration::from_micros(500),
+            wait_timeout: Duration::from_secs(5),
+            ..Config::default()
+        }
+    }
+
+    /// Runs `leaves` with a root serving `hub` on another thread; returns their results.
+    fn with_root<R: Send>(
+        mut root: MiniRoot,
+        hub: Hub,
+        leaves: Vec<LeafFn<'_, R>>,
+    ) -> (Vec<R>, MiniRoot) {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let stop = &stop;
+            let server = s.spawn(move || {
+                root.serve_hub(&hub, stop);
+                root
+            });
+            let handles: Vec<_> = leaves.into_iter().map(|f| s.spawn(f)).collect();
+            let out = handles.into_iter().map(|h| h.join().expect("leaf thread")).collect();
+            stop.store(true, Ordering::Relaxed);
+            (out, server.join().expect("root thread"))
+        })
+    }
+
+    fn root_for(group: u32, n: u8) -> MiniRoot {
+        let mut root = MiniRoot::new(MacAddr([2, 0, 0, 0, 0, 0xee]));
+        root.add_group(group, &(0..n).collect::<Vec<_>>());
+        root
+    }
+
+    fn run_leaf(port: Port, group: u32, count: usize, cfg: Config) -> (Vec<Record>, Stats) {
+        let mut leaf = Session::new(port, cfg, &[group]).unwrap();
+        let recs = (0..count).map(|_| leaf.wait(group).unwrap()).collect();
+        (recs, leaf.stats())
+    }
+
+    /// No leaf's release of a barrier comes before any leaf's first reduce of it.
+    fn assert_no_early_release(all: &[Vec<Record>]) {
+        let n = all[0].len();
+        for i in 0..n {
+            let last_arrival = all.iter().map(|r| r[i].first_reduce_ns).max().unwrap();
+            for r in all {
+                assert!(r[i].release_ns >= last_arrival, "barrier {i}: released at {} before an arrival at {last_arrival}", r[i].release_ns);
+            }
+        }
+    }
+
+    #[test]
+    fn three_leaves_complete_barriers_in_order() {
+        let (ports, hub) = loopback::star(3);
+        let leaves = ports
+            .into_iter()
+            .map(|p| Box::new(move || run_leaf(p, 7, 50, cfg())) as LeafFn<'_, (Vec<Record>, Stats)>)
+            .collect();
+        let (out, root) = with_root(root_for(7, 3), hub, leaves);
+        let recs: Vec<Vec<Record>> = out.iter().map(|(r, _)| r.clone()).collect();
+        for (r, stats) in &out {
+            assert_eq!(r.iter().map(|r| r.seq).collect::<Vec<_>>(), (0..50).collect::<Vec<_>>());
+            assert!(r.iter().all(|r| r.group == 7 && r.release_ns >= r.first_reduce_ns));
+            assert_eq!((stats.reduces, stats.releases), (50, 50));
+        }
+        assert_no_early_release(&recs);
+        assert_eq!(root.completed, 50);
+    }
+
+    #[test]
+    fn lost_reduces_are_re_sent_until_released() {
+        let (mut ports, hub) = loopback::star(2);
+        // Leaf 0 loses the first copy of every reduce: only re-sends get through.
+        ports[0].set_filter(Box::new(|f| FrameRepr::parse(f).is_ok_and(|r| r.flags.contains(Flags::RETRANSMIT))));
+        let leaves = ports
+            .into_iter()
+            .map(|p| Box::new(move || run_leaf(p, 1, 20, cfg())) as LeafFn<'_, (Vec<Record>, Stats)>)
+            .collect();
+        let (out, _) = with_root(root_for(1, 2), hub, leaves);
+        let (lossy, stats) = &out[0];
+        assert!(lossy.iter().all(|r| r.resends >= 1), "{lossy:?}");
+        assert!(stats.resends >= 20);
+        assert_eq!(stats.releases, 20);
+        assert_no_early_release(&[out[0].0.clone(), out[1].0.clone()]);
+    }
+
+    #[test]
+    fn lost_releases_are_recovered_by_the_re_sent_reduce() {
+        let (ports, hub) = loopback::star(2);
+        let mut root = root_for(3, 2);
+        // The first release of every even barrier is lost on the way to every leaf: only the
+        // release the root re-sends when a stale reduce comes in gets through.
+        root.set_release_filter(Box::new(|f| {
+            let r = FrameRepr::parse(f).unwrap();
+            r.seq.0 % 2 == 1 || r.flags.contains(Flags::RETRANSMIT)
+        }));
+        let leaves = ports
+            .into_iter()
+            .map(|p| Box::new(move || run_leaf(p, 3, 10, cfg())) as LeafFn<'_, (Vec<Record>, Stats)>)
+            .collect();
+        let (out, root) = with_root(root, hub, leaves);
+        for (recs, stats) in &out {
+            assert_eq!(recs.len(), 10);
+            assert!(stats.resends > 0, "{stats:?}");
+        }
+        assert_eq!(root.completed, 10);
+        assert!(root.reduces > 20, "stale reduces reached the root");
+    }
+
+    #[test]
+    fn wait_times_out_naming_group_and_seq_and_can_go_on_waiting() {
+        let (mut ports, hub) = loopback::star(1);
+        let cfg = Config { resend_timeout: Duration::from_millis(2), wait_timeout: Duration::from_millis(30), ..cfg() };
+        let mut leaf = Session::new(ports.remove(0), cfg, &[9]).unwrap();
+        let err = leaf.wait(9).unwrap_err();
+        match &err {
+            Error::Timeout { group, seq, waited, resends } => {
+                assert_eq!((*group, *seq), (9, 0));
+                assert!(*waited >= Duration::from_millis(30));
+                assert!(*resends >= 1, "the reduce was re-sent while waiting");
+            }
+            other => panic!("expected a timeout, got {other}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains("group 9") && msg.contains("seq 0"), "{msg}");
+        assert!(leaf.is_waiting(9).unwrap());
+        assert!(matches!(leaf.try_wait(9), Err(Error::Timeout { group: 9, seq: 0, .. })));
+
+        // The switch shows up late: the next re-sent reduce completes the barrier.
+        let mut root = root_for(9, 1);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let (hub, root, stop) = (hub, &mut root, &stop);
+            s.spawn(move || root.serve_hub(&hub, stop));
+            let rec = leaf.wait(9).expect("released once a switch answers");
+            assert_eq!((rec.group, rec.seq), (9, 0));
+            assert!(rec.resends >= 1);
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(leaf.seq(9).unwrap(), Seq(1));
+    }
+
+    #[test]
+    fn one_event_loop_drives_several_groups() {
+        let (mut ports, hub) = loopback::star(1);
+        let mut root = MiniRoot::new(MacAddr::default());
+        for g in [1, 2, 3] {
+            root.add_group(g, &[0]);
+        }
+        let mut leaf = Session::new(ports.remove(0), cfg(), &[1, 2, 3]).unwrap();
+        assert_eq!(leaf.groups().collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert!(matches!(leaf.arrive(4), Err(Error::UnknownGroup(4))));
+        assert!(matches!(leaf.add_group(2), Err(Error::GroupAlreadyOpen(2))));
+        assert!(matches!(leaf.add_group(MAX_GROUPS), Err(Error::GroupOutOfRange(_))));
+
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let (hub, root, stop) = (hub, &mut root, &stop);
+            s.spawn(move || root.serve_hub(&hub, stop));
+            for round in 0..5u32 {
+                for g in [1, 2, 3] {
+                    leaf.arrive(g).unwrap();
+                }
+                let e = leaf.arrive(2).unwrap_err();
+                assert!(e.to_string().contains(&format!("seq {round}")), "{e}");
+                let mut got = Vec::new();
+                while got.len() < 3 {
+                    got.extend(leaf.poll_for(Duration::from_millis(10)).unwrap());
+                }
+                got.sort_by_key(|r| r.group);
+                assert_eq!(got.iter().map(|r| (r.group, r.seq)).collect::<Vec<_>>(), vec![(1, round), (2, round), (3, round)]);
+                assert!(leaf.poll().unwrap().is_empty(), "each release is handed out once");
+            }
+            // try_wait arrives by itself and hands out the record once.
+            let rec = loop {
+                if let Some(r) = leaf.try_wait(2).unwrap() {
+                    break r;
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            };
+            assert_eq!((rec.group, rec.seq), (2, 5));
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(leaf.stats().releases, 16);
+        assert_eq!(leaf.seq(1).unwrap(), Seq(5));
+        assert_eq!(leaf.seq(2).unwrap(), Seq(6));
+    }
+
+    #[test]
+    fn frames_not_for_this_leaf_are_counted_and_ignored() {
+        let (mut ports, hub) = loopback::star(1);
+        let mut leaf = Session::new(ports.remove(0), cfg(), &[5]).unwrap();
+        leaf.arrive(5).unwrap();
+        let (_, reduce) = hub.recv(Duration::from_secs(1)).unwrap();
+        let frame = |kind, group, seq| {
+            let r = FrameRepr {
+                dst: MacAddr::BROADCAST,
+                src: MacAddr::default(),
+                kind,
+                flags: Flags::empty(),
+                group: GroupId(group),
+                seq: Seq(seq),
+                tx_timestamp: None,
+            };
+            let mut b = [0u8; FRAME_LEN];
+            r.emit(&mut b);
+            hub.send(0, &b);
+        };
+        frame(Kind::Release, 6, 0); // another group
+        frame(Kind::Reduce, 5, 0); // not a release
+        frame(Kind::Release, 5, 1); // a later barrier: not this one
+        hub.send(0, &reduce[..20]); // truncated
+        hub.send(0, b"garbage garbage garbage garbage garbage garbage garbage garbage");
+        assert!(leaf.poll().unwrap().is_empty());
+        let st = leaf.stats();
+        assert_eq!((st.foreign_frames, st.stale_releases, st.bad_frames), (2, 1, 2), "{st:?}");
+        frame(Kind::Release, 5, 0);
+        let got = leaf.poll_for(Duration::from_secs(1)).unwrap();
+        assert_eq!(got.len(), 1);
+        frame(Kind::Release, 5, 0); // a duplicate
+        assert!(leaf.poll_for(Duration::from_millis(5)).unwrap().is_empty());
+        assert_eq!(leaf.stats().stale_releases, 2);
+    }
+
+    #[test]
+    fn reduces_carry_group_seq_source_and_chosen_destination() {
+        let (mut ports, hub) = loopback::star(1);
+        let port = ports.remove(0);
+        let src = port.mac();
+        let dst = MacAddr([2, 0, 0, 0, 0, 0x42]);
+        let c = Config { dst, timestamps: true, first_seq: Seq(u32::MAX), ..cfg() };
+        let mut leaf = Session::new(port, c, &[11]).unwrap();
+        let before = now().nanos();
+        leaf.arrive(11).unwrap();
+        let (p, bytes) = hub.recv(Duration::from_secs(1)).unwrap();
+        let r = FrameRepr::parse(&bytes).unwrap();
+        assert_eq!(p, 0);
+        assert_eq!(bytes.len(), FRAME_LEN);
+        assert_eq!((r.kind, r.group, r.seq, r.src, r.dst), (Kind::Reduce, GroupId(11), Seq(u32::MAX), src, dst));
+        assert!(r.flags.contains(Flags::HAS_TIMESTAMP) && !r.flags.contains(Flags::RETRANSMIT));
+        assert!(r.tx_timestamp.unwrap() >= before);
+        // The re-send after the timer carries RETRANSMIT.
+        let (_, bytes) = loop {
+            leaf.poll_for(Duration::from_millis(1)).unwrap();
+            if let Some(f) = hub.recv(Duration::ZERO) {
+                break f;
+            }
+        };
+        let r = FrameRepr::parse(&bytes).unwrap();
+        assert!(r.flags.contains(Flags::RETRANSMIT));
+        assert_eq!(r.seq, Seq(u32::MAX));
+    }
+
+    #[test]
+    fn records_go_to_the_sink() {
+        #[derive(Clone, Default)]
+        struct Shared(Arc<Mutex<Vec<u8>>>);
+        impl io::Write for Shared {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Shared::default();
+        let (mut ports, hub) = loopback::star(1);
+        let port = ports.remove(0);
+        let sink_buf = buf.clone();
+        let leaves = vec![Box::new(move || {
+            let mut leaf = Session::new(port, cfg(), &[2]).unwrap();
+            leaf.set_record_sink(RecordSink::new(Box::new(sink_buf), crate::RecordFormat::Csv));
+            let recs: Vec<Record> = (0..4).map(|_| leaf.wait(2).unwrap()).collect();
+            leaf.flush_records().unwrap();
+            recs
+        }) as LeafFn<'_, Vec<Record>>];
+        let (out, _) = with_root(root_for(2, 1), hub, leaves);
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(crate::records::parse_records(&text).unwrap(), out[0]);
+    }
+}
