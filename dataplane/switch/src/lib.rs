@@ -7,5 +7,14 @@
 
 pub mod config;
 pub mod counters;
+pub mod demo;
+pub mod dpdk_io;
+pub mod engine;
+pub mod io;
+pub mod leafhost;
+pub mod poll;
+pub mod runtime;
+pub mod rx;
+pub mod sched;
 pub mod scheduler;
 pub mod wheel;

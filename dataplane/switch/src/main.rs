@@ -1,1 +1,191 @@
-fn main() {}
+//! barrier-switch: `run` one switch from a configuration file, `check` a file without starting
+//! DPDK, or `demo` a whole barrier tree in one process.
+
+use barrier_switch::config::Config;
+use barrier_switch::demo::{build_demo, mem_wires, run_on_threads, DemoOpts, Tree};
+use barrier_switch::poll::Clock;
+use barrier_switch::runtime::{run_config, run_demo_dpdk, Signals};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "barrier-switch", version, about = "Barrier synchronization in the network, on DPDK")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one switch as the configuration file says, until SIGINT/SIGTERM.
+    Run {
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Extra EAL arguments, after `--` (they follow the file's eal.args).
+        #[arg(last = true)]
+        eal: Vec<String>,
+    },
+    /// Validate a configuration file and print what it describes; DPDK is not started.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Build a whole tree (root, intermediates, emulated leaves) in this process and run barriers.
+    Demo(DemoArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum IoKind {
+    /// DPDK net_ring virtual ports (no NIC needed).
+    Dpdk,
+    /// In-memory rings, no DPDK at all.
+    Mem,
+}
+
+#[derive(clap::Args)]
+struct DemoArgs {
+    /// Children per level: 2,4 is a root with 2 intermediates, each with 4 leaves.
+    #[arg(long, default_value = "2,4", value_delimiter = ',')]
+    fanout: Vec<usize>,
+    /// Barrier groups running at once (every leaf is in every group).
+    #[arg(long, default_value_t = 1)]
+    groups: u32,
+    /// Seconds to run (ignored with --count).
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Run exactly this many barriers per group, then stop.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Busy-polling lcores (at most the cores you can spare): with 1, every switch and the leaves
+    /// share one loop; with 2 or more the leaves get one and the switches share the rest.
+    #[arg(long, default_value_t = default_lcores())]
+    lcores: usize,
+    #[arg(long, value_enum, default_value_t = IoKind::Dpdk)]
+    io: IoKind,
+    /// Leaf re-send timeout.
+    #[arg(long, default_value_t = 50_000)]
+    leaf_timeout_us: u64,
+    /// Intermediate switches' re-send timeout.
+    #[arg(long, default_value_t = 20_000)]
+    switch_timeout_us: u64,
+    /// Print every switch's counters at the end.
+    #[arg(long)]
+    counters: bool,
+    /// Extra EAL arguments, after `--`.
+    #[arg(last = true)]
+    eal: Vec<String>,
+}
+
+fn default_lcores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(2)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Check { config } => match Config::load(&config) {
+            Ok(c) => {
+                println!(
+                    "{}: ok: {} ports, {} groups, scheduler on lcore {}, RX lcores {:?}{}",
+                    config.display(),
+                    c.ports.len(),
+                    c.group_count(),
+                    c.lcores.scheduler,
+                    c.lcores.rx.iter().map(|r| r.lcore).collect::<Vec<_>>(),
+                    if c.lcores.shared { " (shared: reduced mode)" } else { "" }
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", config.display());
+                ExitCode::from(2)
+            }
+        },
+        Cmd::Run { config, eal } => {
+            let cfg = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{}: {e}", config.display());
+                    return ExitCode::from(2);
+                }
+            };
+            let signals = match Signals::install() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("signals: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match run_config(&cfg, &eal, signals) {
+                Ok(out) => {
+                    println!("{}", out.report);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("barrier-switch: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Cmd::Demo(a) => demo(a),
+    }
+}
+
+fn demo(a: DemoArgs) -> ExitCode {
+    let opts = DemoOpts {
+        fanout: a.fanout.clone(),
+        groups: a.groups,
+        count: a.count,
+        duration: Duration::from_secs_f64(a.duration.max(0.0)),
+        loops: a.lcores.max(1),
+        leaf_timeout_ns: a.leaf_timeout_us * 1000,
+        switch_timeout_ns: a.switch_timeout_us * 1000,
+    };
+    let tree = match Tree::new(&opts.fanout) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("barrier-switch demo: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("signals: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (result, extra) = match a.io {
+        IoKind::Mem => {
+            let clock = Clock::new();
+            let demo = match build_demo(&opts, &tree, mem_wires(&tree), clock.now_ns()) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("barrier-switch demo: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let switches = demo.switches.clone();
+            let r = run_on_threads(demo, &opts, clock, signals.quit.clone());
+            (r, switches.iter().map(|s| s.report()).collect::<String>())
+        }
+        IoKind::Dpdk => match run_demo_dpdk(&opts, &a.eal, signals.quit.clone()) {
+            Ok(o) => (o.result, o.report),
+            Err(e) => {
+                eprintln!("barrier-switch demo: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    print!("{}", result.summary(&opts, &tree));
+    if a.counters {
+        print!("{extra}");
+    }
+    if result.report.early_releases > 0 {
+        eprintln!("barrier-switch demo: {} releases came before all leaves arrived", result.report.early_releases);
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,321 @@
+//! `barrier-switch demo`: a whole barrier tree in one process. A root switch, intermediate
+//! switches and emulated leaves, each switch the same engine as `run` (RX pollers, shared group
+//! table, scheduler), all placed as pollers on a few busy loops (never more than the cores
+//! given). The wires are DPDK `net_ring` queues (see `dpdk_io`) or, with `--io mem`, in-memory
+//! rings; the engine cannot tell them apart.
+
+use crate::config::{GroupRole, GroupSpec};
+use crate::engine::{build_switch, build_table, PortIo, SwitchStats};
+use crate::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
+use crate::leafhost::{LeafLink, LeafPoller, LeafReport};
+use crate::poll::Poller;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct DemoOpts {
+    /// Children per level: `[2, 4]` is a root with 2 intermediates, each with 4 leaves.
+    pub fanout: Vec<usize>,
+    pub groups: u32,
+    /// Stop after this many barriers per group (else after `duration`).
+    pub count: Option<u64>,
+    pub duration: Duration,
+    /// Busy loops (one per core).
+    pub loops: usize,
+    pub leaf_timeout_ns: u64,
+    pub switch_timeout_ns: u64,
+}
+
+impl Default for DemoOpts {
+    fn default() -> Self {
+        DemoOpts {
+            fanout: vec![2, 4],
+            groups: 1,
+            count: None,
+            duration: Duration::from_secs(3),
+            loops: 2,
+            leaf_timeout_ns: 50_000_000,
+            switch_timeout_ns: 20_000_000,
+        }
+    }
+}
+
+/// The shape of the tree: node 0 is the root; leaves are the nodes without children.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    pub nodes: Vec<Node>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// (parent node, this node's child slot at the parent)
+    pub parent: Option<(usize, usize)>,
+    pub children: Vec<usize>,
+}
+
+impl Tree {
+    pub fn new(fanout: &[usize]) -> Result<Tree, String> {
+        if fanout.is_empty() {
+            return Err("fanout needs at least one level".into());
+        }
+        if let Some(f) = fanout.iter().find(|&&f| f == 0 || f > 64) {
+            return Err(format!("fanout {f}: each level needs 1..=64 children"));
+        }
+        let mut nodes = vec![Node { parent: None, children: vec![] }];
+        let mut level = vec![0usize];
+        for &f in fanout {
+            let mut next = Vec::new();
+            for &p in &level {
+                for slot in 0..f {
+                    let id = nodes.len();
+                    nodes.push(Node { parent: Some((p, slot)), children: vec![] });
+                    nodes[p].children.push(id);
+                    next.push(id);
+                }
+            }
+            level = next;
+        }
+        Ok(Tree { nodes })
+    }
+
+    pub fn is_leaf(&self, i: usize) -> bool {
+        i != 0 && self.nodes[i].children.is_empty()
+    }
+    pub fn leaves(&self) -> Vec<usize> {
+        (0..self.nodes.len()).filter(|&i| self.is_leaf(i)).collect()
+    }
+    pub fn switches(&self) -> Vec<usize> {
+        (0..self.nodes.len()).filter(|&i| !self.is_leaf(i)).collect()
+    }
+}
+
+/// Both ends of every link. For a non-root node i: `at_child[i]` is its port toward its parent,
+/// `at_parent[i]` the parent's port toward i. Each end is (RX queue, TX queue).
+pub struct Wires<R, T> {
+    pub at_child: Vec<Option<(R, T)>>,
+    pub at_parent: Vec<Option<(R, T)>>,
+}
+
+/// In-memory wires for `tree`.
+pub fn mem_wires(tree: &Tree) -> Wires<MemRx, MemTx> {
+    let mut w = Wires { at_child: Vec::new(), at_parent: Vec::new() };
+    for n in &tree.nodes {
+        if n.parent.is_some() {
+            let (down_tx, down_rx) = mem_wire(1024);
+            let (up_tx, up_rx) = mem_wire(1024);
+            w.at_child.push(Some((down_rx, up_tx)));
+            w.at_parent.push(Some((up_rx, down_tx)));
+        } else {
+            w.at_child.push(None);
+            w.at_parent.push(None);
+        }
+    }
+    w
+}
+
+/// A demo ready to run: pollers per loop and the handles to read it.
+pub struct Demo {
+    pub loops: Vec<Vec<Box<dyn Poller>>>,
+    pub switches: Vec<SwitchStats>,
+    pub report: Arc<Mutex<Option<LeafReport>>>,
+    pub progress: Arc<AtomicU64>,
+    pub done: Arc<AtomicBool>,
+}
+
+fn mac(kind: u8, i: usize) -> [u8; 6] {
+    [0x02, kind, 0, 0, (i >> 8) as u8, i as u8]
+}
+
+/// Build every switch and the leaves of `tree`, and place them on `opts.loops` loops: with one
+/// loop everything shares it; with more, the leaves get the last loop to themselves and the
+/// switches are dealt over the others.
+pub fn build_demo<R, T>(opts: &DemoOpts, tree: &Tree, mut wires: Wires<R, T>, now_ns: u64) -> Result<Demo, String>
+where
+    R: RxQueue + 'static,
+    T: TxQueue + 'static,
+{
+    if opts.groups == 0 {
+        return Err("at least one group".into());
+    }
+    let loops = opts.loops.max(1);
+    let mut placed: Vec<Vec<Box<dyn Poller>>> = (0..loops).map(|_| Vec::new()).collect();
+    let switch_loops = if loops == 1 { 1 } else { loops - 1 };
+    let mut switches = Vec::new();
+    for (k, &s) in tree.switches().iter().enumerate() {
+        let node = &tree.nodes[s];
+        let nchild = node.children.len();
+        let mut ports = Vec::new();
+        for (slot, &c) in node.children.iter().enumerate() {
+            let (rx, tx) = wires.at_parent[c].take().ok_or("wire used twice")?;
+            ports.push(PortIo { name: format!("child{slot}"), rx: vec![rx], tx, peer_mac: [0xff; 6] });
+        }
+        let role = match node.parent {
+            None => GroupRole::Root,
+            Some(_) => {
+                let (rx, tx) = wires.at_child[s].take().ok_or("wire used twice")?;
+                ports.push(PortIo { name: "parent".into(), rx: vec![rx], tx, peer_mac: [0xff; 6] });
+                GroupRole::Intermediate { parent: nchild as u8 }
+            }
+        };
+        let children = if nchild == 64 { u64::MAX } else { (1u64 << nchild) - 1 };
+        let spec = GroupSpec { numbers: 0..opts.groups, role, children, resend_timeout_ns: opts.switch_timeout_ns };
+        let table = Arc::new(build_table(&[spec])?);
+        let name = if s == 0 { "root".to_string() } else { format!("s{s}") };
+        let sw = build_switch(&name, mac(1, s), ports, table, now_ns);
+        let l = k % switch_loops;
+        for (_, _, p) in sw.rx {
+            placed[l].push(p);
+        }
+        placed[l].push(sw.sched);
+        switches.push(sw.stats);
+    }
+    let mut links = Vec::new();
+    for &leaf in &tree.leaves() {
+        let (rx, tx) = wires.at_child[leaf].take().ok_or("wire used twice")?;
+        links.push(LeafLink { rx, tx, mac: mac(2, leaf) });
+    }
+    let report = Arc::new(Mutex::new(None));
+    let leaves = LeafPoller::new(links, 0, opts.groups, opts.leaf_timeout_ns, opts.count, report.clone());
+    let progress = leaves.progress.clone();
+    let done = leaves.done.clone();
+    placed[loops - 1].push(Box::new(leaves));
+    Ok(Demo { loops: placed, switches, report, progress, done })
+}
+
+/// What a demo run measured.
+pub struct DemoResult {
+    pub elapsed: Duration,
+    pub report: LeafReport,
+}
+
+impl DemoResult {
+    pub fn barriers(&self) -> u64 {
+        self.report.completed.iter().sum()
+    }
+
+    pub fn summary(&self, opts: &DemoOpts, tree: &Tree) -> String {
+        let h = &self.report.latency;
+        let us = |v: u64| v as f64 / 1000.0;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "tree: fanout {:?} = {} switches, {} leaves; {} group(s); {} loop(s)",
+            opts.fanout,
+            tree.switches().len(),
+            tree.leaves().len(),
+            opts.groups,
+            opts.loops
+        );
+        let secs = self.elapsed.as_secs_f64();
+        let _ = writeln!(
+            s,
+            "barriers: {} in {:.3} s = {:.0} barriers/s",
+            self.barriers(),
+            secs,
+            self.barriers() as f64 / secs.max(1e-9)
+        );
+        if !h.is_empty() {
+            let _ = writeln!(
+                s,
+                "latency (first reduce sent -> last release received): p50 {:.1} µs  p99 {:.1} µs  p99.9 {:.1} µs  max {:.1} µs",
+                us(h.value_at_quantile(0.5)),
+                us(h.value_at_quantile(0.99)),
+                us(h.value_at_quantile(0.999)),
+                us(h.max())
+            );
+        }
+        let _ = writeln!(
+            s,
+            "checks: early releases {}, ignored releases {}, leaf re-sends {}",
+            self.report.early_releases, self.report.ignored_releases, self.report.resends
+        );
+        s
+    }
+}
+
+/// Run a built demo on plain threads (the `--io mem` mode and the unit tests): one thread per
+/// loop, the caller's thread manages. Stops at the count or after the duration.
+pub fn run_on_threads(demo: Demo, opts: &DemoOpts, clock: crate::poll::Clock, quit: Arc<AtomicBool>) -> DemoResult {
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for pollers in demo.loops {
+        let quit = quit.clone();
+        handles.push(std::thread::spawn(move || {
+            let c = crate::counters::LoopCounters::default();
+            crate::poll::run_loop(pollers, &quit, clock, &c)
+        }));
+    }
+    wait_until_done(&demo.done, opts, start, &quit);
+    let elapsed = start.elapsed();
+    quit.store(true, Ordering::Relaxed);
+    let mut all: Vec<Box<dyn Poller>> = Vec::new();
+    for h in handles {
+        all.extend(h.join().expect("poll loop panicked"));
+    }
+    crate::poll::finish_all(&mut all);
+    let report = demo.report.lock().expect("report lock").take().expect("leaf poller finished");
+    DemoResult { elapsed, report }
+}
+
+/// The management side of a demo: sleep until the count is reached, the time is up, or `quit`.
+pub fn wait_until_done(done: &AtomicBool, opts: &DemoOpts, start: Instant, quit: &AtomicBool) {
+    loop {
+        if done.load(Ordering::Relaxed) || quit.load(Ordering::Relaxed) {
+            return;
+        }
+        if opts.count.is_none() && start.elapsed() >= opts.duration {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::poll::Clock;
+
+    fn run_mem(fanout: &[usize], groups: u32, count: u64, loops: usize) -> (DemoResult, Vec<SwitchStats>) {
+        let opts = DemoOpts { fanout: fanout.to_vec(), groups, count: Some(count), loops, ..DemoOpts::default() };
+        let tree = Tree::new(fanout).unwrap();
+        let clock = Clock::new();
+        let demo = build_demo(&opts, &tree, mem_wires(&tree), clock.now_ns()).unwrap();
+        assert_eq!(demo.switches.len(), tree.switches().len());
+        let stats = demo.switches.clone();
+        (run_on_threads(demo, &opts, clock, Arc::new(AtomicBool::new(false))), stats)
+    }
+
+    fn check(fanout: &[usize], groups: u32, count: u64, loops: usize) {
+        let (r, stats) = run_mem(fanout, groups, count, loops);
+        assert_eq!(r.report.early_releases, 0);
+        assert!(r.report.completed.iter().all(|&c| c == count), "completed {:?}", &r.report.completed[..4.min(r.report.completed.len())]);
+        for (i, &n) in r.report.releases_per_leaf.iter().enumerate() {
+            assert_eq!(n, count * u64::from(groups), "leaf {i} released {n} times");
+        }
+        let root = &stats[0];
+        assert_eq!(root.name, "root");
+        assert_eq!(root.rx_sum(|c| &c.completions), count * u64::from(groups));
+        assert_eq!(r.report.latency.len(), count * u64::from(groups));
+    }
+
+    #[test]
+    fn one_level_tree_one_group() {
+        check(&[4], 1, 500, 2);
+    }
+
+    #[test]
+    fn two_level_tree_many_groups_one_loop() {
+        check(&[2, 3], 50, 20, 1);
+    }
+
+    #[test]
+    fn tree_shapes() {
+        let t = Tree::new(&[2, 4]).unwrap();
+        assert_eq!(t.switches().len(), 3);
+        assert_eq!(t.leaves().len(), 8);
+        assert!(Tree::new(&[]).is_err());
+        assert!(Tree::new(&[65]).is_err());
+    }
+}

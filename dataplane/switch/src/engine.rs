@@ -1,0 +1,156 @@
+//! One switch instance assembled from its parts: the shared group table, one RX poller per
+//! receive queue, one ring per RX poller, and the scheduler that owns every TX queue. Where the
+//! pollers run (which lcore, shared or not) is the caller's choice.
+
+use crate::config::{GroupRole, GroupSpec};
+use crate::counters::{format_sum, GroupCounters, RxCounters, SchedCounters, TxCounters};
+use crate::io::{RxQueue, TxQueue};
+use crate::poll::Poller;
+use crate::rx::{MsgRing, RxPoller};
+use crate::sched::{SchedPoller, TxPort};
+use barrier_protocol::switch::{GroupConfig, Role};
+use barrier_protocol::table::GroupTable;
+use barrier_protocol::{GroupId, PortIdx, PortSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Slots in each RX poller's ring to the scheduler.
+pub const RING_SIZE: usize = 4096;
+
+/// The protocol's per-group configuration for a config-file group shape.
+pub fn group_config(spec: &GroupSpec) -> GroupConfig {
+    let role = match spec.role {
+        GroupRole::Root => Role::Root,
+        GroupRole::Intermediate { parent } => {
+            Role::Intermediate { parent: PortIdx::new(parent).expect("validated port index") }
+        }
+    };
+    GroupConfig { role, children: PortSet(spec.children), resend_timeout_ns: spec.resend_timeout_ns }
+}
+
+/// A group table holding every group of `groups` (capacity: highest number + 1).
+pub fn build_table(groups: &[GroupSpec]) -> Result<GroupTable, String> {
+    let cap = groups.iter().map(|g| g.numbers.end).max().unwrap_or(0);
+    let table = GroupTable::new(cap);
+    for g in groups {
+        let cfg = group_config(g);
+        for n in g.numbers.clone() {
+            table.configure(GroupId(n), cfg).map_err(|e| format!("group {n}: {e:?}"))?;
+        }
+    }
+    Ok(table)
+}
+
+/// Everything the management thread reads from one running switch.
+#[derive(Clone)]
+pub struct SwitchStats {
+    pub name: String,
+    pub port_names: Vec<String>,
+    /// One entry per RX poller: (port index, its counters).
+    pub rx: Vec<(usize, Arc<RxCounters>)>,
+    /// Indexed by port.
+    pub tx: Vec<Arc<TxCounters>>,
+    pub sched: Arc<SchedCounters>,
+    pub groups: Arc<GroupCounters>,
+    pub table: Arc<GroupTable>,
+}
+
+impl SwitchStats {
+    /// Counters summed per port and for the whole switch, non-zero ones only.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "== switch {}", self.name);
+        out += &format_sum("  rx total", RxCounters::NAMES, self.rx.iter().map(|(_, c)| c.values()));
+        out += &format_sum("  tx total", TxCounters::NAMES, self.tx.iter().map(|c| c.values()));
+        out += &format_sum("  scheduler", SchedCounters::NAMES, [self.sched.values()]);
+        for (p, name) in self.port_names.iter().enumerate() {
+            out += &format_sum(
+                &format!("  port {name} rx"),
+                RxCounters::NAMES,
+                self.rx.iter().filter(|(i, _)| *i == p).map(|(_, c)| c.values()),
+            );
+            out += &format_sum(&format!("  port {name} tx"), TxCounters::NAMES, [self.tx[p].values()]);
+        }
+        for line in self.groups.report(5).lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        out
+    }
+
+    /// Sum of one RX counter over all pollers.
+    pub fn rx_sum(&self, f: impl Fn(&RxCounters) -> &std::sync::atomic::AtomicU64) -> u64 {
+        self.rx.iter().map(|(_, c)| f(c).load(std::sync::atomic::Ordering::Relaxed)).sum()
+    }
+
+    /// Sum of one TX counter over all ports.
+    pub fn tx_sum(&self, f: impl Fn(&TxCounters) -> &std::sync::atomic::AtomicU64) -> u64 {
+        self.tx.iter().map(|c| f(c).load(std::sync::atomic::Ordering::Relaxed)).sum()
+    }
+}
+
+/// One port of a switch being built: its receive queues and its transmit queue.
+pub struct PortIo<R, T> {
+    pub name: String,
+    pub rx: Vec<R>,
+    pub tx: T,
+    pub peer_mac: [u8; 6],
+}
+
+/// A switch's pollers, to be placed on lcores.
+pub struct SwitchPollers {
+    /// One per RX queue: (port index, queue index, poller).
+    pub rx: Vec<(usize, usize, Box<dyn Poller>)>,
+    pub sched: Box<dyn Poller>,
+    pub stats: SwitchStats,
+}
+
+/// Assemble a switch from its ports (index = switch-local port number) and a filled table.
+pub fn build_switch<R, T>(
+    name: &str,
+    mac: [u8; 6],
+    ports: Vec<PortIo<R, T>>,
+    table: Arc<GroupTable>,
+    now_ns: u64,
+) -> SwitchPollers
+where
+    R: RxQueue + 'static,
+    T: TxQueue + 'static,
+{
+    let groups = Arc::new(GroupCounters::new(table.capacity()));
+    let sched_counters = Arc::new(SchedCounters::default());
+    let mut rings = Vec::new();
+    let mut rx = Vec::new();
+    let mut rx_stats = Vec::new();
+    let mut tx_ports = Vec::new();
+    let mut tx_stats = Vec::new();
+    let mut port_names = Vec::new();
+    for (i, port) in ports.into_iter().enumerate() {
+        let idx = PortIdx::new(i as u8).expect("at most 64 ports");
+        for (qi, q) in port.rx.into_iter().enumerate() {
+            let ring = Arc::new(MsgRing::new(RING_SIZE));
+            let c = Arc::new(RxCounters::default());
+            rings.push(ring.clone());
+            rx_stats.push((i, c.clone()));
+            let poller = RxPoller::new(idx, q, table.clone(), ring, c, groups.clone());
+            rx.push((i, qi, Box::new(poller) as Box<dyn Poller>));
+        }
+        let c = Arc::new(TxCounters::default());
+        tx_stats.push(c.clone());
+        tx_ports.push(TxPort { queue: port.tx, peer_mac: port.peer_mac, counters: c });
+        port_names.push(port.name);
+    }
+    let sched = SchedPoller::new(rings, table.clone(), tx_ports, mac, sched_counters.clone(), groups.clone(), now_ns);
+    SwitchPollers {
+        rx,
+        sched: Box::new(sched),
+        stats: SwitchStats {
+            name: name.to_string(),
+            port_names,
+            rx: rx_stats,
+            tx: tx_stats,
+            sched: sched_counters,
+            groups,
+            table,
+        },
+    }
+}

@@ -1,0 +1,201 @@
+//! The scheduler lcore's loop: drain the RX rings into the per-port round-robin queues, fire due
+//! re-send timers, build frames and transmit them with backpressure. It owns every TX queue of
+//! its switch, so no TX locks. A full TX queue delays a send (it goes back first in line) and is
+//! counted; nothing is dropped.
+
+use crate::counters::{bump, GroupCounters, SchedCounters, TxCounters};
+use crate::io::{TxBlocked, TxQueue, BURST};
+use crate::poll::Poller;
+use crate::rx::{Msg, MsgRing};
+use crate::scheduler::{Pushed, Scheduler, Send, SendKind};
+use crate::wheel::TimerWheel;
+use barrier_protocol::switch::Action;
+use barrier_protocol::table::GroupTable;
+use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::{GroupId, Seq};
+use std::sync::Arc;
+
+/// Messages taken from one ring per poll: bounds the time before the TX side runs again.
+const RING_BUDGET: usize = 256;
+
+/// One egress port as the scheduler sees it.
+pub struct TxPort<T: TxQueue> {
+    pub queue: T,
+    /// Destination MAC of frames sent here.
+    pub peer_mac: [u8; 6],
+    pub counters: Arc<TxCounters>,
+}
+
+pub struct SchedPoller<T: TxQueue> {
+    rings: Vec<Arc<MsgRing>>,
+    table: Arc<GroupTable>,
+    ports: Vec<TxPort<T>>,
+    sched: Scheduler,
+    wheel: TimerWheel,
+    fired: Vec<(u32, u32)>,
+    mac: [u8; 6],
+    counters: Arc<SchedCounters>,
+    groups: Arc<GroupCounters>,
+}
+
+impl<T: TxQueue> SchedPoller<T> {
+    pub fn new(
+        rings: Vec<Arc<MsgRing>>,
+        table: Arc<GroupTable>,
+        ports: Vec<TxPort<T>>,
+        mac: [u8; 6],
+        counters: Arc<SchedCounters>,
+        groups: Arc<GroupCounters>,
+        now_ns: u64,
+    ) -> Self {
+        let n = ports.len();
+        SchedPoller {
+            rings,
+            table,
+            ports,
+            sched: Scheduler::new(n),
+            // 4096 slots of 1.024 µs: one turn is 4.2 ms; longer timeouts take more turns.
+            wheel: TimerWheel::new(4096, 10, now_ns),
+            fired: Vec::new(),
+            mac,
+            counters,
+            groups,
+        }
+    }
+
+    /// Sends still queued (not yet handed to a TX buffer).
+    pub fn pending(&self) -> usize {
+        self.sched.total_pending()
+    }
+
+    /// Timers armed and not yet fired (including ones a release already made stale).
+    pub fn timers(&self) -> usize {
+        self.wheel.len()
+    }
+
+    fn dispatch(&mut self, msg: Msg, now_ns: u64) {
+        let group = msg.group.0;
+        match msg.action {
+            Action::SendReduce { seq, port, retransmit } => {
+                self.enqueue(port.get() as usize, group, Send { kind: SendKind::Reduce, seq: seq.0, retransmit });
+            }
+            Action::SendRelease { seq, ports, retransmit } => {
+                for p in ports.iter() {
+                    self.enqueue(p.get() as usize, group, Send { kind: SendKind::Release, seq: seq.0, retransmit });
+                }
+            }
+            Action::ArmTimer { seq, after_ns } => {
+                bump(&self.counters.timers_armed, 1);
+                self.wheel.arm(group, seq.0, now_ns.saturating_add(after_ns));
+            }
+        }
+    }
+
+    fn enqueue(&mut self, port: usize, group: u32, send: Send) {
+        if port >= self.ports.len() {
+            // Config validation keeps port indices in range; a bad one is a bug, not traffic.
+            debug_assert!(false, "send to port {port} of {}", self.ports.len());
+            return;
+        }
+        if self.sched.push(port, group, send) == Pushed::Coalesced {
+            bump(&self.ports[port].counters.coalesced, 1);
+        }
+    }
+
+    fn transmit(&mut self) -> bool {
+        let mut busy = false;
+        let mut frame = [0u8; FRAME_LEN];
+        for p in 0..self.ports.len() {
+            let port = &mut self.ports[p];
+            let c = &*port.counters;
+            // Round-robin picks, one frame each, up to one burst per port per poll.
+            for _ in 0..BURST {
+                let Some((group, send)) = self.sched.pop(p) else { break };
+                let repr = FrameRepr {
+                    dst: MacAddr(port.peer_mac),
+                    src: MacAddr(self.mac),
+                    kind: match send.kind {
+                        SendKind::Reduce => Kind::Reduce,
+                        SendKind::Release => Kind::Release,
+                    },
+                    flags: if send.retransmit { Flags::RETRANSMIT } else { Flags::empty() },
+                    group: GroupId(group),
+                    seq: Seq(send.seq),
+                    tx_timestamp: None,
+                };
+                repr.emit(&mut frame);
+                match port.queue.offer(&frame) {
+                    Ok(()) => {
+                        busy = true;
+                        bump(&c.frames_out, 1);
+                        match send.kind {
+                            SendKind::Reduce => bump(&c.reduce_out, 1),
+                            SendKind::Release => bump(&c.release_out, 1),
+                        }
+                        if send.retransmit {
+                            bump(&c.retransmits_out, 1);
+                        }
+                    }
+                    Err(blocked) => {
+                        self.sched.unpop(p, group, send);
+                        match blocked {
+                            TxBlocked::Full => bump(&c.tx_full_waits, 1),
+                            TxBlocked::NoBuffer => bump(&c.alloc_fail_waits, 1),
+                        }
+                        break;
+                    }
+                }
+            }
+            if port.queue.buffered() > 0 {
+                // Flush every poll rather than on a timer: the scheduler already batches up to
+                // one burst per port, and a barrier frame should not wait for company.
+                let (sent, left) = port.queue.flush();
+                busy |= sent > 0;
+                if left > 0 {
+                    bump(&c.tx_full_waits, 1);
+                }
+            }
+        }
+        busy
+    }
+}
+
+impl<T: TxQueue> Poller for SchedPoller<T> {
+    fn poll(&mut self, now_ns: u64) -> bool {
+        let mut busy = false;
+        for r in 0..self.rings.len() {
+            for _ in 0..RING_BUDGET {
+                let Some(msg) = self.rings[r].pop() else { break };
+                bump(&self.counters.messages, 1);
+                self.dispatch(msg, now_ns);
+                busy = true;
+            }
+        }
+        if !self.wheel.is_empty() {
+            let mut fired = std::mem::take(&mut self.fired);
+            self.wheel.advance(now_ns, &mut fired);
+            for &(group, seq) in &fired {
+                bump(&self.counters.timers_fired, 1);
+                let actions = self.table.on_timer(GroupId(group), Seq(seq));
+                for action in actions.iter() {
+                    if matches!(action, Action::SendReduce { .. }) {
+                        bump(&self.counters.timer_resends, 1);
+                        self.groups.resent(group);
+                    }
+                    self.dispatch(Msg { group: GroupId(group), action: *action }, now_ns);
+                }
+            }
+            busy |= !fired.is_empty();
+            fired.clear();
+            self.fired = fired;
+        }
+        busy |= self.transmit();
+        busy
+    }
+
+    fn finish(&mut self) {
+        for p in &mut self.ports {
+            p.queue.flush();
+        }
+    }
+}
