@@ -1,1 +1,35 @@
-//! Placeholder
+//! # barrier-protocol: barrier synchronization done by the network
+//!
+//! The protocol core of netbarrier: everything the barrier method
+//! (`shared/spec/barrier-method.md`) decides, as pure Rust. No I/O, no clock (time is an
+//! argument), no allocation on the per-frame path, no `unsafe`. The switch, the leaf library,
+//! the simulator and the benchmarks all run this same code, so a simulated run and a real run
+//! make the same decisions.
+//!
+//! ## Layers, bottom up
+//!
+//! | module | role |
+//! | --- | --- |
+//! | crate root | small value types: [`Time`], [`GroupId`], [`Seq`] (wrapping), [`PortIdx`], [`PortSet`] |
+//! | [`wire`] | the barrier frame: a [`wire::Frame`] view over bytes with its fields as byte ranges, and a checked, typed [`wire::FrameRepr`] with `parse`/`emit` |
+//! | [`switch`] | the per-group control logic of claim 6 for root and intermediate switches, including the restart rule: `(config, state, event) -> (state, outcome, actions)` |
+//! | [`leaf`] | a compute node's side (claim 2): send reduce, re-send on timeout, advance on release |
+//! | [`table`] | the lock-free table shared by several RX threads: one cache line per group, state in one 128-bit word changed by compare-and-swap, so exactly one thread sees each completion |
+//!
+//! A switch's data path is: bytes → [`wire::FrameRepr::parse`] → [`switch::Event`] →
+//! [`table::GroupTable::apply`] → [`switch::Actions`] → the scheduler builds frames with
+//! [`wire::FrameRepr::emit`]. Timers are the caller's: an [`switch::Action::ArmTimer`] asks it to
+//! call [`table::GroupTable::on_timer`] later.
+//!
+//! `docs/wire-format.md` and `docs/protocol.md` are the reference for the frame and the rules.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod types;
+
+pub mod leaf;
+pub mod switch;
+pub mod table;
+pub mod wire;
+
+pub use types::{GroupId, PortIdx, PortSet, PortSetIter, Seq, Time, MAX_GROUPS, MAX_PORTS};

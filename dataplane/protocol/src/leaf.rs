@@ -1,0 +1,264 @@
+//! A compute node's side of a barrier (claim 2): send a reduce when the barrier point is reached,
+//! re-send it whenever the timer expires without a release, and on the release for the current
+//! sequence number stop the timer and advance. Pure state machine, time passed in.
+
+use crate::{GroupId, Seq, Time};
+
+/// A leaf's configuration for one group.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub struct LeafConfig {
+    /// The barrier group.
+    pub group: GroupId,
+    /// Re-send the reduce if no release came within this many nanoseconds.
+    pub resend_timeout_ns: u64,
+    /// Sequence number of the group's first barrier; every leaf of a group must use the same
+    /// value (usually 0).
+    pub first_seq: Seq,
+}
+
+/// Where the leaf stands.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub enum LeafState {
+    /// Between barriers: computing.
+    Working,
+    /// Reduce for `seq` sent at `since`; re-send at `deadline` unless released.
+    Waiting {
+        /// The barrier waited on.
+        seq: Seq,
+        /// When the first reduce was sent.
+        since: Time,
+        /// When to re-send.
+        deadline: Time,
+    },
+}
+
+/// A reduce the caller must send to the parent.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub struct LeafSend {
+    /// Group.
+    pub group: GroupId,
+    /// Barrier.
+    pub seq: Seq,
+    /// A re-send after timeout (sets the RETRANSMIT flag).
+    pub retransmit: bool,
+}
+
+/// A barrier ended for this leaf.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub struct Released {
+    /// The barrier that completed.
+    pub seq: Seq,
+    /// Nanoseconds from the first reduce to the release.
+    pub waited_ns: u64,
+}
+
+/// Misuse of the leaf API.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash, thiserror::Error)]
+pub enum LeafError {
+    /// `arrive` while already waiting on a barrier.
+    #[error("already waiting on barrier {0:?}")]
+    AlreadyWaiting(Seq),
+}
+
+/// One leaf in one group.
+#[derive(Clone, Debug)]
+pub struct Leaf {
+    cfg: LeafConfig,
+    seq: Seq,
+    state: LeafState,
+    resends: u64,
+}
+
+impl Leaf {
+    /// A leaf before its first barrier.
+    pub fn new(cfg: LeafConfig) -> Self {
+        Leaf {
+            cfg,
+            seq: cfg.first_seq,
+            state: LeafState::Working,
+            resends: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeafConfig {
+        &self.cfg
+    }
+
+    /// The sequence number of the current barrier (while waiting) or the next one.
+    pub fn seq(&self) -> Seq {
+        self.seq
+    }
+
+    /// Working or waiting.
+    pub fn state(&self) -> LeafState {
+        self.state
+    }
+
+    /// Reduces re-sent on timeout so far.
+    pub fn resends(&self) -> u64 {
+        self.resends
+    }
+
+    /// The barrier point is reached: returns the reduce to send and starts the timer.
+    pub fn arrive(&mut self, now: Time) -> Result<LeafSend, LeafError> {
+        if let LeafState::Waiting { seq, .. } = self.state {
+            return Err(LeafError::AlreadyWaiting(seq));
+        }
+        self.state = LeafState::Waiting {
+            seq: self.seq,
+            since: now,
+            deadline: now + self.cfg.resend_timeout_ns,
+        };
+        Ok(LeafSend {
+            group: self.cfg.group,
+            seq: self.seq,
+            retransmit: false,
+        })
+    }
+
+    /// A release for `seq` arrived. Ends the barrier when waiting on exactly `seq`; any other
+    /// release (a duplicate of an earlier one, one for a barrier not yet reached) is ignored.
+    pub fn on_release(&mut self, now: Time, seq: Seq) -> Option<Released> {
+        match self.state {
+            LeafState::Waiting {
+                seq: waiting,
+                since,
+                ..
+            } if waiting == seq => {
+                self.state = LeafState::Working;
+                self.seq = seq.next();
+                Some(Released {
+                    seq,
+                    waited_ns: now.saturating_sub(since),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Checks the timer: if waiting and the deadline has passed, returns the reduce to re-send
+    /// and restarts the timer from `now`.
+    pub fn poll(&mut self, now: Time) -> Option<LeafSend> {
+        match &mut self.state {
+            LeafState::Waiting { seq, deadline, .. } if now >= *deadline => {
+                *deadline = now + self.cfg.resend_timeout_ns;
+                self.resends += 1;
+                Some(LeafSend {
+                    group: self.cfg.group,
+                    seq: *seq,
+                    retransmit: true,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// When `poll` next has something to do; `None` while working.
+    pub fn next_deadline(&self) -> Option<Time> {
+        match self.state {
+            LeafState::Waiting { deadline, .. } => Some(deadline),
+            LeafState::Working => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf() -> Leaf {
+        Leaf::new(LeafConfig {
+            group: GroupId(3),
+            resend_timeout_ns: 100,
+            first_seq: Seq(0),
+        })
+    }
+
+    #[test]
+    fn arrive_sends_reduce_and_starts_timer() {
+        let mut l = leaf();
+        assert_eq!(l.state(), LeafState::Working);
+        assert_eq!(l.next_deadline(), None);
+        let s = l.arrive(Time(1000)).unwrap();
+        assert_eq!(
+            s,
+            LeafSend {
+                group: GroupId(3),
+                seq: Seq(0),
+                retransmit: false
+            }
+        );
+        assert_eq!(l.next_deadline(), Some(Time(1100)));
+        assert_eq!(l.arrive(Time(1001)), Err(LeafError::AlreadyWaiting(Seq(0))));
+    }
+
+    #[test]
+    fn timeout_resends_and_restarts_timer() {
+        let mut l = leaf();
+        l.arrive(Time(0)).unwrap();
+        assert_eq!(l.poll(Time(99)), None);
+        assert_eq!(
+            l.poll(Time(100)),
+            Some(LeafSend {
+                group: GroupId(3),
+                seq: Seq(0),
+                retransmit: true
+            })
+        );
+        assert_eq!(l.next_deadline(), Some(Time(200)));
+        assert_eq!(l.poll(Time(150)), None);
+        assert!(l.poll(Time(250)).is_some());
+        assert_eq!(l.next_deadline(), Some(Time(350)));
+        assert_eq!(l.resends(), 2);
+    }
+
+    #[test]
+    fn release_stops_timer_and_advances() {
+        let mut l = leaf();
+        l.arrive(Time(10)).unwrap();
+        assert_eq!(
+            l.on_release(Time(60), Seq(0)),
+            Some(Released {
+                seq: Seq(0),
+                waited_ns: 50
+            })
+        );
+        assert_eq!(l.state(), LeafState::Working);
+        assert_eq!(l.seq(), Seq(1));
+        assert_eq!(l.poll(Time(1_000_000)), None, "timer stopped");
+        // the next barrier uses the next sequence number
+        assert_eq!(l.arrive(Time(70)).unwrap().seq, Seq(1));
+    }
+
+    #[test]
+    fn other_releases_are_ignored() {
+        let mut l = leaf();
+        // before arriving, even a release for the current seq does nothing
+        assert_eq!(l.on_release(Time(0), Seq(0)), None);
+        l.arrive(Time(0)).unwrap();
+        assert_eq!(l.on_release(Time(1), Seq(1)), None);
+        assert_eq!(
+            l.on_release(Time(1), Seq(u32::MAX)),
+            None,
+            "release of seq-1 (first barrier)"
+        );
+        assert!(matches!(l.state(), LeafState::Waiting { seq: Seq(0), .. }));
+        assert!(l.on_release(Time(2), Seq(0)).is_some());
+        // duplicate of the release just handled
+        assert_eq!(l.on_release(Time(3), Seq(0)), None);
+        assert_eq!(l.seq(), Seq(1));
+    }
+
+    #[test]
+    fn first_seq_and_wrap() {
+        let mut l = Leaf::new(LeafConfig {
+            group: GroupId(0),
+            resend_timeout_ns: 1,
+            first_seq: Seq(u32::MAX),
+        });
+        assert_eq!(l.arrive(Time(0)).unwrap().seq, Seq(u32::MAX));
+        l.on_release(Time(1), Seq(u32::MAX)).unwrap();
+        assert_eq!(l.seq(), Seq(0));
+    }
+}

@@ -1,0 +1,725 @@
+//! The barrier frame on the wire: Ethernet II, EtherType 0x88B5, a fixed 20-byte header,
+//! zero padding to the 60-byte minimum frame. [`Frame`] is a view over any byte buffer with the
+//! fields as byte ranges (`mod field`); [`FrameRepr`] is the checked, typed value with
+//! `parse`/`emit`. `docs/wire-format.md` is the reference for every byte.
+
+use core::fmt;
+
+use crate::{GroupId, Seq, MAX_GROUPS};
+
+/// IEEE 802 "local experimental" EtherType 1.
+pub const ETHERTYPE: u16 = 0x88B5;
+/// First header byte: tells a barrier frame from other traffic using the experimental type.
+pub const MAGIC: u8 = 0xBA;
+/// The only header version this code speaks.
+pub const VERSION: u8 = 1;
+/// End of the meaningful bytes; a receiver needs at least this many.
+pub const HEADER_END: usize = field::TX_TIMESTAMP.end;
+/// Length of an emitted frame: the Ethernet minimum without FCS.
+pub const FRAME_LEN: usize = 60;
+
+/// Byte ranges of every field, network byte order. The one description of the layout.
+pub mod field {
+    /// A byte range in the frame.
+    pub type Field = core::ops::Range<usize>;
+    /// Destination MAC.
+    pub const DST: Field = 0..6;
+    /// Source MAC.
+    pub const SRC: Field = 6..12;
+    /// EtherType, 0x88B5.
+    pub const ETHERTYPE: Field = 12..14;
+    /// Magic byte, 0xBA.
+    pub const MAGIC: usize = 14;
+    /// Header version, 1.
+    pub const VERSION: usize = 15;
+    /// Kind: 1 reduce, 2 release.
+    pub const KIND: usize = 16;
+    /// Flags: bit0 RETRANSMIT, bit1 HAS_TIMESTAMP.
+    pub const FLAGS: usize = 17;
+    /// Group number, u32.
+    pub const GROUP: Field = 18..22;
+    /// Sequence number, u32.
+    pub const SEQ: Field = 22..26;
+    /// Transmit timestamp, u64 nanoseconds; 0 unless HAS_TIMESTAMP.
+    pub const TX_TIMESTAMP: Field = 26..34;
+    /// Zero padding up to the 60-byte minimum frame.
+    pub const PADDING: Field = 34..60;
+}
+
+/// An Ethernet MAC address.
+#[derive(Copy, Clone, Eq, PartialEq, Ord, PartialOrd, Hash, Default)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// ff:ff:ff:ff:ff:ff.
+    pub const BROADCAST: MacAddr = MacAddr([0xff; 6]);
+
+    /// True for a group (multicast or broadcast) address: the I/G bit of the first byte.
+    pub const fn is_multicast(&self) -> bool {
+        self.0[0] & 1 != 0
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
+    }
+}
+
+impl fmt::Debug for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// The two frame kinds of the method: reduce (规约包, child to parent) and release
+/// (分发包, parent to children).
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub enum Kind {
+    /// "I and everything below me reached barrier `seq`" (child → parent).
+    Reduce,
+    /// "Barrier `seq` is complete, continue" (parent → children).
+    Release,
+}
+
+impl Kind {
+    /// The wire code.
+    pub const fn to_u8(self) -> u8 {
+        match self {
+            Kind::Reduce => 1,
+            Kind::Release => 2,
+        }
+    }
+
+    /// `None` for the reserved codes (0, 3..=255).
+    pub const fn from_u8(v: u8) -> Option<Kind> {
+        match v {
+            1 => Some(Kind::Reduce),
+            2 => Some(Kind::Release),
+            _ => None,
+        }
+    }
+}
+
+/// The flags byte. Only the defined bits can be set: a frame with reserved bits is rejected
+/// at parse time, so a `Flags` value is always one this version understands.
+#[derive(Copy, Clone, Eq, PartialEq, Hash, Default)]
+pub struct Flags(u8);
+
+impl Flags {
+    /// The frame repeats one sent before (re-send on timeout, re-sent release). Informational:
+    /// receivers treat it exactly like the original.
+    pub const RETRANSMIT: Flags = Flags(0x01);
+    /// The tx timestamp field is meaningful.
+    pub const HAS_TIMESTAMP: Flags = Flags(0x02);
+    /// Every defined bit.
+    pub const ALL: Flags = Flags(0x03);
+
+    /// No flag set.
+    pub const fn empty() -> Flags {
+        Flags(0)
+    }
+
+    /// `None` if a reserved bit is set.
+    pub const fn from_bits(bits: u8) -> Option<Flags> {
+        if bits & !Self::ALL.0 == 0 {
+            Some(Flags(bits))
+        } else {
+            None
+        }
+    }
+
+    /// The flags byte.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// True when every flag in `other` is set.
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// `self` with `other` set.
+    #[must_use]
+    pub const fn with(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    /// `self` with `other` cleared.
+    #[must_use]
+    pub const fn without(self, other: Flags) -> Flags {
+        Flags(self.0 & !other.0)
+    }
+}
+
+impl core::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        self.with(rhs)
+    }
+}
+
+impl fmt::Debug for Flags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (flag, name) in [
+            (Flags::RETRANSMIT, "RETRANSMIT"),
+            (Flags::HAS_TIMESTAMP, "HAS_TIMESTAMP"),
+        ] {
+            if self.contains(flag) {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("(empty)")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a received frame is not a barrier frame this switch acts on. Each has a stable
+/// counter name ([`ParseError::reason`]) and a dense index ([`ParseError::index`]).
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash, thiserror::Error)]
+pub enum ParseError {
+    /// Fewer than 14 bytes, or a barrier EtherType with fewer than [`HEADER_END`] bytes.
+    #[error("frame too short")]
+    TooShort,
+    /// EtherType other than 0x88B5 (including VLAN-tagged frames, 0x8100).
+    #[error("not a barrier frame (EtherType)")]
+    NotBarrier,
+    /// Barrier EtherType but the magic byte is not 0xBA.
+    #[error("bad magic byte")]
+    BadMagic,
+    /// Header version other than 1.
+    #[error("unsupported header version")]
+    BadVersion,
+    /// Kind other than reduce (1) or release (2).
+    #[error("unknown frame kind")]
+    BadKind,
+    /// A reserved flag bit is set.
+    #[error("reserved flag bits set")]
+    ReservedFlags,
+    /// Group number not below [`MAX_GROUPS`].
+    #[error("group number out of range")]
+    GroupOutOfRange,
+}
+
+impl ParseError {
+    /// Every error, in [`ParseError::index`] order (for counter arrays).
+    pub const ALL: [ParseError; 7] = [
+        ParseError::TooShort,
+        ParseError::NotBarrier,
+        ParseError::BadMagic,
+        ParseError::BadVersion,
+        ParseError::BadKind,
+        ParseError::ReservedFlags,
+        ParseError::GroupOutOfRange,
+    ];
+
+    /// A stable snake_case name for counters and logs.
+    pub const fn reason(&self) -> &'static str {
+        match self {
+            ParseError::TooShort => "too_short",
+            ParseError::NotBarrier => "not_barrier",
+            ParseError::BadMagic => "bad_magic",
+            ParseError::BadVersion => "bad_version",
+            ParseError::BadKind => "bad_kind",
+            ParseError::ReservedFlags => "reserved_flags",
+            ParseError::GroupOutOfRange => "group_out_of_range",
+        }
+    }
+
+    /// Position in [`ParseError::ALL`].
+    pub const fn index(&self) -> usize {
+        match self {
+            ParseError::TooShort => 0,
+            ParseError::NotBarrier => 1,
+            ParseError::BadMagic => 2,
+            ParseError::BadVersion => 3,
+            ParseError::BadKind => 4,
+            ParseError::ReservedFlags => 5,
+            ParseError::GroupOutOfRange => 6,
+        }
+    }
+}
+
+/// A view over the bytes of a barrier frame, smoltcp style: the accessors read fields in place.
+///
+/// [`Frame::new_checked`] guarantees only that the buffer is long enough for every accessor;
+/// field values are validated by [`FrameRepr::parse`].
+#[derive(Clone, Debug)]
+pub struct Frame<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Frame<T> {
+    /// Wraps `buffer` without checking its length: accessors panic on a short buffer.
+    pub const fn new_unchecked(buffer: T) -> Frame<T> {
+        Frame { buffer }
+    }
+
+    /// Wraps `buffer`, failing with [`ParseError::TooShort`] if it is shorter than
+    /// [`HEADER_END`].
+    pub fn new_checked(buffer: T) -> Result<Frame<T>, ParseError> {
+        let f = Frame::new_unchecked(buffer);
+        f.check_len()?;
+        Ok(f)
+    }
+
+    /// [`ParseError::TooShort`] if the buffer cannot hold the header.
+    pub fn check_len(&self) -> Result<(), ParseError> {
+        if self.buffer.as_ref().len() < HEADER_END {
+            Err(ParseError::TooShort)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The wrapped buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// Destination MAC.
+    pub fn dst(&self) -> MacAddr {
+        let mut a = [0; 6];
+        a.copy_from_slice(&self.b()[field::DST]);
+        MacAddr(a)
+    }
+
+    /// Source MAC.
+    pub fn src(&self) -> MacAddr {
+        let mut a = [0; 6];
+        a.copy_from_slice(&self.b()[field::SRC]);
+        MacAddr(a)
+    }
+
+    /// EtherType.
+    pub fn ethertype(&self) -> u16 {
+        u16::from_be_bytes(self.b()[field::ETHERTYPE].try_into().unwrap())
+    }
+
+    /// Magic byte.
+    pub fn magic(&self) -> u8 {
+        self.b()[field::MAGIC]
+    }
+
+    /// Version byte.
+    pub fn version(&self) -> u8 {
+        self.b()[field::VERSION]
+    }
+
+    /// Raw kind byte.
+    pub fn kind_raw(&self) -> u8 {
+        self.b()[field::KIND]
+    }
+
+    /// Raw flags byte.
+    pub fn flags_raw(&self) -> u8 {
+        self.b()[field::FLAGS]
+    }
+
+    /// Raw group number (not range-checked).
+    pub fn group(&self) -> u32 {
+        u32::from_be_bytes(self.b()[field::GROUP].try_into().unwrap())
+    }
+
+    /// Sequence number.
+    pub fn seq(&self) -> u32 {
+        u32::from_be_bytes(self.b()[field::SEQ].try_into().unwrap())
+    }
+
+    /// Raw tx timestamp field (meaningful only with HAS_TIMESTAMP).
+    pub fn tx_timestamp(&self) -> u64 {
+        u64::from_be_bytes(self.b()[field::TX_TIMESTAMP].try_into().unwrap())
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
+    fn bm(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    /// Sets the destination MAC.
+    pub fn set_dst(&mut self, v: MacAddr) {
+        self.bm()[field::DST].copy_from_slice(&v.0);
+    }
+
+    /// Sets the source MAC.
+    pub fn set_src(&mut self, v: MacAddr) {
+        self.bm()[field::SRC].copy_from_slice(&v.0);
+    }
+
+    /// Sets the EtherType.
+    pub fn set_ethertype(&mut self, v: u16) {
+        self.bm()[field::ETHERTYPE].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Sets the magic byte.
+    pub fn set_magic(&mut self, v: u8) {
+        self.bm()[field::MAGIC] = v;
+    }
+
+    /// Sets the version byte.
+    pub fn set_version(&mut self, v: u8) {
+        self.bm()[field::VERSION] = v;
+    }
+
+    /// Sets the raw kind byte.
+    pub fn set_kind_raw(&mut self, v: u8) {
+        self.bm()[field::KIND] = v;
+    }
+
+    /// Sets the raw flags byte.
+    pub fn set_flags_raw(&mut self, v: u8) {
+        self.bm()[field::FLAGS] = v;
+    }
+
+    /// Sets the group number.
+    pub fn set_group(&mut self, v: u32) {
+        self.bm()[field::GROUP].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Sets the sequence number.
+    pub fn set_seq(&mut self, v: u32) {
+        self.bm()[field::SEQ].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Sets the tx timestamp field.
+    pub fn set_tx_timestamp(&mut self, v: u64) {
+        self.bm()[field::TX_TIMESTAMP].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Zeroes the padding that lies inside the buffer (bytes 34..60, or fewer if shorter).
+    pub fn clear_padding(&mut self) {
+        let b = self.bm();
+        let end = b.len().min(field::PADDING.end);
+        b[field::PADDING.start..end].fill(0);
+    }
+}
+
+/// A checked barrier frame, typed.
+///
+/// `flags` and `tx_timestamp` agree after [`FrameRepr::parse`]; [`FrameRepr::emit`] derives
+/// HAS_TIMESTAMP from `tx_timestamp` alone, so a hand-built value cannot emit a frame that
+/// says it has a timestamp and carries none.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub struct FrameRepr {
+    /// Destination MAC.
+    pub dst: MacAddr,
+    /// Source MAC.
+    pub src: MacAddr,
+    /// Reduce or release.
+    pub kind: Kind,
+    /// RETRANSMIT (and HAS_TIMESTAMP, managed through `tx_timestamp`).
+    pub flags: Flags,
+    /// Group, `< MAX_GROUPS`.
+    pub group: GroupId,
+    /// Barrier sequence number.
+    pub seq: Seq,
+    /// Sender's transmit time in nanoseconds, if it stamped one (barrier-gen does).
+    pub tx_timestamp: Option<u64>,
+}
+
+impl FrameRepr {
+    /// Validates `bytes` as a barrier frame. Checks, in order: length for the Ethernet header,
+    /// EtherType, length for the barrier header, magic, version, kind, flags, group range.
+    /// Padding and a timestamp field without HAS_TIMESTAMP are ignored.
+    pub fn parse(bytes: &[u8]) -> Result<FrameRepr, ParseError> {
+        if bytes.len() < field::ETHERTYPE.end {
+            return Err(ParseError::TooShort);
+        }
+        let f = Frame::new_unchecked(bytes);
+        if f.ethertype() != ETHERTYPE {
+            return Err(ParseError::NotBarrier);
+        }
+        f.check_len()?;
+        if f.magic() != MAGIC {
+            return Err(ParseError::BadMagic);
+        }
+        if f.version() != VERSION {
+            return Err(ParseError::BadVersion);
+        }
+        let kind = Kind::from_u8(f.kind_raw()).ok_or(ParseError::BadKind)?;
+        let flags = Flags::from_bits(f.flags_raw()).ok_or(ParseError::ReservedFlags)?;
+        let group = f.group();
+        if group >= MAX_GROUPS {
+            return Err(ParseError::GroupOutOfRange);
+        }
+        let tx_timestamp = flags
+            .contains(Flags::HAS_TIMESTAMP)
+            .then(|| f.tx_timestamp());
+        Ok(FrameRepr {
+            dst: f.dst(),
+            src: f.src(),
+            kind,
+            flags,
+            group: GroupId(group),
+            seq: Seq(f.seq()),
+            tx_timestamp,
+        })
+    }
+
+    /// Writes the frame into `buf[..FRAME_LEN]` (padding zeroed) and returns [`FRAME_LEN`].
+    ///
+    /// # Panics
+    /// If `buf` is shorter than [`FRAME_LEN`], or `group` is not below [`MAX_GROUPS`] (such a
+    /// frame would be dropped by every receiver, so emitting one is a caller bug).
+    pub fn emit(&self, buf: &mut [u8]) -> usize {
+        assert!(
+            buf.len() >= FRAME_LEN,
+            "buffer of {} bytes < FRAME_LEN",
+            buf.len()
+        );
+        assert!(self.group.0 < MAX_GROUPS, "{:?} out of range", self.group);
+        let mut f = Frame::new_unchecked(&mut buf[..FRAME_LEN]);
+        f.set_dst(self.dst);
+        f.set_src(self.src);
+        f.set_ethertype(ETHERTYPE);
+        f.set_magic(MAGIC);
+        f.set_version(VERSION);
+        f.set_kind_raw(self.kind.to_u8());
+        let flags = match self.tx_timestamp {
+            Some(_) => self.flags.with(Flags::HAS_TIMESTAMP),
+            None => self.flags.without(Flags::HAS_TIMESTAMP),
+        };
+        f.set_flags_raw(flags.bits());
+        f.set_group(self.group.0);
+        f.set_seq(self.seq.0);
+        f.set_tx_timestamp(self.tx_timestamp.unwrap_or(0));
+        f.clear_padding();
+        FRAME_LEN
+    }
+
+    /// Convenience: the emitted frame as an array.
+    pub fn to_bytes(&self) -> [u8; FRAME_LEN] {
+        let mut b = [0u8; FRAME_LEN];
+        self.emit(&mut b);
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn reduce() -> FrameRepr {
+        FrameRepr {
+            dst: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
+            src: MacAddr([0x02, 0, 0, 0, 0, 0x02]),
+            kind: Kind::Reduce,
+            flags: Flags::empty(),
+            group: GroupId(7),
+            seq: Seq(42),
+            tx_timestamp: None,
+        }
+    }
+
+    #[test]
+    fn layout_constants() {
+        assert_eq!(HEADER_END, 34);
+        assert_eq!(field::PADDING.end, FRAME_LEN);
+        assert_eq!(field::PADDING.start, HEADER_END);
+    }
+
+    #[test]
+    fn reduce_bytes_exact() {
+        let b = reduce().to_bytes();
+        let expect_head: [u8; 34] = [
+            0x02, 0, 0, 0, 0, 0x01, // dst
+            0x02, 0, 0, 0, 0, 0x02, // src
+            0x88, 0xB5, // ethertype
+            0xBA, 0x01, 0x01, 0x00, // magic version kind flags
+            0, 0, 0, 7, // group
+            0, 0, 0, 42, // seq
+            0, 0, 0, 0, 0, 0, 0, 0, // ts
+        ];
+        assert_eq!(&b[..34], &expect_head);
+        assert!(b[34..].iter().all(|&x| x == 0));
+        assert_eq!(FrameRepr::parse(&b), Ok(reduce()));
+    }
+
+    #[test]
+    fn release_with_timestamp_round_trips() {
+        let r = FrameRepr {
+            kind: Kind::Release,
+            flags: Flags::RETRANSMIT,
+            tx_timestamp: Some(0x0102_0304_0506_0708),
+            ..reduce()
+        };
+        let b = r.to_bytes();
+        assert_eq!(b[16], 2);
+        assert_eq!(b[17], 0x03);
+        assert_eq!(&b[26..34], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        let p = FrameRepr::parse(&b).unwrap();
+        assert_eq!(p.tx_timestamp, Some(0x0102_0304_0506_0708));
+        assert!(p.flags.contains(Flags::HAS_TIMESTAMP | Flags::RETRANSMIT));
+    }
+
+    #[test]
+    fn emit_derives_has_timestamp_from_option() {
+        let r = FrameRepr {
+            flags: Flags::HAS_TIMESTAMP,
+            tx_timestamp: None,
+            ..reduce()
+        };
+        let b = r.to_bytes();
+        assert_eq!(b[17], 0);
+        assert_eq!(&b[26..34], &[0; 8]);
+    }
+
+    #[test]
+    fn every_rejection() {
+        let good = reduce().to_bytes();
+        let with = |i: usize, v: u8| {
+            let mut b = good;
+            b[i] = v;
+            FrameRepr::parse(&b)
+        };
+        assert_eq!(FrameRepr::parse(&good[..13]), Err(ParseError::TooShort));
+        assert_eq!(FrameRepr::parse(&good[..33]), Err(ParseError::TooShort));
+        assert!(
+            FrameRepr::parse(&good[..34]).is_ok(),
+            "padding is optional on receive"
+        );
+        assert_eq!(with(12, 0x08), Err(ParseError::NotBarrier));
+        // VLAN tag: the EtherType slot holds 0x8100
+        let mut vlan = good;
+        vlan[12] = 0x81;
+        vlan[13] = 0x00;
+        assert_eq!(FrameRepr::parse(&vlan), Err(ParseError::NotBarrier));
+        // a short non-barrier frame is NotBarrier, not TooShort
+        let mut short_ip = [0u8; 20];
+        short_ip[12] = 0x08;
+        assert_eq!(FrameRepr::parse(&short_ip), Err(ParseError::NotBarrier));
+        assert_eq!(with(14, 0xBB), Err(ParseError::BadMagic));
+        assert_eq!(with(15, 2), Err(ParseError::BadVersion));
+        assert_eq!(with(15, 0), Err(ParseError::BadVersion));
+        assert_eq!(with(16, 0), Err(ParseError::BadKind));
+        assert_eq!(with(16, 3), Err(ParseError::BadKind));
+        assert_eq!(with(17, 0x04), Err(ParseError::ReservedFlags));
+        assert_eq!(with(17, 0x80), Err(ParseError::ReservedFlags));
+        assert_eq!(with(19, 0x10), Err(ParseError::GroupOutOfRange)); // group = 0x0010_0007
+        assert!(with(19, 0x0f).is_ok()); // group = 0x000f_0007 < 2^20
+                                         // padding and an unflagged timestamp are ignored
+        assert_eq!(with(59, 0xff), Ok(reduce()));
+        assert_eq!(with(30, 0xff), Ok(reduce()));
+    }
+
+    #[test]
+    fn error_names_and_indices() {
+        for (i, e) in ParseError::ALL.iter().enumerate() {
+            assert_eq!(e.index(), i);
+            assert!(!e.reason().is_empty());
+        }
+        assert_eq!(ParseError::TooShort.reason(), "too_short");
+        assert_eq!(
+            ParseError::GroupOutOfRange.to_string(),
+            "group number out of range"
+        );
+    }
+
+    #[test]
+    fn frame_view_checked() {
+        assert_eq!(
+            Frame::new_checked(&[0u8; 33][..]).unwrap_err(),
+            ParseError::TooShort
+        );
+        let b = reduce().to_bytes();
+        let f = Frame::new_checked(&b[..]).unwrap();
+        assert_eq!(f.group(), 7);
+        assert_eq!(f.seq(), 42);
+        assert_eq!(f.ethertype(), ETHERTYPE);
+        let mut m = b;
+        let mut fm = Frame::new_unchecked(&mut m[..]);
+        fm.set_seq(43);
+        assert_eq!(FrameRepr::parse(&m).unwrap().seq, Seq(43));
+    }
+
+    #[test]
+    #[should_panic(expected = "FRAME_LEN")]
+    fn emit_into_short_buffer_panics() {
+        reduce().emit(&mut [0u8; 59]);
+    }
+
+    #[test]
+    fn mac_display() {
+        assert_eq!(MacAddr([2, 0, 0, 0, 0, 1]).to_string(), "02:00:00:00:00:01");
+        assert!(MacAddr::BROADCAST.is_multicast());
+    }
+
+    fn any_repr() -> impl Strategy<Value = FrameRepr> {
+        (
+            any::<[u8; 6]>(),
+            any::<[u8; 6]>(),
+            prop_oneof![Just(Kind::Reduce), Just(Kind::Release)],
+            any::<bool>(),
+            0..MAX_GROUPS,
+            any::<u32>(),
+            proptest::option::of(any::<u64>()),
+        )
+            .prop_map(|(d, s, kind, rt, g, q, ts)| FrameRepr {
+                dst: MacAddr(d),
+                src: MacAddr(s),
+                kind,
+                flags: if rt {
+                    Flags::RETRANSMIT
+                } else {
+                    Flags::empty()
+                }
+                .with(if ts.is_some() {
+                    Flags::HAS_TIMESTAMP
+                } else {
+                    Flags::empty()
+                }),
+                group: GroupId(g),
+                seq: Seq(q),
+                tx_timestamp: ts,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn repr_emit_parse_round_trip(r in any_repr()) {
+            let b = r.to_bytes();
+            prop_assert_eq!(FrameRepr::parse(&b), Ok(r));
+        }
+
+        #[test]
+        fn parse_emit_parse_is_stable(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            if let Ok(r) = FrameRepr::parse(&bytes) {
+                let b = r.to_bytes();
+                prop_assert_eq!(FrameRepr::parse(&b), Ok(r));
+                // the meaningful bytes survive, except an unflagged timestamp which is zeroed
+                prop_assert_eq!(&b[..26], &bytes[..26]);
+            }
+        }
+
+        #[test]
+        fn mostly_valid_frames_parse_or_name_an_error(
+            r in any_repr(), idx in 0usize..60, val in any::<u8>(), cut in 0usize..=60)
+        {
+            let mut b = r.to_bytes();
+            b[idx] = val;
+            match FrameRepr::parse(&b[..cut]) {
+                Ok(p) => { prop_assert!(cut >= HEADER_END); prop_assert!(p.group.0 < MAX_GROUPS); }
+                Err(e) => { prop_assert!(ParseError::ALL.contains(&e)); }
+            }
+        }
+    }
+}
