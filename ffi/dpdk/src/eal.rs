@@ -127,6 +127,15 @@ impl Eal {
         unsafe { sys::rte_lcore_count() }
     }
 
+    /// Runs `f` on worker `lcore`; see [`crate::launch_on`].
+    pub fn launch_on<F, T>(&self, lcore: LcoreId, f: F) -> Result<crate::LcoreJoin<T>, DpdkError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        crate::lcore::launch_on(self, lcore, f)
+    }
+
     /// Consumes this handle. The EAL is cleaned up now if no pool, port or other clone is
     /// left; otherwise when the last one goes. Same as dropping it, spelled out for shutdown code.
     pub fn shutdown(self) {}

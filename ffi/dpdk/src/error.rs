@@ -18,8 +18,9 @@ pub enum DpdkError {
         /// `rte_strerror(errno)`.
         message: String,
     },
-    /// `Eal::init` was called when an EAL already ran in this process (DPDK allows one).
-    #[error("EAL already initialised in this process: DPDK allows one rte_eal_init per process")]
+    /// `Eal::init` was called after an earlier init in this process (successful or failed, or
+    /// already cleaned up): DPDK allows one.
+    #[error("EAL already initialised in this process (or its init failed earlier): DPDK allows one rte_eal_init per process")]
     EalAlreadyInitialized,
     /// An argument the safe layer rejects before calling DPDK.
     #[error("{op}: {reason}")]

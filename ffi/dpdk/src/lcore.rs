@@ -97,7 +97,13 @@ unsafe extern "C" fn trampoline(arg: *mut c_void) -> c_int {
     }
 }
 
+/// Serialises launches: rte_eal_remote_launch is meant for the main lcore only, and two threads
+/// launching on the same idle worker at once would both pass its WAIT check and overwrite each
+/// other's function and argument. Under this lock the second sees RUNNING and gets EBUSY.
+static LAUNCH_LOCK: Mutex<()> = Mutex::new(());
+
 /// Runs `f` on worker `lcore`. Fails if the lcore is not an enabled worker or is busy.
+/// Callable from any thread; `LcoreJoin::join` gives back `f`'s value or its panic.
 pub fn launch_on<F, T>(eal: &Eal, lcore: LcoreId, f: F) -> Result<LcoreJoin<T>, DpdkError>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -120,9 +126,11 @@ where
         slot2.ready.notify_all();
     });
     let arg = Box::into_raw(Box::new(job)) as *mut c_void;
+    let guard = LAUNCH_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     // SAFETY: trampoline matches lcore_function_t and takes ownership of `arg`; the lcore id is
-    // an enabled worker.
+    // an enabled worker; LAUNCH_LOCK makes this the only launch in progress.
     let ret = unsafe { sys::rte_eal_remote_launch(Some(trampoline), arg, lcore.0) };
+    drop(guard);
     if ret < 0 {
         // SAFETY: the launch failed, so no lcore took `arg`; reclaim it.
         drop(unsafe { Box::from_raw(arg as *mut Job) });

@@ -16,7 +16,7 @@ fn lcores() {
     assert_eq!(workers, vec![LcoreId(1)]);
 
     // The closure runs on lcore 1 and its value comes back.
-    let job = launch_on(&eal, LcoreId(1), || (current_lcore(), 6 * 7)).unwrap();
+    let job = eal.launch_on(LcoreId(1), || (current_lcore(), 6 * 7)).unwrap();
     assert_eq!(job.lcore(), LcoreId(1));
     assert_eq!(job.join().unwrap(), (Some(LcoreId(1)), 42));
 
