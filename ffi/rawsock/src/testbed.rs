@@ -6,32 +6,43 @@ use std::io;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// A network namespace `nbrs<pid>-<n>` holding a veth pair `a` <-> `b`, both up.
+/// A network namespace `nbrs<pid>-<n>` holding veth pairs `veth-a<i>` <-> `veth-b<i>`, all up.
 #[derive(Debug)]
 pub struct VethNetns {
     /// The namespace name (`ip netns exec <netns> ...`, `RawSocket::open_in_netns`).
     pub netns: String,
-    /// One end of the pair.
+    /// One end of the first pair.
     pub a: String,
-    /// The other end.
+    /// The other end of the first pair.
     pub b: String,
+    /// Every pair, (a end, b end), the first one included.
+    pub pairs: Vec<(String, String)>,
 }
 
 impl VethNetns {
-    /// Creates the namespace and the pair. Needs root and iproute2. Whatever part was created
-    /// is removed again if a later step fails.
+    /// Creates the namespace with one pair. Needs root and iproute2.
     pub fn create() -> io::Result<VethNetns> {
+        VethNetns::with_pairs(1)
+    }
+
+    /// Creates the namespace with `n` (≥ 1) pairs. Whatever part was created is removed again
+    /// if a later step fails.
+    pub fn with_pairs(n: usize) -> io::Result<VethNetns> {
+        assert!(n >= 1, "at least one veth pair");
         static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let netns = format!("nbrs{}-{}", std::process::id(), n);
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let netns = format!("nbrs{}-{}", std::process::id(), k);
         ip(&["netns", "add", &netns])?;
+        let pairs: Vec<(String, String)> = (0..n).map(|i| (format!("veth-a{i}"), format!("veth-b{i}"))).collect();
         // From here on Drop deletes the namespace, with everything created inside it.
-        let bed = VethNetns { netns, a: "veth-a".into(), b: "veth-b".into() };
-        bed.exec(&["ip", "link", "add", &bed.a, "type", "veth", "peer", "name", &bed.b])?;
-        for dev in [&bed.a, &bed.b] {
-            // No IPv6 on the test links: keeps router solicitations and MLD off the wire.
-            let _ = bed.exec(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{dev}.disable_ipv6=1")]);
-            bed.exec(&["ip", "link", "set", dev, "up"])?;
+        let bed = VethNetns { netns, a: pairs[0].0.clone(), b: pairs[0].1.clone(), pairs };
+        for (a, b) in &bed.pairs {
+            bed.exec(&["ip", "link", "add", a, "type", "veth", "peer", "name", b])?;
+            for dev in [a, b] {
+                // No IPv6 on the test links: keeps router solicitations and MLD off the wire.
+                let _ = bed.exec(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{dev}.disable_ipv6=1")]);
+                bed.exec(&["ip", "link", "set", dev, "up"])?;
+            }
         }
         Ok(bed)
     }

@@ -28,7 +28,7 @@ fn frames_cross_the_pair_and_only_our_ethertype_is_received() {
     let other = RawSocket::open_in_netns(&bed.netns, &bed.a, 0x88B6).expect("open a, other type");
     assert_ne!(a.mac(), [0; 6]);
     assert_ne!(a.mac(), b.mac());
-    assert_eq!(a.ifname(), "veth-a");
+    assert_eq!(a.ifname(), "veth-a0");
 
     // Nothing is waiting: a zero timeout returns at once.
     let mut buf = [0u8; 2048];
