@@ -53,11 +53,16 @@ struct Cli {
 fn parse_mac(s: &str) -> Result<MacAddr, String> {
     let parts: Vec<&str> = s.split([':', '-']).collect();
     if parts.len() != 6 {
-        return Err(format!("{s:?}: a MAC address has six bytes, like 02:00:00:00:00:01"));
+        return Err(format!(
+            "{s:?}: a MAC address has six bytes, like 02:00:00:00:00:01"
+        ));
     }
     let mut mac = [0u8; 6];
     for (b, p) in mac.iter_mut().zip(parts) {
-        *b = u8::from_str_radix(p, 16).ok().filter(|_| p.len() <= 2).ok_or_else(|| format!("{s:?}: bad byte {p:?}"))?;
+        *b = u8::from_str_radix(p, 16)
+            .ok()
+            .filter(|_| p.len() <= 2)
+            .ok_or_else(|| format!("{s:?}: bad byte {p:?}"))?;
     }
     Ok(MacAddr(mac))
 }
@@ -67,7 +72,10 @@ fn main() -> ExitCode {
     match run(&cli) {
         Ok(summary) => {
             if cli.json {
-                println!("{}", serde_json::to_string(&summary).expect("summary serialises"));
+                println!(
+                    "{}",
+                    serde_json::to_string(&summary).expect("summary serialises")
+                );
             } else {
                 println!("{summary}");
             }
@@ -118,7 +126,16 @@ fn run(cli: &Cli) -> Result<Summary, barrier_leaf::Error> {
     if let Err(e) = leaf.flush_records() {
         error.get_or_insert(format!("writing records: {e}"));
     }
-    Ok(Summary::new(&cli.iface, cli.group, cli.count, cli.first_seq, elapsed, &lat, leaf.stats(), error))
+    Ok(Summary::new(
+        &cli.iface,
+        cli.group,
+        cli.count,
+        cli.first_seq,
+        elapsed,
+        &lat,
+        leaf.stats(),
+        error,
+    ))
 }
 
 #[cfg(test)]
@@ -127,13 +144,34 @@ mod tests {
 
     #[test]
     fn arguments_parse_with_defaults() {
-        let c = Cli::try_parse_from(["barrier-leaf", "--iface", "veth0", "--group", "7", "--count", "5"]).unwrap();
+        let c = Cli::try_parse_from([
+            "barrier-leaf",
+            "--iface",
+            "veth0",
+            "--group",
+            "7",
+            "--count",
+            "5",
+        ])
+        .unwrap();
         assert_eq!((c.iface.as_str(), c.group, c.count), ("veth0", 7, 5));
-        assert_eq!((c.timeout_us, c.resend_us, c.first_seq), (10_000_000, 1_000, 0));
+        assert_eq!(
+            (c.timeout_us, c.resend_us, c.first_seq),
+            (10_000_000, 1_000, 0)
+        );
         assert_eq!(c.dst, MacAddr::BROADCAST);
         assert!(!c.json && c.records.is_none());
         let c = Cli::try_parse_from([
-            "barrier-leaf", "-i", "eth1", "-g", "3", "--dst", "02:00:00:00:00:0a", "--json", "--records", "r.csv",
+            "barrier-leaf",
+            "-i",
+            "eth1",
+            "-g",
+            "3",
+            "--dst",
+            "02:00:00:00:00:0a",
+            "--json",
+            "--records",
+            "r.csv",
         ])
         .unwrap();
         assert_eq!(c.dst, MacAddr([2, 0, 0, 0, 0, 10]));
@@ -143,12 +181,26 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_refused() {
-        assert!(Cli::try_parse_from(["barrier-leaf", "--group", "7"]).is_err(), "iface is required");
-        assert!(Cli::try_parse_from(["barrier-leaf", "-i", "x"]).is_err(), "group is required");
+        assert!(
+            Cli::try_parse_from(["barrier-leaf", "--group", "7"]).is_err(),
+            "iface is required"
+        );
+        assert!(
+            Cli::try_parse_from(["barrier-leaf", "-i", "x"]).is_err(),
+            "group is required"
+        );
         assert!(Cli::try_parse_from(["barrier-leaf", "-i", "x", "-g", "-1"]).is_err());
-        for bad in ["02:00:00:00:00", "02:00:00:00:00:0g", "02:00:00:00:00:100", "0200.0000.0001"] {
+        for bad in [
+            "02:00:00:00:00",
+            "02:00:00:00:00:0g",
+            "02:00:00:00:00:100",
+            "0200.0000.0001",
+        ] {
             assert!(parse_mac(bad).is_err(), "{bad}");
         }
-        assert_eq!(parse_mac("02-00-00-00-00-01").unwrap(), MacAddr([2, 0, 0, 0, 0, 1]));
+        assert_eq!(
+            parse_mac("02-00-00-00-00-01").unwrap(),
+            MacAddr([2, 0, 0, 0, 0, 1])
+        );
     }
 }

@@ -27,7 +27,13 @@ pub struct MiniRoot {
 impl MiniRoot {
     /// A root with source MAC `mac` and no groups.
     pub fn new(mac: MacAddr) -> MiniRoot {
-        MiniRoot { mac, groups: BTreeMap::new(), release_filter: None, completed: 0, reduces: 0 }
+        MiniRoot {
+            mac,
+            groups: BTreeMap::new(),
+            release_filter: None,
+            completed: 0,
+            reduces: 0,
+        }
     }
 
     /// Configures `group` with the given child ports (state fresh, as after a restart).
@@ -36,7 +42,11 @@ impl MiniRoot {
         for &p in children {
             set.insert(PortIdx::new(p).expect("port index below 64"));
         }
-        let cfg = GroupConfig { role: Role::Root, children: set, resend_timeout_ns: 0 };
+        let cfg = GroupConfig {
+            role: Role::Root,
+            children: set,
+            resend_timeout_ns: 0,
+        };
         cfg.validate().expect("valid root config");
         self.groups.insert(group, (cfg, GroupState::fresh()));
     }
@@ -49,22 +59,39 @@ impl MiniRoot {
     /// Handles one frame from child port `port`; pushes the frames to send, with their ports,
     /// onto `out`. Returns the switch logic's outcome, or `None` for a frame it does not take
     /// (unparsable, not a reduce, unknown group).
-    pub fn on_frame(&mut self, port: u8, bytes: &[u8], out: &mut Vec<(u8, [u8; FRAME_LEN])>) -> Option<Outcome> {
+    pub fn on_frame(
+        &mut self,
+        port: u8,
+        bytes: &[u8],
+        out: &mut Vec<(u8, [u8; FRAME_LEN])>,
+    ) -> Option<Outcome> {
         let repr = FrameRepr::parse(bytes).ok()?;
         if repr.kind != Kind::Reduce {
             return None;
         }
         let (cfg, state) = self.groups.get_mut(&repr.group.0)?;
         self.reduces += 1;
-        let ev = Event::Reduce { port: PortIdx::new(port)?, seq: repr.seq };
+        let ev = Event::Reduce {
+            port: PortIdx::new(port)?,
+            seq: repr.seq,
+        };
         let (next, outcome, actions) = on_event(cfg, *state, ev);
         *state = next;
         if outcome == Outcome::Completed {
             self.completed += 1;
         }
         for action in actions.iter() {
-            if let Action::SendRelease { seq, ports, retransmit } = *action {
-                let flags = if retransmit { Flags::RETRANSMIT } else { Flags::empty() };
+            if let Action::SendRelease {
+                seq,
+                ports,
+                retransmit,
+            } = *action
+            {
+                let flags = if retransmit {
+                    Flags::RETRANSMIT
+                } else {
+                    Flags::empty()
+                };
                 let rel = FrameRepr {
                     dst: MacAddr::BROADCAST,
                     src: self.mac,
@@ -90,7 +117,9 @@ impl MiniRoot {
     pub fn serve_hub(&mut self, hub: &Hub, stop: &AtomicBool) {
         let mut out = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            let Some((port, frame)) = hub.recv(Duration::from_millis(5)) else { continue };
+            let Some((port, frame)) = hub.recv(Duration::from_millis(5)) else {
+                continue;
+            };
             self.on_frame(port, &frame, &mut out);
             for (p, f) in out.drain(..) {
                 hub.send(p, &f);
@@ -99,11 +128,19 @@ impl MiniRoot {
     }
 
     /// Serves the root on raw sockets (socket `i` is child port `i`) until `stop` is set.
-    pub fn serve_sockets(&mut self, socks: &[rawsock::RawSocket], stop: &AtomicBool) -> std::io::Result<()> {
+    pub fn serve_sockets(
+        &mut self,
+        socks: &[rawsock::RawSocket],
+        stop: &AtomicBool,
+    ) -> std::io::Result<()> {
         let mut out = Vec::new();
         let mut buf = [0u8; 2048];
         // With one socket, block on it; with several, sweep them and nap briefly when idle.
-        let wait = if socks.len() == 1 { Duration::from_millis(5) } else { Duration::ZERO };
+        let wait = if socks.len() == 1 {
+            Duration::from_millis(5)
+        } else {
+            Duration::ZERO
+        };
         while !stop.load(Ordering::Relaxed) {
             let mut idle = true;
             for (i, s) in socks.iter().enumerate() {

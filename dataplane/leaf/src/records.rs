@@ -59,7 +59,11 @@ pub const CSV_HEADER: &str = "group,seq,first_reduce_ns,release_ns,resends";
 impl RecordSink {
     /// Records to `out` in `format` (a CSV header is written at once).
     pub fn new(out: Box<dyn Write + Send>, format: RecordFormat) -> RecordSink {
-        let mut s = RecordSink { out: io::BufWriter::new(out), format, error: None };
+        let mut s = RecordSink {
+            out: io::BufWriter::new(out),
+            format,
+            error: None,
+        };
         if format == RecordFormat::Csv {
             let r = writeln!(s.out, "{CSV_HEADER}");
             s.keep(r);
@@ -125,7 +129,11 @@ pub fn parse_records(text: &str) -> Result<Vec<Record>, String> {
         }
         let f: Vec<&str> = line.split(',').collect();
         if f.len() != 5 {
-            return Err(format!("line {}: expected 5 fields, got {}", i + 1, f.len()));
+            return Err(format!(
+                "line {}: expected 5 fields, got {}",
+                i + 1,
+                f.len()
+            ));
         }
         let bad = |e: std::num::ParseIntError| format!("line {}: {e}", i + 1);
         out.push(Record {
@@ -168,8 +176,20 @@ mod tests {
     }
 
     const RECS: [Record; 2] = [
-        Record { group: 7, seq: 0, first_reduce_ns: 100, release_ns: 250, resends: 0 },
-        Record { group: 7, seq: 1, first_reduce_ns: 300, release_ns: 1300, resends: 2 },
+        Record {
+            group: 7,
+            seq: 0,
+            first_reduce_ns: 100,
+            release_ns: 250,
+            resends: 0,
+        },
+        Record {
+            group: 7,
+            seq: 1,
+            first_reduce_ns: 300,
+            release_ns: 1300,
+            resends: 2,
+        },
     ];
 
     #[test]
@@ -182,7 +202,11 @@ mod tests {
             }
             sink.flush().unwrap();
             let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
-            assert_eq!(text.lines().count(), if format == RecordFormat::Csv { 3 } else { 2 }, "{text}");
+            assert_eq!(
+                text.lines().count(),
+                if format == RecordFormat::Csv { 3 } else { 2 },
+                "{text}"
+            );
             assert_eq!(parse_records(&text).unwrap(), RECS.to_vec(), "{format:?}");
         }
     }
@@ -199,9 +223,18 @@ mod tests {
     #[test]
     fn format_follows_extension_and_garbage_is_rejected() {
         use std::path::Path;
-        assert_eq!(RecordFormat::from_path(Path::new("r.jsonl")), RecordFormat::JsonLines);
-        assert_eq!(RecordFormat::from_path(Path::new("r.json")), RecordFormat::JsonLines);
-        assert_eq!(RecordFormat::from_path(Path::new("r.csv")), RecordFormat::Csv);
+        assert_eq!(
+            RecordFormat::from_path(Path::new("r.jsonl")),
+            RecordFormat::JsonLines
+        );
+        assert_eq!(
+            RecordFormat::from_path(Path::new("r.json")),
+            RecordFormat::JsonLines
+        );
+        assert_eq!(
+            RecordFormat::from_path(Path::new("r.csv")),
+            RecordFormat::Csv
+        );
         assert_eq!(RecordFormat::from_path(Path::new("r")), RecordFormat::Csv);
         assert!(parse_records("1,2,3\n").is_err());
         assert!(parse_records("1,2,x,4,5\n").is_err());

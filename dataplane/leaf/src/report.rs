@@ -33,7 +33,8 @@ impl Default for LatencyRecorder {
     fn default() -> Self {
         // 1 ns to 1 hour at 3 significant digits (longer waits are clamped to an hour): exact
         // enough for p99.9 of any run, and a fixed size (about 200 KB).
-        let hist = Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds");
+        let hist =
+            Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds");
         LatencyRecorder { hist }
     }
 }
@@ -116,7 +117,11 @@ impl Summary {
             completed: lat.len(),
             first_seq,
             elapsed_s: secs,
-            barriers_per_s: if secs > 0.0 { lat.len() as f64 / secs } else { 0.0 },
+            barriers_per_s: if secs > 0.0 {
+                lat.len() as f64 / secs
+            } else {
+                0.0
+            },
             latency_ns: lat.latency(),
             stats,
             error,
@@ -134,7 +139,13 @@ impl fmt::Display for Summary {
         writeln!(
             f,
             "barrier-leaf: {} group {}: {}/{} barriers in {:.3} s ({:.0} barriers/s), first seq {}",
-            self.iface, self.group, self.completed, self.requested, self.elapsed_s, self.barriers_per_s, self.first_seq
+            self.iface,
+            self.group,
+            self.completed,
+            self.requested,
+            self.elapsed_s,
+            self.barriers_per_s,
+            self.first_seq
         )?;
         writeln!(
             f,
@@ -168,7 +179,13 @@ mod tests {
     use super::*;
 
     fn rec(lat: u64) -> Record {
-        Record { group: 1, seq: 0, first_reduce_ns: 1_000, release_ns: 1_000 + lat, resends: 0 }
+        Record {
+            group: 1,
+            seq: 0,
+            first_reduce_ns: 1_000,
+            release_ns: 1_000 + lat,
+            resends: 0,
+        }
     }
 
     #[test]
@@ -194,14 +211,29 @@ mod tests {
         let mut l = LatencyRecorder::default();
         l.record(&rec(2_000));
         l.record(&rec(4_000));
-        let s = Summary::new("veth0", 7, 3, 0, Duration::from_secs(2), &l, Stats::default(), Some("timeout".into()));
+        let s = Summary::new(
+            "veth0",
+            7,
+            3,
+            0,
+            Duration::from_secs(2),
+            &l,
+            Stats::default(),
+            Some("timeout".into()),
+        );
         assert_eq!(s.completed, 2);
         assert_eq!(s.barriers_per_s, 1.0);
         let text = s.to_string();
         assert!(text.contains("2/3 barriers"), "{text}");
         assert!(text.contains("error: timeout"), "{text}");
         let v: serde_json::Value = serde_json::to_value(&s).unwrap();
-        assert_eq!(v["latency_ns"]["max"].as_u64().map(|m| m.abs_diff(4_000) <= 4), Some(true), "{v}");
+        assert_eq!(
+            v["latency_ns"]["max"]
+                .as_u64()
+                .map(|m| m.abs_diff(4_000) <= 4),
+            Some(true),
+            "{v}"
+        );
         assert_eq!(v["group"], 7);
     }
 }

@@ -177,13 +177,24 @@ impl<T: Transport> Session<T> {
             resend_timeout_ns: self.cfg.resend_timeout.as_nanos().min(u64::MAX as u128) as u64,
             first_seq: seq,
         });
-        self.groups.insert(group, Slot { leaf, first_reduce_ns: 0, resends: 0, done: None });
+        self.groups.insert(
+            group,
+            Slot {
+                leaf,
+                first_reduce_ns: 0,
+                resends: 0,
+                done: None,
+            },
+        );
         Ok(())
     }
 
     /// Removes a group (whatever state it is in).
     pub fn remove_group(&mut self, group: u32) -> Result<(), Error> {
-        self.groups.remove(&group).map(|_| ()).ok_or(Error::UnknownGroup(group))
+        self.groups
+            .remove(&group)
+            .map(|_| ())
+            .ok_or(Error::UnknownGroup(group))
     }
 
     /// The groups of this session, ascending.
@@ -198,7 +209,10 @@ impl<T: Transport> Session<T> {
 
     /// True while the group has arrived and its barrier is not released yet.
     pub fn is_waiting(&self, group: u32) -> Result<bool, Error> {
-        Ok(matches!(self.slot(group)?.leaf.state(), LeafState::Waiting { .. }))
+        Ok(matches!(
+            self.slot(group)?.leaf.state(),
+            LeafState::Waiting { .. }
+        ))
     }
 
     /// The session's counters.
@@ -233,11 +247,14 @@ impl<T: Transport> Session<T> {
     /// picked up by later `poll`/`try_wait`/`wait` calls, which also re-send on time.
     pub fn arrive(&mut self, group: u32) -> Result<(), Error> {
         let t = now();
-        let slot = self.groups.get_mut(&group).ok_or(Error::UnknownGroup(group))?;
-        let send = slot
-            .leaf
-            .arrive(t)
-            .map_err(|_| Error::AlreadyWaiting { group, seq: slot.leaf.seq().0 })?;
+        let slot = self
+            .groups
+            .get_mut(&group)
+            .ok_or(Error::UnknownGroup(group))?;
+        let send = slot.leaf.arrive(t).map_err(|_| Error::AlreadyWaiting {
+            group,
+            seq: slot.leaf.seq().0,
+        })?;
         slot.first_reduce_ns = t.nanos();
         slot.resends = 0;
         slot.done = None;
@@ -255,7 +272,11 @@ impl<T: Transport> Session<T> {
     /// (re-sending on time meanwhile). For an event loop that has nothing else to do.
     pub fn poll_for(&mut self, max_wait: Duration) -> Result<Vec<Record>, Error> {
         self.pump(max_wait)?;
-        Ok(self.groups.values_mut().filter_map(|s| s.done.take()).collect())
+        Ok(self
+            .groups
+            .values_mut()
+            .filter_map(|s| s.done.take())
+            .collect())
     }
 
     /// The non-blocking barrier: the first call for a barrier arrives (sends the reduce), every
@@ -298,12 +319,16 @@ impl<T: Transport> Session<T> {
         if !self.is_waiting(group)? {
             self.arrive(group)?;
         }
-        let deadline = now().nanos().saturating_add(timeout.as_nanos().min(u64::MAX as u128) as u64);
+        let deadline = now()
+            .nanos()
+            .saturating_add(timeout.as_nanos().min(u64::MAX as u128) as u64);
         loop {
             let t = now().nanos();
             if t >= deadline {
                 let first = self.slot(group)?.first_reduce_ns;
-                return Err(self.timeout_error(group, Duration::from_nanos(t.saturating_sub(first))));
+                return Err(
+                    self.timeout_error(group, Duration::from_nanos(t.saturating_sub(first)))
+                );
             }
             self.pump(Duration::from_nanos(deadline - t))?;
             if let Some(r) = self.take_done(group)? {
@@ -317,12 +342,22 @@ impl<T: Transport> Session<T> {
     }
 
     fn take_done(&mut self, group: u32) -> Result<Option<Record>, Error> {
-        Ok(self.groups.get_mut(&group).ok_or(Error::UnknownGroup(group))?.done.take())
+        Ok(self
+            .groups
+            .get_mut(&group)
+            .ok_or(Error::UnknownGroup(group))?
+            .done
+            .take())
     }
 
     fn timeout_error(&self, group: u32, waited: Duration) -> Error {
         let slot = &self.groups[&group];
-        Error::Timeout { group, seq: slot.leaf.seq().0, waited, resends: slot.resends }
+        Error::Timeout {
+            group,
+            seq: slot.leaf.seq().0,
+            waited,
+            resends: slot.resends,
+        }
     }
 
     /// One round: expired timers, then frames (waiting up to `max_wait`, but never past the
@@ -331,13 +366,20 @@ impl<T: Transport> Session<T> {
         let t = now();
         self.fire_timers(t)?;
         let mut wait = max_wait;
-        if let Some(next) = self.groups.values().filter_map(|s| s.leaf.next_deadline()).min() {
+        if let Some(next) = self
+            .groups
+            .values()
+            .filter_map(|s| s.leaf.next_deadline())
+            .min()
+        {
             wait = wait.min(Duration::from_nanos(next.saturating_sub(t)));
         }
         let mut handled = 0;
         while handled < RX_BATCH {
             let timeout = if handled == 0 { wait } else { Duration::ZERO };
-            let Some(n) = self.transport.recv(&mut self.rx[..], timeout)? else { break };
+            let Some(n) = self.transport.recv(&mut self.rx[..], timeout)? else {
+                break;
+            };
             handled += 1;
             let t = now();
             self.on_frame(t, n);
@@ -454,7 +496,10 @@ mod tests {
                 root
             });
             let handles: Vec<_> = leaves.into_iter().map(|f| s.spawn(f)).collect();
-            let out = handles.into_iter().map(|h| h.join().expect("leaf thread")).collect();
+            let out = handles
+                .into_iter()
+                .map(|h| h.join().expect("leaf thread"))
+                .collect();
             stop.store(true, Ordering::Relaxed);
             (out, server.join().expect("root thread"))
         })
@@ -478,7 +523,11 @@ mod tests {
         for i in 0..n {
             let last_arrival = all.iter().map(|r| r[i].first_reduce_ns).max().unwrap();
             for r in all {
-                assert!(r[i].release_ns >= last_arrival, "barrier {i}: released at {} before an arrival at {last_arrival}", r[i].release_ns);
+                assert!(
+                    r[i].release_ns >= last_arrival,
+                    "barrier {i}: released at {} before an arrival at {last_arrival}",
+                    r[i].release_ns
+                );
             }
         }
     }
@@ -488,13 +537,20 @@ mod tests {
         let (ports, hub) = loopback::star(3);
         let leaves = ports
             .into_iter()
-            .map(|p| Box::new(move || run_leaf(p, 7, 50, cfg())) as LeafFn<'_, (Vec<Record>, Stats)>)
+            .map(|p| {
+                Box::new(move || run_leaf(p, 7, 50, cfg())) as LeafFn<'_, (Vec<Record>, Stats)>
+            })
             .collect();
         let (out, root) = with_root(root_for(7, 3), hub, leaves);
         let recs: Vec<Vec<Record>> = out.iter().map(|(r, _)| r.clone()).collect();
         for (r, stats) in &out {
-            assert_eq!(r.iter().map(|r| r.seq).collect::<Vec<_>>(), (0..50).collect::<Vec<_>>());
-            assert!(r.iter().all(|r| r.group == 7 && r.release_ns >= r.first_reduce_ns));
+            assert_eq!(
+                r.iter().map(|r| r.seq).collect::<Vec<_>>(),
+                (0..50).collect::<Vec<_>>()
+            );
+            assert!(r
+                .iter()
+                .all(|r| r.group == 7 && r.release_ns >= r.first_reduce_ns));
             assert_eq!((stats.reduces, stats.releases), (50, 50));
         }
         assert_no_early_release(&recs);
@@ -505,10 +561,14 @@ mod tests {
     fn lost_reduces_are_re_sent_until_released() {
         let (mut ports, hub) = loopback::star(2);
         // Leaf 0 loses the first copy of every reduce: only re-sends get through.
-        ports[0].set_filter(Box::new(|f| FrameRepr::parse(f).is_ok_and(|r| r.flags.contains(Flags::RETRANSMIT))));
+        ports[0].set_filter(Box::new(|f| {
+            FrameRepr::parse(f).is_ok_and(|r| r.flags.contains(Flags::RETRANSMIT))
+        }));
         let leaves = ports
             .into_iter()
-            .map(|p| Box::new(move || run_leaf(p, 1, 20, cfg())) as LeafFn<'_, (Vec<Record>, Stats)>)
+            .map(|p| {
+                Box::new(move || run_leaf(p, 1, 20, cfg())) as LeafFn<'_, (Vec<Record>, Stats)>
+            })
             .collect();
         let (out, _) = with_root(root_for(1, 2), hub, leaves);
         let (lossy, stats) = &out[0];
@@ -530,7 +590,9 @@ mod tests {
         }));
         let leaves = ports
             .into_iter()
-            .map(|p| Box::new(move || run_leaf(p, 3, 10, cfg())) as LeafFn<'_, (Vec<Record>, Stats)>)
+            .map(|p| {
+                Box::new(move || run_leaf(p, 3, 10, cfg())) as LeafFn<'_, (Vec<Record>, Stats)>
+            })
             .collect();
         let (out, root) = with_root(root, hub, leaves);
         for (recs, stats) in &out {
@@ -544,11 +606,20 @@ mod tests {
     #[test]
     fn wait_times_out_naming_group_and_seq_and_can_go_on_waiting() {
         let (mut ports, hub) = loopback::star(1);
-        let cfg = Config { resend_timeout: Duration::from_millis(2), wait_timeout: Duration::from_millis(30), ..cfg() };
+        let cfg = Config {
+            resend_timeout: Duration::from_millis(2),
+            wait_timeout: Duration::from_millis(30),
+            ..cfg()
+        };
         let mut leaf = Session::new(ports.remove(0), cfg, &[9]).unwrap();
         let err = leaf.wait(9).unwrap_err();
         match &err {
-            Error::Timeout { group, seq, waited, resends } => {
+            Error::Timeout {
+                group,
+                seq,
+                waited,
+                resends,
+            } => {
                 assert_eq!((*group, *seq), (9, 0));
                 assert!(*waited >= Duration::from_millis(30));
                 assert!(*resends >= 1, "the reduce was re-sent while waiting");
@@ -558,7 +629,14 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("group 9") && msg.contains("seq 0"), "{msg}");
         assert!(leaf.is_waiting(9).unwrap());
-        assert!(matches!(leaf.try_wait(9), Err(Error::Timeout { group: 9, seq: 0, .. })));
+        assert!(matches!(
+            leaf.try_wait(9),
+            Err(Error::Timeout {
+                group: 9,
+                seq: 0,
+                ..
+            })
+        ));
 
         // The switch shows up late: the next re-sent reduce completes the barrier.
         let mut root = root_for(9, 1);
@@ -585,7 +663,10 @@ mod tests {
         assert_eq!(leaf.groups().collect::<Vec<_>>(), vec![1, 2, 3]);
         assert!(matches!(leaf.arrive(4), Err(Error::UnknownGroup(4))));
         assert!(matches!(leaf.add_group(2), Err(Error::GroupAlreadyOpen(2))));
-        assert!(matches!(leaf.add_group(MAX_GROUPS), Err(Error::GroupOutOfRange(_))));
+        assert!(matches!(
+            leaf.add_group(MAX_GROUPS),
+            Err(Error::GroupOutOfRange(_))
+        ));
 
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
@@ -602,8 +683,14 @@ mod tests {
                     got.extend(leaf.poll_for(Duration::from_millis(10)).unwrap());
                 }
                 got.sort_by_key(|r| r.group);
-                assert_eq!(got.iter().map(|r| (r.group, r.seq)).collect::<Vec<_>>(), vec![(1, round), (2, round), (3, round)]);
-                assert!(leaf.poll().unwrap().is_empty(), "each release is handed out once");
+                assert_eq!(
+                    got.iter().map(|r| (r.group, r.seq)).collect::<Vec<_>>(),
+                    vec![(1, round), (2, round), (3, round)]
+                );
+                assert!(
+                    leaf.poll().unwrap().is_empty(),
+                    "each release is handed out once"
+                );
             }
             // try_wait arrives by itself and hands out the record once.
             let rec = loop {
@@ -644,10 +731,17 @@ mod tests {
         frame(Kind::Reduce, 5, 0); // not a release
         frame(Kind::Release, 5, 1); // a later barrier: not this one
         hub.send(0, &reduce[..20]); // truncated
-        hub.send(0, b"garbage garbage garbage garbage garbage garbage garbage garbage");
+        hub.send(
+            0,
+            b"garbage garbage garbage garbage garbage garbage garbage garbage",
+        );
         assert!(leaf.poll().unwrap().is_empty());
         let st = leaf.stats();
-        assert_eq!((st.foreign_frames, st.stale_releases, st.bad_frames), (2, 1, 2), "{st:?}");
+        assert_eq!(
+            (st.foreign_frames, st.stale_releases, st.bad_frames),
+            (2, 1, 2),
+            "{st:?}"
+        );
         frame(Kind::Release, 5, 0);
         let got = leaf.poll_for(Duration::from_secs(1)).unwrap();
         assert_eq!(got.len(), 1);
@@ -662,7 +756,12 @@ mod tests {
         let port = ports.remove(0);
         let src = port.mac();
         let dst = MacAddr([2, 0, 0, 0, 0, 0x42]);
-        let c = Config { dst, timestamps: true, first_seq: Seq(u32::MAX), ..cfg() };
+        let c = Config {
+            dst,
+            timestamps: true,
+            first_seq: Seq(u32::MAX),
+            ..cfg()
+        };
         let mut leaf = Session::new(port, c, &[11]).unwrap();
         let before = now().nanos();
         leaf.arrive(11).unwrap();
@@ -670,7 +769,10 @@ mod tests {
         let r = FrameRepr::parse(&bytes).unwrap();
         assert_eq!(p, 0);
         assert_eq!(bytes.len(), FRAME_LEN);
-        assert_eq!((r.kind, r.group, r.seq, r.src, r.dst), (Kind::Reduce, GroupId(11), Seq(u32::MAX), src, dst));
+        assert_eq!(
+            (r.kind, r.group, r.seq, r.src, r.dst),
+            (Kind::Reduce, GroupId(11), Seq(u32::MAX), src, dst)
+        );
         assert!(r.flags.contains(Flags::HAS_TIMESTAMP) && !r.flags.contains(Flags::RETRANSMIT));
         assert!(r.tx_timestamp.unwrap() >= before);
         // The re-send after the timer carries RETRANSMIT.
@@ -704,7 +806,10 @@ mod tests {
         let sink_buf = buf.clone();
         let leaves = vec![Box::new(move || {
             let mut leaf = Session::new(port, cfg(), &[2]).unwrap();
-            leaf.set_record_sink(RecordSink::new(Box::new(sink_buf), crate::RecordFormat::Csv));
+            leaf.set_record_sink(RecordSink::new(
+                Box::new(sink_buf),
+                crate::RecordFormat::Csv,
+            ));
             let recs: Vec<Record> = (0..4).map(|_| leaf.wait(2).unwrap()).collect();
             leaf.flush_records().unwrap();
             recs

@@ -21,8 +21,12 @@ pub trait Transport {
 
 /// Opens an AF_PACKET socket on `ifname` bound to the barrier EtherType (needs CAP_NET_RAW).
 pub fn af_packet(ifname: &str) -> Result<RawSocket, crate::Error> {
-    RawSocket::open(ifname, barrier_protocol::wire::ETHERTYPE)
-        .map_err(|source| crate::Error::Open { ifname: ifname.to_owned(), source })
+    RawSocket::open(ifname, barrier_protocol::wire::ETHERTYPE).map_err(|source| {
+        crate::Error::Open {
+            ifname: ifname.to_owned(),
+            source,
+        }
+    })
 }
 
 impl Transport for RawSocket {
@@ -80,7 +84,11 @@ pub mod loopback {
 
     /// Builds a star of `n` ports (n ≤ 64). Port `i` has MAC 02:00:00:00:00:<i+1>.
     pub fn star(n: usize) -> (Vec<Port>, Hub) {
-        assert!(n <= barrier_protocol::MAX_PORTS, "at most {} ports", barrier_protocol::MAX_PORTS);
+        assert!(
+            n <= barrier_protocol::MAX_PORTS,
+            "at most {} ports",
+            barrier_protocol::MAX_PORTS
+        );
         let (to_hub, from_ports) = channel();
         let mut ports = Vec::with_capacity(n);
         let mut to_ports = Vec::with_capacity(n);
@@ -95,7 +103,13 @@ pub mod loopback {
                 filter: None,
             });
         }
-        (ports, Hub { from_ports, to_ports })
+        (
+            ports,
+            Hub {
+                from_ports,
+                to_ports,
+            },
+        )
     }
 
     impl Port {
@@ -163,7 +177,9 @@ pub mod loopback {
         }
         /// Delivers `frame` to port `port`; false if that port is gone.
         pub fn send(&self, port: u8, frame: &[u8]) -> bool {
-            self.to_ports.get(port as usize).is_some_and(|tx| tx.send(frame.to_vec()).is_ok())
+            self.to_ports
+                .get(port as usize)
+                .is_some_and(|tx| tx.send(frame.to_vec()).is_ok())
         }
     }
 
@@ -179,7 +195,10 @@ pub mod loopback {
             assert!(hub.send(1, b"down"));
             let mut buf = [0u8; 16];
             assert_eq!(ports[0].recv(&mut buf, Duration::ZERO).unwrap(), None);
-            assert_eq!(ports[1].recv(&mut buf, Duration::from_secs(1)).unwrap(), Some(4));
+            assert_eq!(
+                ports[1].recv(&mut buf, Duration::from_secs(1)).unwrap(),
+                Some(4)
+            );
             assert_eq!(&buf[..4], b"down");
             assert_ne!(ports[0].mac(), ports[1].mac());
         }
@@ -194,7 +213,10 @@ pub mod loopback {
             }));
             ports[0].send(b"lost").unwrap();
             ports[0].send(b"kept").unwrap();
-            assert_eq!(hub.recv(Duration::from_secs(1)), Some((0, b"kept".to_vec())));
+            assert_eq!(
+                hub.recv(Duration::from_secs(1)),
+                Some((0, b"kept".to_vec()))
+            );
             assert_eq!(hub.recv(Duration::ZERO), None);
             drop(hub);
             let mut buf = [0u8; 4];

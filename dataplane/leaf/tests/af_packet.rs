@@ -20,11 +20,18 @@ fn three_leaves_over_veth_complete_every_barrier_and_none_early() {
         return;
     }
     let bed = VethNetns::with_pairs(LEAVES).expect("netns + veth pairs");
-    let switch_socks: Vec<RawSocket> =
-        bed.pairs.iter().map(|(_, b)| RawSocket::open_in_netns(&bed.netns, b, ETHERTYPE).unwrap()).collect();
+    let switch_socks: Vec<RawSocket> = bed
+        .pairs
+        .iter()
+        .map(|(_, b)| RawSocket::open_in_netns(&bed.netns, b, ETHERTYPE).unwrap())
+        .collect();
     let mut root = MiniRoot::new(MacAddr(switch_socks[0].mac()));
     root.add_group(42, &[0, 1, 2]);
-    let cfg = Config { resend_timeout: Duration::from_millis(5), wait_timeout: Duration::from_secs(5), ..Config::default() };
+    let cfg = Config {
+        resend_timeout: Duration::from_millis(5),
+        wait_timeout: Duration::from_secs(5),
+        ..Config::default()
+    };
 
     let stop = AtomicBool::new(false);
     let results: Vec<Vec<Record>> = std::thread::scope(|s| {
@@ -52,12 +59,18 @@ fn three_leaves_over_veth_complete_every_barrier_and_none_early() {
     });
 
     for recs in &results {
-        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), (0..BARRIERS as u32).collect::<Vec<_>>());
+        assert_eq!(
+            recs.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            (0..BARRIERS as u32).collect::<Vec<_>>()
+        );
     }
     for i in 0..BARRIERS {
         let last_arrival = results.iter().map(|r| r[i].first_reduce_ns).max().unwrap();
         for r in &results {
-            assert!(r[i].release_ns >= last_arrival, "barrier {i} released before the last leaf arrived");
+            assert!(
+                r[i].release_ns >= last_arrival,
+                "barrier {i} released before the last leaf arrived"
+            );
         }
     }
     assert_eq!(root.completed, BARRIERS as u64);
@@ -81,7 +94,17 @@ fn a_leaf_without_a_switch_times_out_naming_group_and_seq() {
     };
     let mut leaf = Session::new(sock, cfg, &[3]).unwrap();
     let err = leaf.wait(3).unwrap_err();
-    assert!(matches!(err, Error::Timeout { group: 3, seq: 17, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                group: 3,
+                seq: 17,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("group 3 barrier seq 17"), "{err}");
     let mut buf = [0u8; 128];
     let mut reduces = 0;

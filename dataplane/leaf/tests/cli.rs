@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 const EXE: &str = env!("CARGO_BIN_EXE_barrier-leaf");
 
 fn records_path(tag: &str, ext: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("barrier-leaf-cli-{}-{tag}.{ext}", std::process::id()))
+    std::env::temp_dir().join(format!(
+        "barrier-leaf-cli-{}-{tag}.{ext}",
+        std::process::id()
+    ))
 }
 
 /// Runs the CLI in the namespace with a switch for group 7 on the other end of the pair.
@@ -23,8 +26,16 @@ fn run_with_switch(bed: &VethNetns, args: &[&str]) -> Output {
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (root, sock, stop) = (&mut root, &sock, &stop);
-        s.spawn(move || root.serve_sockets(std::slice::from_ref(sock), stop).unwrap());
-        let out = bed.command(EXE).args(["--iface", &bed.a]).args(args).output().unwrap();
+        s.spawn(move || {
+            root.serve_sockets(std::slice::from_ref(sock), stop)
+                .unwrap()
+        });
+        let out = bed
+            .command(EXE)
+            .args(["--iface", &bed.a])
+            .args(args)
+            .output()
+            .unwrap();
         stop.store(true, Ordering::Relaxed);
         out
     })
@@ -40,25 +51,52 @@ fn json_summary_and_records_of_a_run() {
     let records = records_path("ok", "jsonl");
     let out = run_with_switch(
         &bed,
-        &["--group", "7", "--count", "100", "--resend-us", "5000", "--json", "--records", records.to_str().unwrap()],
+        &[
+            "--group",
+            "7",
+            "--count",
+            "100",
+            "--resend-us",
+            "5000",
+            "--json",
+            "--records",
+            records.to_str().unwrap(),
+        ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}: {stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}: {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
     assert_eq!(v["completed"], 100);
     assert_eq!(v["requested"], 100);
     assert_eq!(v["group"], 7);
     assert!(v["error"].is_null());
     let lat = &v["latency_ns"];
-    let (p50, p99, p999, max) = (lat["p50"].as_u64().unwrap(), lat["p99"].as_u64().unwrap(), lat["p999"].as_u64().unwrap(), lat["max"].as_u64().unwrap());
+    let (p50, p99, p999, max) = (
+        lat["p50"].as_u64().unwrap(),
+        lat["p99"].as_u64().unwrap(),
+        lat["p999"].as_u64().unwrap(),
+        lat["max"].as_u64().unwrap(),
+    );
     assert!(0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max, "{lat}");
     assert_eq!(v["stats"]["releases"], 100);
-    let recs = barrier_leaf::records::parse_records(&std::fs::read_to_string(&records).unwrap()).unwrap();
+    let recs =
+        barrier_leaf::records::parse_records(&std::fs::read_to_string(&records).unwrap()).unwrap();
     let _ = std::fs::remove_file(&records);
-    assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+    assert_eq!(
+        recs.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        (0..100).collect::<Vec<_>>()
+    );
     // The summary's maximum is the slowest record (to hdrhistogram's precision).
     let slowest = recs.iter().map(|r| r.latency_ns()).max().unwrap();
-    assert!(max.abs_diff(slowest) <= slowest / 500 + 1, "{max} vs {slowest}");
+    assert!(
+        max.abs_diff(slowest) <= slowest / 500 + 1,
+        "{max} vs {slowest}"
+    );
 }
 
 #[test]
@@ -69,15 +107,35 @@ fn text_summary_with_first_seq_and_csv_records() {
     }
     let bed = VethNetns::create().unwrap();
     let records = records_path("text", "csv");
-    let out = run_with_switch(&bed, &["-g", "7", "-n", "20", "--first-seq", "4294967290", "--records", records.to_str().unwrap()]);
+    let out = run_with_switch(
+        &bed,
+        &[
+            "-g",
+            "7",
+            "-n",
+            "20",
+            "--first-seq",
+            "4294967290",
+            "--records",
+            records.to_str().unwrap(),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("20/20 barriers"), "{stdout}");
     assert!(stdout.contains("p99.9"), "{stdout}");
     let text = std::fs::read_to_string(&records).unwrap();
     let _ = std::fs::remove_file(&records);
     assert!(text.starts_with("group,seq,first_reduce_ns,release_ns,resends\n"));
-    let seqs: Vec<u32> = barrier_leaf::records::parse_records(&text).unwrap().iter().map(|r| r.seq).collect();
+    let seqs: Vec<u32> = barrier_leaf::records::parse_records(&text)
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
     // Sequence numbers wrap around.
     let want: Vec<u32> = (0..20u32).map(|i| 4294967290u32.wrapping_add(i)).collect();
     assert_eq!(seqs, want);
@@ -93,7 +151,19 @@ fn timeout_names_group_and_seq_and_fails_the_run() {
     // No switch on the other end.
     let out = bed
         .command(EXE)
-        .args(["--iface", &bed.a, "--group", "7", "--count", "5", "--timeout-us", "50000", "--resend-us", "10000", "--json"])
+        .args([
+            "--iface",
+            &bed.a,
+            "--group",
+            "7",
+            "--count",
+            "5",
+            "--timeout-us",
+            "50000",
+            "--resend-us",
+            "10000",
+            "--json",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -107,14 +177,23 @@ fn timeout_names_group_and_seq_and_fails_the_run() {
 
 #[test]
 fn setup_errors_exit_2_with_a_message() {
-    let out = Command::new(EXE).args(["--iface", "nbnosuchif0", "--group", "7"]).output().unwrap();
+    let out = Command::new(EXE)
+        .args(["--iface", "nbnosuchif0", "--group", "7"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("opening interface nbnosuchif0"), "{stderr}");
-    let out = Command::new(EXE).args(["--iface", "lo", "--group", "1048576"]).output().unwrap();
+    let out = Command::new(EXE)
+        .args(["--iface", "lo", "--group", "1048576"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("out of range") || stderr.contains("not permitted"), "{stderr}");
+    assert!(
+        stderr.contains("out of range") || stderr.contains("not permitted"),
+        "{stderr}"
+    );
     let out = Command::new(EXE).arg("--help").output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("--records"));

@@ -134,7 +134,10 @@ impl BarrierLeafOptions {
 
     fn to_config(self) -> Result<Config, (c_int, String)> {
         if self.resend_timeout_us == 0 || self.wait_timeout_us == 0 || self.reserved != 0 {
-            return Err((status::EINVAL, "options: timeouts must be > 0 and reserved must be 0".into()));
+            return Err((
+                status::EINVAL,
+                "options: timeouts must be > 0 and reserved must be 0".into(),
+            ));
         }
         Ok(Config {
             resend_timeout: Duration::from_micros(self.resend_timeout_us.into()),
@@ -157,7 +160,10 @@ impl BarrierLeaf {
     /// Wraps a session (any transport); what `barrier_leaf_open` does after opening the socket.
     /// Rust callers (and this crate's tests) use it to put the C API on another transport.
     pub fn from_session(session: Session<Box<dyn Transport + Send>>) -> Box<BarrierLeaf> {
-        Box::new(BarrierLeaf { session, pending: VecDeque::new() })
+        Box::new(BarrierLeaf {
+            session,
+            pending: VecDeque::new(),
+        })
     }
 
     /// Turns the box into the pointer C holds.
@@ -271,10 +277,13 @@ pub unsafe extern "C" fn barrier_leaf_open(
             .to_str()
             .map_err(|_| (status::EINVAL, "ifname is not UTF-8".to_string()))?;
         // SAFETY: NULL or a valid options struct per the contract; copied out.
-        let opts = unsafe { opts.as_ref() }.copied().unwrap_or_else(BarrierLeafOptions::defaults);
+        let opts = unsafe { opts.as_ref() }
+            .copied()
+            .unwrap_or_else(BarrierLeafOptions::defaults);
         let cfg = opts.to_config()?;
         let sock = barrier_leaf::transport::af_packet(name).map_err(fail)?;
-        let session = Session::new(Box::new(sock) as Box<dyn Transport + Send>, cfg, &[]).map_err(fail)?;
+        let session =
+            Session::new(Box::new(sock) as Box<dyn Transport + Send>, cfg, &[]).map_err(fail)?;
         let leaf = BarrierLeaf::from_session(session).into_raw();
         // SAFETY: `out` is non-NULL and writable per the contract.
         unsafe { out.write(leaf) };
@@ -313,7 +322,8 @@ pub unsafe extern "C" fn barrier_leaf_wait(
         let r = if timeout_us == 0 {
             leaf.session.wait(group)
         } else {
-            leaf.session.wait_timeout(group, Duration::from_micros(timeout_us))
+            leaf.session
+                .wait_timeout(group, Duration::from_micros(timeout_us))
         }
         .map_err(fail)?;
         // SAFETY: NULL or writable per the contract.
@@ -341,7 +351,11 @@ pub unsafe extern "C" fn barrier_leaf_arrive(leaf: *mut BarrierLeaf, group: u32)
 /// # Safety
 /// `leaf` as in barrier.h; `rec` is NULL or writable for a `barrier_record`.
 #[no_mangle]
-pub unsafe extern "C" fn barrier_leaf_try_wait(leaf: *mut BarrierLeaf, group: u32, rec: *mut BarrierRecord) -> c_int {
+pub unsafe extern "C" fn barrier_leaf_try_wait(
+    leaf: *mut BarrierLeaf,
+    group: u32,
+    rec: *mut BarrierRecord,
+) -> c_int {
     guard(|| {
         // SAFETY: forwarded contract of this function.
         let leaf = unsafe { leaf_mut(leaf) }?;
@@ -378,7 +392,10 @@ pub unsafe extern "C" fn barrier_leaf_poll(
         if recs.is_null() && cap > 0 {
             return Err(null("recs"));
         }
-        let got = leaf.session.poll_for(Duration::from_micros(timeout_us.into())).map_err(fail)?;
+        let got = leaf
+            .session
+            .poll_for(Duration::from_micros(timeout_us.into()))
+            .map_err(fail)?;
         leaf.pending.extend(got);
         let k = cap.min(leaf.pending.len());
         for (i, r) in leaf.pending.drain(..k).enumerate() {
@@ -396,7 +413,11 @@ pub unsafe extern "C" fn barrier_leaf_poll(
 /// # Safety
 /// `leaf` as in barrier.h; `seq` writable.
 #[no_mangle]
-pub unsafe extern "C" fn barrier_leaf_seq(leaf: *const BarrierLeaf, group: u32, seq: *mut u32) -> c_int {
+pub unsafe extern "C" fn barrier_leaf_seq(
+    leaf: *const BarrierLeaf,
+    group: u32,
+    seq: *mut u32,
+) -> c_int {
     guard(|| {
         // SAFETY: NULL or a live handle per the contract; only read.
         let leaf = unsafe { leaf.as_ref() }.ok_or_else(|| null("leaf"))?;
@@ -415,7 +436,10 @@ pub unsafe extern "C" fn barrier_leaf_seq(leaf: *const BarrierLeaf, group: u32, 
 /// # Safety
 /// `leaf` as in barrier.h; `out` writable for a `barrier_stats`.
 #[no_mangle]
-pub unsafe extern "C" fn barrier_leaf_stats(leaf: *const BarrierLeaf, out: *mut BarrierStats) -> c_int {
+pub unsafe extern "C" fn barrier_leaf_stats(
+    leaf: *const BarrierLeaf,
+    out: *mut BarrierStats,
+) -> c_int {
     guard(|| {
         // SAFETY: NULL or a live handle per the contract; only read.
         let leaf = unsafe { leaf.as_ref() }.ok_or_else(|| null("leaf"))?;
@@ -433,7 +457,10 @@ pub unsafe extern "C" fn barrier_leaf_stats(leaf: *const BarrierLeaf, out: *mut 
 /// # Safety
 /// `leaf` as in barrier.h; `path` a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn barrier_leaf_records_to(leaf: *mut BarrierLeaf, path: *const c_char) -> c_int {
+pub unsafe extern "C" fn barrier_leaf_records_to(
+    leaf: *mut BarrierLeaf,
+    path: *const c_char,
+) -> c_int {
     guard(|| {
         // SAFETY: forwarded contract of this function.
         let leaf = unsafe { leaf_mut(leaf) }?;
@@ -444,7 +471,8 @@ pub unsafe extern "C" fn barrier_leaf_records_to(leaf: *mut BarrierLeaf, path: *
         let p = unsafe { CStr::from_ptr(path) }
             .to_str()
             .map_err(|_| (status::EINVAL, "path is not UTF-8".to_string()))?;
-        let sink = RecordSink::create(std::path::Path::new(p)).map_err(|e| (io_status(&e), format!("{p}: {e}")))?;
+        let sink = RecordSink::create(std::path::Path::new(p))
+            .map_err(|e| (io_status(&e), format!("{p}: {e}")))?;
         leaf.session.set_record_sink(sink);
         Ok(status::OK)
     })
@@ -498,10 +526,11 @@ pub extern "C" fn barrier_strerror(code: c_int) -> *const c_char {
 /// The library version.
 #[no_mangle]
 pub extern "C" fn barrier_version() -> *const c_char {
-    const V: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
-        Ok(v) => v,
-        Err(_) => panic!("version without NUL"),
-    };
+    const V: &CStr =
+        match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(v) => v,
+            Err(_) => panic!("version without NUL"),
+        };
     V.as_ptr()
 }
 

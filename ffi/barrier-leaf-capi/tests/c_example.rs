@@ -20,7 +20,11 @@ fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
     for f in ["libbarrier.so", "libbarrier.a"] {
-        assert!(dir.join(f).exists(), "{} missing: build barrier-leaf-capi first", dir.join(f).display());
+        assert!(
+            dir.join(f).exists(),
+            "{} missing: build barrier-leaf-capi first",
+            dir.join(f).display()
+        );
     }
     dir
 }
@@ -53,7 +57,17 @@ fn check(cmd: &mut Command) -> Output {
 fn build_example_shared(dir: &Path) -> PathBuf {
     let exe = dir.join("barrier_example");
     let lib = lib_dir();
-    check(Command::new("cc").args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"]).arg(format!("-I{CRATE}/include")).arg(format!("{CRATE}/examples/c/barrier_example.c")).arg("-o").arg(&exe).arg(format!("-L{}", lib.display())).arg("-lbarrier").arg(format!("-Wl,-rpath,{}", lib.display())));
+    check(
+        Command::new("cc")
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
+            .arg(format!("-I{CRATE}/include"))
+            .arg(format!("{CRATE}/examples/c/barrier_example.c"))
+            .arg("-o")
+            .arg(&exe)
+            .arg(format!("-L{}", lib.display()))
+            .arg("-lbarrier")
+            .arg(format!("-Wl,-rpath,{}", lib.display())),
+    );
     exe
 }
 
@@ -86,9 +100,22 @@ int main(void) {
     .unwrap();
     let exe = dir.join("layout");
     let lib = lib_dir();
-    check(Command::new("cc").arg(format!("-I{CRATE}/include")).arg(&src).arg("-o").arg(&exe).arg(format!("-L{}", lib.display())).arg("-lbarrier").arg(format!("-Wl,-rpath,{}", lib.display())));
+    check(
+        Command::new("cc")
+            .arg(format!("-I{CRATE}/include"))
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .arg(format!("-L{}", lib.display()))
+            .arg("-lbarrier")
+            .arg(format!("-Wl,-rpath,{}", lib.display())),
+    );
     let out = check(&mut Command::new(&exe));
-    let got: Vec<usize> = String::from_utf8(out.stdout).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    let got: Vec<usize> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
     let d = BarrierLeafOptions::defaults();
     let want = vec![
         size_of::<BarrierLeafOptions>(),
@@ -115,18 +142,38 @@ int main(void) {
 
 #[test]
 fn static_and_pkg_config_builds_link_and_run() {
-    if Command::new("pkg-config").arg("--version").output().is_err() {
+    if Command::new("pkg-config")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("skipped: needs pkg-config");
         return;
     }
     let dir = scratch("pc");
     let prefix = dir.join("prefix");
-    check(Command::new("bash").arg(format!("{CRATE}/install.sh")).arg("--prefix").arg(&prefix).arg("--lib-dir").arg(lib_dir()));
+    check(
+        Command::new("bash")
+            .arg(format!("{CRATE}/install.sh"))
+            .arg("--prefix")
+            .arg(&prefix)
+            .arg("--lib-dir")
+            .arg(lib_dir()),
+    );
     let pc = std::fs::read_to_string(prefix.join("lib/pkgconfig/barrier.pc")).unwrap();
     assert!(!pc.contains('@'), "unfilled template: {pc}");
     let pkg = |args: &[&str]| -> Vec<String> {
-        let out = check(Command::new("pkg-config").args(args).arg("barrier").env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")));
-        String::from_utf8(out.stdout).unwrap().split_whitespace().map(String::from).collect()
+        let out = check(
+            Command::new("pkg-config")
+                .args(args)
+                .arg("barrier")
+                .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")),
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .map(String::from)
+            .collect()
     };
     let cflags = pkg(&["--cflags"]);
     let libs = pkg(&["--libs"]);
@@ -135,16 +182,40 @@ fn static_and_pkg_config_builds_link_and_run() {
 
     // Shared, from the pkg-config flags alone (plus an rpath to the prefix).
     let shared = dir.join("example_shared");
-    check(Command::new("cc").args(&cflags).arg(&example).arg("-o").arg(&shared).args(&libs).arg(format!("-Wl,-rpath,{}", prefix.join("lib").display())));
+    check(
+        Command::new("cc")
+            .args(&cflags)
+            .arg(&example)
+            .arg("-o")
+            .arg(&shared)
+            .args(&libs)
+            .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display())),
+    );
     // Static: libbarrier.a plus the private libraries pkg-config lists for --static.
     let static_exe = dir.join("example_static");
     let static_libs: Vec<String> = pkg(&["--static", "--libs"])
         .into_iter()
-        .map(|f| if f == "-lbarrier" { prefix.join("lib/libbarrier.a").display().to_string() } else { f })
+        .map(|f| {
+            if f == "-lbarrier" {
+                prefix.join("lib/libbarrier.a").display().to_string()
+            } else {
+                f
+            }
+        })
         .collect();
-    check(Command::new("cc").args(&cflags).arg(&example).arg("-o").arg(&static_exe).args(&static_libs));
+    check(
+        Command::new("cc")
+            .args(&cflags)
+            .arg(&example)
+            .arg("-o")
+            .arg(&static_exe)
+            .args(&static_libs),
+    );
     let ldd = run(Command::new("ldd").arg(&static_exe));
-    assert!(!String::from_utf8_lossy(&ldd.stdout).contains("libbarrier"), "static build depends on libbarrier.so");
+    assert!(
+        !String::from_utf8_lossy(&ldd.stdout).contains("libbarrier"),
+        "static build depends on libbarrier.so"
+    );
 
     // Both run: on an interface that does not exist they report a setup error through
     // barrier_strerror/barrier_leaf_last_error and exit 2.
@@ -173,7 +244,8 @@ fn serve_switch(bed: &VethNetns, stop: &AtomicBool, drop_first_release: bool) {
             n > 1
         }));
     }
-    root.serve_sockets(std::slice::from_ref(&sock), stop).expect("switch loop");
+    root.serve_sockets(std::slice::from_ref(&sock), stop)
+        .expect("switch loop");
 }
 
 #[test]
@@ -191,12 +263,20 @@ fn c_example_completes_barriers_through_a_switch() {
         s.spawn(|| serve_switch(&bed, &stop, true));
         // Give the switch's socket time to bind before the first reduce.
         std::thread::sleep(std::time::Duration::from_millis(100));
-        let out = run(bed.command(exe.to_str().unwrap()).args([&bed.a, "7", "25"]).arg(&records));
+        let out = run(bed
+            .command(exe.to_str().unwrap())
+            .args([&bed.a, "7", "25"])
+            .arg(&records));
         stop.store(true, Ordering::Relaxed);
         out
     });
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let seqs: Vec<u32> = stdout
         .lines()
         .filter_map(|l| l.strip_prefix("barrier group=7 seq="))
@@ -204,11 +284,20 @@ fn c_example_completes_barriers_through_a_switch() {
         .collect();
     assert_eq!(seqs, (0..25).collect::<Vec<_>>(), "{stdout}");
     // The first release was dropped: the leaf re-sent its reduce and the switch re-released.
-    assert!(stdout.lines().next().unwrap().ends_with("resends=1"), "{stdout}");
-    assert!(stdout.contains("25 releases") && stdout.contains("next seq 25"), "{stdout}");
-    let recs = barrier_leaf::records::parse_records(&std::fs::read_to_string(&records).unwrap()).unwrap();
+    assert!(
+        stdout.lines().next().unwrap().ends_with("resends=1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("25 releases") && stdout.contains("next seq 25"),
+        "{stdout}"
+    );
+    let recs =
+        barrier_leaf::records::parse_records(&std::fs::read_to_string(&records).unwrap()).unwrap();
     assert_eq!(recs.len(), 25);
-    assert!(recs.iter().all(|r| r.group == 7 && r.release_ns > r.first_reduce_ns));
+    assert!(recs
+        .iter()
+        .all(|r| r.group == 7 && r.release_ns > r.first_reduce_ns));
     drop(bed);
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -226,7 +315,10 @@ fn c_example_reports_a_timeout_naming_group_and_seq() {
     let out = run(bed.command(exe.to_str().unwrap()).args([&bed.a, "7", "3"]));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("barrier not released within the timeout"), "{err}");
+    assert!(
+        err.contains("barrier not released within the timeout"),
+        "{err}"
+    );
     assert!(err.contains("group 7") && err.contains("seq 0"), "{err}");
     drop(bed);
     let _ = std::fs::remove_dir_all(dir);

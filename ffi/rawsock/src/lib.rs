@@ -39,7 +39,13 @@ impl RawSocket {
     pub fn open(ifname: &str, ethertype: u16) -> io::Result<RawSocket> {
         let name = ifname_c(ifname)?;
         // SAFETY: plain syscall with constant arguments; the result is checked before use.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                0,
+            )
+        };
         if raw < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -73,7 +79,13 @@ impl RawSocket {
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(RawSocket { fd, ifindex, ifname: ifname.to_owned(), mac, ethertype })
+        Ok(RawSocket {
+            fd,
+            ifindex,
+            ifname: ifname.to_owned(),
+            mac,
+            ethertype,
+        })
     }
 
     /// Opens the socket inside the named network namespace (`/run/netns/<netns>`, as made by
@@ -120,7 +132,11 @@ impl RawSocket {
                 io::ErrorKind::Interrupted => continue,
                 // The socket is non-blocking; a full TX queue is rare: wait until writable.
                 io::ErrorKind::WouldBlock => {
-                    wait_fd(self.fd.as_fd(), libc::POLLOUT, Some(Duration::from_millis(100)))?;
+                    wait_fd(
+                        self.fd.as_fd(),
+                        libc::POLLOUT,
+                        Some(Duration::from_millis(100)),
+                    )?;
                 }
                 _ => return Err(err),
             }
@@ -223,12 +239,18 @@ pub fn effective_uid_is_root() -> bool {
 /// Waits until `fd` has one of `events`, or `timeout` passed (`None`: forever). Nanosecond
 /// resolution (ppoll), because leaf re-send timers are tens of microseconds.
 fn wait_fd(fd: BorrowedFd<'_>, events: libc::c_short, timeout: Option<Duration>) -> io::Result<()> {
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,
     });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `pfd` is one valid pollfd; `tsp` is null or points at `ts`, alive for the call;
     // a null signal mask leaves the mask unchanged.
     let rc = unsafe { libc::ppoll(&mut pfd, 1, tsp, std::ptr::null()) };
@@ -245,10 +267,14 @@ fn ifname_c(ifname: &str) -> io::Result<CString> {
     if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("interface name {ifname:?} must be 1..{} bytes", libc::IFNAMSIZ - 1),
+            format!(
+                "interface name {ifname:?} must be 1..{} bytes",
+                libc::IFNAMSIZ - 1
+            ),
         ));
     }
-    CString::new(ifname).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))
+    CString::new(ifname)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))
 }
 
 fn ifreq_for(name: &CString) -> libc::ifreq {

@@ -33,14 +33,26 @@ impl VethNetns {
         let k = NEXT.fetch_add(1, Ordering::Relaxed);
         let netns = format!("nbrs{}-{}", std::process::id(), k);
         ip(&["netns", "add", &netns])?;
-        let pairs: Vec<(String, String)> = (0..n).map(|i| (format!("veth-a{i}"), format!("veth-b{i}"))).collect();
+        let pairs: Vec<(String, String)> = (0..n)
+            .map(|i| (format!("veth-a{i}"), format!("veth-b{i}")))
+            .collect();
         // From here on Drop deletes the namespace, with everything created inside it.
-        let bed = VethNetns { netns, a: pairs[0].0.clone(), b: pairs[0].1.clone(), pairs };
+        let bed = VethNetns {
+            netns,
+            a: pairs[0].0.clone(),
+            b: pairs[0].1.clone(),
+            pairs,
+        };
         for (a, b) in &bed.pairs {
             bed.exec(&["ip", "link", "add", a, "type", "veth", "peer", "name", b])?;
             for dev in [a, b] {
                 // No IPv6 on the test links: keeps router solicitations and MLD off the wire.
-                let _ = bed.exec(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{dev}.disable_ipv6=1")]);
+                let _ = bed.exec(&[
+                    "sysctl",
+                    "-q",
+                    "-w",
+                    &format!("net.ipv6.conf.{dev}.disable_ipv6=1"),
+                ]);
                 bed.exec(&["ip", "link", "set", dev, "up"])?;
             }
         }
@@ -73,7 +85,11 @@ impl Drop for VethNetns {
 
 /// True when the test can create namespaces: running as root with `ip` on the PATH.
 pub fn can_create() -> bool {
-    crate::effective_uid_is_root() && Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success())
+    crate::effective_uid_is_root()
+        && Command::new("ip")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
 }
 
 fn ip(args: &[&str]) -> io::Result<()> {

@@ -38,17 +38,29 @@ fn frames_cross_the_pair_and_only_our_ethertype_is_received() {
     a.send(&frame(b.mac(), a.mac(), ETHERTYPE, 1)).unwrap();
     a.send(&frame([0xff; 6], a.mac(), ETHERTYPE, 2)).unwrap();
 
-    let n = b.recv(&mut buf, Some(Duration::from_secs(2))).unwrap().expect("first frame");
+    let n = b
+        .recv(&mut buf, Some(Duration::from_secs(2)))
+        .unwrap()
+        .expect("first frame");
     assert_eq!(n, 60);
     assert_eq!(&buf[..6], &b.mac());
     assert_eq!(&buf[6..12], &a.mac());
     assert_eq!(buf[59], 1);
-    let n = b.recv(&mut buf, Some(Duration::from_secs(2))).unwrap().expect("second frame");
+    let n = b
+        .recv(&mut buf, Some(Duration::from_secs(2)))
+        .unwrap()
+        .expect("second frame");
     assert_eq!((n, buf[59]), (60, 2));
     // The 0x88B6 frame is not delivered to the 0x88B5 socket.
-    assert_eq!(b.recv(&mut buf, Some(Duration::from_millis(50))).unwrap(), None);
+    assert_eq!(
+        b.recv(&mut buf, Some(Duration::from_millis(50))).unwrap(),
+        None
+    );
     // The sender does not see its own frames looped back.
-    assert_eq!(a.recv(&mut buf, Some(Duration::from_millis(50))).unwrap(), None);
+    assert_eq!(
+        a.recv(&mut buf, Some(Duration::from_millis(50))).unwrap(),
+        None
+    );
 
     // A timed wait really waits, and returns a frame that arrives during it.
     let t0 = rawsock::monotonic_now();
@@ -57,7 +69,10 @@ fn frames_cross_the_pair_and_only_our_ethertype_is_received() {
             std::thread::sleep(Duration::from_millis(20));
             b.send(&frame(a.mac(), b.mac(), ETHERTYPE, 3)).unwrap();
         });
-        let n = a.recv(&mut buf, Some(Duration::from_secs(5))).unwrap().expect("frame during wait");
+        let n = a
+            .recv(&mut buf, Some(Duration::from_secs(5)))
+            .unwrap()
+            .expect("frame during wait");
         assert_eq!((n, buf[59]), (60, 3));
     });
     assert!(rawsock::monotonic_now() - t0 >= Duration::from_millis(20));
