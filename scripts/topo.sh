@@ -15,6 +15,7 @@
 #                       fault probabilities per frame, per link direction (default 0)
 #   --corrupt-offset N  corrupt only header byte N (default: a random header byte; 14, the magic,
 #                       is one every parser rejects; see docs/faults.md on the others)
+#   --corrupt-xor 0xNN  what a corruption XORs into the byte (default 0xFF)
 #   --links LIST        faults only on the links above these nodes (e.g. s1,l1.2); default all
 #   --resend-us US      intermediate switches' re-send timeout (default 1000)
 #   --switch CMD        the switch command (default: barrier-switch from PATH or target/)
@@ -31,10 +32,10 @@ root_dir=$(dirname "$here")
 # shellcheck source=lib/netns.sh
 source "$here/lib/netns.sh"
 
-fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 links=all resend_us=1000
+fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 corrupt_xor=0xFF links=all resend_us=1000
 switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 timeout_s=300 out_dir="" dry_run=0
 
-usage() { sed -n '9,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR >= 9 && !/^#/ { exit } NR >= 9 { sub(/^# ?/, ""); print }' "$0"; }
 while [ $# -gt 0 ]; do
   case $1 in
     --fanout) fanout=${2:?}; shift 2 ;;
@@ -45,6 +46,7 @@ while [ $# -gt 0 ]; do
     --corrupt) corrupt=${2:?}; shift 2 ;;
     --links) links=${2:?}; shift 2 ;;
     --corrupt-offset) corrupt_offset=${2:?}; shift 2 ;;
+    --corrupt-xor) corrupt_xor=${2:?}; shift 2 ;;
     --resend-us) resend_us=${2:?}; shift 2 ;;
     --switch) switch_cmd=${2:?}; shift 2 ;;
     --leaf) leaf_cmd=${2:?}; shift 2 ;;
@@ -138,8 +140,8 @@ if [ "$loss_ppm$dup_ppm$corrupt_ppm" != 000 ]; then
   for n in "${nodes[@]}"; do
     [ "$n" = s ] && continue
     if [ "$links" != all ] && [[ ",$links," != *",$n,"* ]]; then continue; fi
-    nb_fault_attach "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$loss_ppm" "$dup_ppm" "$corrupt_ppm" --corrupt-offset "$corrupt_offset"
-    nb_fault_attach "$(nb_ns "$n")" up "$loss_ppm" "$dup_ppm" "$corrupt_ppm" --corrupt-offset "$corrupt_offset"
+    nb_fault_attach "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$loss_ppm" "$dup_ppm" "$corrupt_ppm" --corrupt-offset "$corrupt_offset" --corrupt-xor "$corrupt_xor"
+    nb_fault_attach "$(nb_ns "$n")" up "$loss_ppm" "$dup_ppm" "$corrupt_ppm" --corrupt-offset "$corrupt_offset" --corrupt-xor "$corrupt_xor"
     faulty_links+=("${parent_of[$n]}-$n")
   done
   nb_log "faults (loss ${loss_ppm}, dup ${dup_ppm}, corrupt ${corrupt_ppm} per million, each direction) on ${faulty_links[*]}"
@@ -226,7 +228,10 @@ done
 # then include the switch's start.
 fail() {
   echo "topo: FAIL $*" >&2
-  local n
+  local n recs=()
+  # What the leaves recorded before the failure may show an early release too.
+  for n in "${leaves[@]}"; do [ -s "$NB_STATE_DIR/records/$n.csv" ] && recs+=("$NB_STATE_DIR/records/$n.csv"); done
+  [ ${#recs[@]} -gt 0 ] && python3 "$here/tools/check_records.py" "${recs[@]}" >&2 || true
   for n in "${switches[@]}" "${leaves[@]}"; do
     [ -s "$NB_STATE_DIR/$n.log" ] && { echo "---- $n.log (last lines)" >&2; tail -n 15 "$NB_STATE_DIR/$n.log" >&2; }
   done
