@@ -15,6 +15,7 @@ pub mod lcore;
 pub mod mbuf;
 pub mod mempool;
 pub mod port;
+pub mod telemetry;
 pub mod time;
 
 pub use eal::{test_args, Eal};
@@ -24,6 +25,7 @@ pub use lcore::{current_lcore, launch_on, LcoreError, LcoreJoin, ThreadRegistrat
 pub use mbuf::{Mbuf, MbufBatch, DEFAULT_BURST};
 pub use mempool::Mempool;
 pub use port::{LinkStatus, Port, PortStats, RxQueue, TxQueue};
+pub use telemetry::TelemetryValue;
 pub use time::{tsc, tsc_hz};
 
 /// `RTE_MBUF_DEFAULT_BUF_SIZE`: data room (with headroom) for standard Ethernet frames.
