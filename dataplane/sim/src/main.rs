@@ -1,0 +1,290 @@
+//! `barrier-sim`: command line of the simulator. `run` drives the protocol over a modelled
+//! tree with faults and checks safety and liveness; `compare` puts the in-network barrier next
+//! to a dissemination barrier on the same model.
+
+use barrier_sim::compare::{self, CompareConfig};
+use barrier_sim::{BrokenSwitch, ComputeModel, FaultStop, Faults, LinkParams, SimConfig, TreeSpec};
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "barrier-sim", version, about = "Deterministic simulator of the in-network barrier")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run barriers over a tree with faults; exit 0 when safe and live, 2 on any violation.
+    Run(RunArgs),
+    /// In-network tree barrier against the dissemination barrier, same leaves and link model.
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Clone)]
+struct TreeArgs {
+    /// Fanouts: root, then each next level, the last level's children are leaves ("4,4,4").
+    #[arg(long, conflicts_with = "random_tree")]
+    tree: Option<String>,
+    /// A random tree from this seed.
+    #[arg(long, value_name = "SEED")]
+    random_tree: Option<u64>,
+    /// Random trees: most switch levels.
+    #[arg(long, default_value_t = 4)]
+    max_depth: u32,
+    /// Random trees: most children per switch.
+    #[arg(long, default_value_t = 8)]
+    max_fanout: usize,
+    /// Random trees: about this many leaves at most.
+    #[arg(long, default_value_t = 256)]
+    max_leaves: usize,
+}
+
+#[derive(Args, Clone)]
+struct LinkArgs {
+    /// Per-hop latency, ns.
+    #[arg(long, default_value_t = 1_000)]
+    latency_ns: u64,
+    /// Per-frame uniform jitter 0..=N ns (order kept).
+    #[arg(long, default_value_t = 100)]
+    jitter_ns: u64,
+    /// Link rate in Gb/s (0: infinite).
+    #[arg(long, default_value_t = 100.0)]
+    gbps: f64,
+    /// Leaf compute time between barriers, minimum, ns.
+    #[arg(long, default_value_t = 0)]
+    compute_min_ns: u64,
+    /// Leaf compute time between barriers, maximum, ns.
+    #[arg(long, default_value_t = 2_000)]
+    compute_max_ns: u64,
+    /// Probability that a leaf is a straggler at a barrier.
+    #[arg(long, default_value_t = 0.01)]
+    late: f64,
+    /// A straggler computes up to this much longer, ns.
+    #[arg(long, default_value_t = 50_000)]
+    late_ns: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    tree: TreeArgs,
+    #[command(flatten)]
+    link: LinkArgs,
+    /// Barriers per group.
+    #[arg(long, default_value_t = 1_000)]
+    barriers: u64,
+    /// Barrier groups (group 0 spans every leaf, others random subsets).
+    #[arg(long, default_value_t = 1)]
+    groups: u32,
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    #[arg(long, default_value_t = 0.0)]
+    dup: f64,
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// Most extra delay of a reordered frame, ns (default: 3 hop latencies).
+    #[arg(long)]
+    reorder_ns: Option<u64>,
+    /// Probability of a long delay (longer than the re-send timeouts).
+    #[arg(long, default_value_t = 0.0)]
+    delay: f64,
+    /// Length of a long delay, ns (default: 2 leaf timeouts).
+    #[arg(long)]
+    delay_ns: Option<u64>,
+    /// Give each link its own fault rates (0..2x the given ones; a quarter clean).
+    #[arg(long)]
+    vary_faults: bool,
+    /// Faults stop when group 0 reaches this barrier.
+    #[arg(long, conflicts_with = "faults_until_ns")]
+    faults_until_barrier: Option<u64>,
+    /// Faults stop at this modelled time, ns.
+    #[arg(long)]
+    faults_until_ns: Option<u64>,
+    /// Switch restarts at random switches and barriers.
+    #[arg(long, default_value_t = 0)]
+    restarts: u32,
+    /// A restarting switch drops frames for this long, ns.
+    #[arg(long, default_value_t = 5_000)]
+    restart_down_ns: u64,
+    /// Link outages at random links and barriers.
+    #[arg(long, default_value_t = 0)]
+    outages: u32,
+    #[arg(long, default_value_t = 50_000)]
+    outage_ns: u64,
+    #[arg(long)]
+    leaf_timeout_ns: Option<u64>,
+    #[arg(long)]
+    switch_timeout_ns: Option<u64>,
+    /// Liveness window: stuck when nothing progresses this long after the last fault, ns.
+    #[arg(long)]
+    stall_ns: Option<u64>,
+    /// Sequence number of the first barrier.
+    #[arg(long, default_value_t = 0)]
+    first_seq: u32,
+    /// Use a deliberately wrong switch rule (the checks must catch it).
+    #[arg(long, value_enum)]
+    broken_switch: Option<BrokenSwitch>,
+    /// Events kept in the trace printed with a violation.
+    #[arg(long, default_value_t = 48)]
+    trace: usize,
+    /// Do not stop at the first safety violation.
+    #[arg(long)]
+    keep_going: bool,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// Leaves; the tree is the most even 3-level tree with exactly this many (or give --tree).
+    #[arg(long, default_value_t = 65_536)]
+    leaves: usize,
+    /// Switch levels for the automatic tree.
+    #[arg(long, default_value_t = 3)]
+    levels: usize,
+    #[command(flatten)]
+    tree: TreeArgs,
+    #[command(flatten)]
+    link: LinkArgs,
+    #[arg(long, default_value_t = 10)]
+    barriers: u64,
+}
+
+fn tree_spec(t: &TreeArgs) -> Result<Option<TreeSpec>, String> {
+    if let Some(s) = &t.tree {
+        return TreeSpec::parse_fanouts(s).map(Some);
+    }
+    Ok(t.random_tree.map(|seed| TreeSpec::Random {
+        seed,
+        max_depth: t.max_depth,
+        max_fanout: t.max_fanout,
+        max_leaves: t.max_leaves,
+    }))
+}
+
+fn link_params(l: &LinkArgs) -> (LinkParams, ComputeModel) {
+    (
+        LinkParams { latency_ns: l.latency_ns, jitter_ns: l.jitter_ns, gbps: l.gbps },
+        ComputeModel { min_ns: l.compute_min_ns, max_ns: l.compute_max_ns, late: l.late, late_ns: l.late_ns },
+    )
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Run(a) => run(a),
+        Cmd::Compare(a) => compare(a),
+    }
+}
+
+fn fail(msg: String) -> ExitCode {
+    eprintln!("barrier-sim: {msg}");
+    ExitCode::from(1)
+}
+
+fn run(a: RunArgs) -> ExitCode {
+    let tree = match tree_spec(&a.tree) {
+        Ok(Some(t)) => t,
+        Ok(None) => TreeSpec::Fanouts(vec![4, 4, 4]),
+        Err(e) => return fail(e),
+    };
+    let (link, compute) = link_params(&a.link);
+    let faults = Faults {
+        loss: a.loss,
+        dup: a.dup,
+        reorder: a.reorder,
+        reorder_ns: a.reorder_ns.unwrap_or(3 * link.latency_ns),
+        delay: a.delay,
+        delay_ns: a.delay_ns.unwrap_or(0),
+    };
+    for (name, p) in [("loss", a.loss), ("dup", a.dup), ("reorder", a.reorder), ("delay", a.delay), ("late", a.link.late)] {
+        if !(0.0..=1.0).contains(&p) {
+            return fail(format!("--{name} must be a probability in 0..=1"));
+        }
+    }
+    let mut cfg = SimConfig {
+        tree,
+        groups: a.groups,
+        barriers: a.barriers,
+        seed: a.link.seed,
+        link,
+        faults,
+        vary_faults_per_link: a.vary_faults,
+        faults_stop: match (a.faults_until_barrier, a.faults_until_ns) {
+            (Some(b), _) => FaultStop::AtBarrier(b),
+            (None, Some(t)) => FaultStop::AtTime(t),
+            _ => FaultStop::Never,
+        },
+        restarts: a.restarts,
+        restart_down_ns: a.restart_down_ns,
+        outages: a.outages,
+        outage_ns: a.outage_ns,
+        compute,
+        leaf_timeout_ns: a.leaf_timeout_ns,
+        switch_timeout_ns: a.switch_timeout_ns,
+        stall_ns: a.stall_ns,
+        first_seq: a.first_seq,
+        broken: a.broken_switch,
+        trace_len: a.trace,
+        keep_going: a.keep_going,
+        ..SimConfig::default()
+    };
+    if a.delay_ns.is_none() && a.delay > 0.0 {
+        // A long delay means longer than the re-send timeout, whatever that resolves to.
+        let probe = match barrier_sim::sim::resolved_timeouts(&cfg) {
+            Ok(t) => t,
+            Err(e) => return fail(e),
+        };
+        cfg.faults.delay_ns = 2 * probe.0;
+    }
+    let started = Instant::now();
+    let report = match barrier_sim::run(&cfg) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let wall = started.elapsed();
+    if a.link.json {
+        println!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
+    } else {
+        print!("{}", report.table());
+    }
+    // Wall-clock time is about this host, not the model: stderr, outside the report.
+    eprintln!("barrier-sim: {:.2} s wall clock", wall.as_secs_f64());
+    if report.ok { ExitCode::SUCCESS } else { ExitCode::from(2) }
+}
+
+fn compare(a: CompareArgs) -> ExitCode {
+    let tree = match tree_spec(&a.tree) {
+        Ok(Some(t)) => t,
+        Ok(None) => match TreeSpec::auto(a.leaves, a.levels) {
+            Ok(t) => t,
+            Err(e) => return fail(e),
+        },
+        Err(e) => return fail(e),
+    };
+    let (link, compute) = link_params(&a.link);
+    let cfg = CompareConfig { tree, barriers: a.barriers, seed: a.link.seed, link, compute };
+    let started = Instant::now();
+    let report = match compare::run(&cfg) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let wall = started.elapsed();
+    if a.link.json {
+        println!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
+    } else {
+        print!("{}", report.table());
+    }
+    eprintln!("barrier-sim: {:.2} s wall clock", wall.as_secs_f64());
+    if report.in_network.safety_violations + report.in_network.stuck_barriers + report.dissemination.safety_violations == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    }
+}
