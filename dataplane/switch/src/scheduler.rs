@@ -62,7 +62,8 @@ pub struct Scheduler {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Pushed {
     Queued,
-    /// An equal send (same kind and seq) was already waiting for this group and port: merged.
+    /// An equal send (same kind and seq) was already waiting for this group and port: dropped
+    /// as redundant (the waiting one says the same thing).
     /// A retry storm from one group thus costs one queue slot, not one per retry.
     Coalesced,
 }
@@ -81,8 +82,9 @@ impl Scheduler {
         let pq = &mut self.ports[port];
         match pq.pending.get_mut(&group) {
             Some(q) => {
-                if let Some(same) = q.iter_mut().find(|s| s.kind == send.kind && s.seq == send.seq) {
-                    same.retransmit |= send.retransmit;
+                // The waiting copy keeps its own flags: it has not gone out yet, so it is not
+                // a retransmission even if the request for it was.
+                if q.iter().any(|s| s.kind == send.kind && s.seq == send.seq) {
                     return Pushed::Coalesced;
                 }
                 q.push_back(send);
@@ -206,7 +208,7 @@ mod tests {
         assert_eq!(s.push(0, 4, rel(3)), Pushed::Queued); // other port: separate
         assert_eq!(s.pending(1), 2);
         let (g, first) = s.pop(1).unwrap();
-        assert_eq!((g, first.kind, first.retransmit), (4, SendKind::Release, true));
+        assert_eq!((g, first.kind, first.retransmit), (4, SendKind::Release, false));
     }
 
     #[test]

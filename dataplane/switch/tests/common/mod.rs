@@ -1,5 +1,9 @@
 //! Shared by the net_ring end-to-end tests: run a demo tree on DPDK in this process (each test
 //! file is its own process, so one EAL each) and check the method's promises.
+//! Also a small pcap reader/writer for the golden test.
+#![allow(dead_code)]
+
+pub mod pcap;
 
 use barrier_switch::demo::{DemoOpts, Tree};
 use barrier_switch::runtime::run_demo_dpdk;
