@@ -43,6 +43,10 @@ impl Eal {
     /// as in `argv`). Returns the EAL handle and the application's own arguments (those after
     /// `--`, without the program name).
     ///
+    /// The calling thread becomes the main lcore. Cleanup (when the last handle drops) first
+    /// waits for every worker lcore to return, so stop long-running lcore loops (a quit flag)
+    /// before dropping the last handle.
+    ///
     /// Errors: a second call in the same process (`EalAlreadyInitialized`), or whatever
     /// `rte_eal_init` reports (unknown flag, missing driver, ...). After a failed init DPDK may
     /// keep half-initialised state: treat it as fatal for the process.

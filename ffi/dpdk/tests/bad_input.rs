@@ -76,4 +76,17 @@ fn bad_input_gets_clear_errors() {
     assert_eq!(port.tx_burst(QueueId(0), &mut b), 1);
     assert_eq!(port.rx_burst(QueueId(0), &mut b), 1);
     assert_eq!(b.as_slice()[0].data(), &common::barrier_frame(1)[..]);
+    drop(b);
+    drop(port);
+    drop(pool);
+
+    // Dropping a pool while one of its mbufs lives leaks the pool (and keeps the EAL up)
+    // instead of freeing memory under the mbuf.
+    let leaky = Mempool::new_pktmbuf(&eal, "leaky", 63, 0, 2176).unwrap();
+    let m = common::mbuf(&leaky, b"still mine");
+    drop(leaky);
+    drop(eal);
+    assert!(dpdk::eal::is_initialised(), "the leaked pool holds the EAL");
+    assert_eq!(m.data(), b"still mine");
+    drop(m);
 }

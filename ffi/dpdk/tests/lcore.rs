@@ -76,6 +76,10 @@ fn lcores() {
     let b = dpdk::tsc();
     assert!(b > a && b - a >= hz / 1000, "tsc {a} -> {b} at {hz} Hz");
 
-    drop(pool);
+    // The pool keeps the EAL up after the last Eal handle goes; cleanup follows the pool.
     drop(eal);
+    assert!(dpdk::eal::is_initialised());
+    assert_eq!(pool.avail_count(), 255);
+    drop(pool);
+    assert!(!dpdk::eal::is_initialised(), "rte_eal_cleanup ran with the last handle");
 }
