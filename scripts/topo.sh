@@ -261,13 +261,15 @@ for n in "${leaves[@]}"; do
 done
 nb_log "leaves running: ${leaves[*]} ($barriers barriers on group $group)"
 
-running=("${leaves[@]}")
+# A leaf that fails (a barrier not released within its timeout) does not end the run at once:
+# the others finish or fail too, so that every leaf's records are complete for the check.
+running=("${leaves[@]}") failed_leaves=()
 while [ ${#running[@]} -gt 0 ]; do
   still=()
   for n in "${running[@]}"; do
     if kill -0 "${pid_of[$n]}" 2>/dev/null; then still+=("$n"); continue; fi
     rc=0; wait "${pid_of[$n]}" || rc=$?
-    [ "$rc" -eq 0 ] || fail "leaf $n exited with status $rc"
+    [ "$rc" -eq 0 ] || failed_leaves+=("$n (status $rc)")
   done
   running=("${still[@]}")
   for n in "${switches[@]}"; do
@@ -277,6 +279,7 @@ while [ ${#running[@]} -gt 0 ]; do
   [ ${#running[@]} -gt 0 ] && sleep 0.2
 done
 elapsed=$(( $(date +%s) - start ))
+[ ${#failed_leaves[@]} -eq 0 ] || fail "leaves failed: ${failed_leaves[*]}"
 nb_log "leaves done in ${elapsed} s"
 
 # Stop the switches before reading anything, so their logs hold their final counters.
