@@ -17,7 +17,10 @@ fn p(i: u8) -> PortIdx {
 }
 
 fn reduce(port: u8, seq: u32) -> Event {
-    Event::Reduce { port: p(port), seq: Seq(seq) }
+    Event::Reduce {
+        port: p(port),
+        seq: Seq(seq),
+    }
 }
 
 /// Runs `a` and `b` on two threads against `t`; returns their outcomes and actions.
@@ -47,7 +50,10 @@ fn loom_root_two_last_children_complete_once() {
         assert_eq!(completed(&rs), 1, "{rs:?}");
         assert!(rs.iter().any(|(o, _)| *o == Outcome::Recorded));
         let st = t.state(G).unwrap();
-        assert_eq!((st.seq, st.arrived, st.phase), (Seq(1), PortSet::empty(), Phase::Collecting));
+        assert_eq!(
+            (st.seq, st.arrived, st.phase),
+            (Seq(1), PortSet::empty(), Phase::Collecting)
+        );
     });
 }
 
@@ -76,7 +82,11 @@ fn loom_root_duplicate_and_last() {
         match other.0 {
             Outcome::StaleReduce => assert_eq!(
                 other.1.get(0),
-                Some(&Action::SendRelease { seq: Seq(3), ports: PortSet::single(p(1)), retransmit: true })
+                Some(&Action::SendRelease {
+                    seq: Seq(3),
+                    ports: PortSet::single(p(1)),
+                    retransmit: true
+                })
             ),
             o => panic!("unexpected {o:?}"),
         }
@@ -88,12 +98,27 @@ fn loom_root_duplicate_and_last() {
 fn loom_intermediate_two_last_children_reduce_up_once() {
     loom::model(|| {
         let t = Arc::new(GroupTable::new(1));
-        t.configure(G, GroupConfig::intermediate(p(5), PortSet(0b11), 100)).unwrap();
-        t.apply(G, Event::Release { port: p(5), seq: Seq(0) }).unwrap(); // known state, seq 1
+        t.configure(G, GroupConfig::intermediate(p(5), PortSet(0b11), 100))
+            .unwrap();
+        t.apply(
+            G,
+            Event::Release {
+                port: p(5),
+                seq: Seq(0),
+            },
+        )
+        .unwrap(); // known state, seq 1
         let rs = race(&t, reduce(0, 1), reduce(1, 1));
         assert_eq!(completed(&rs), 1, "{rs:?}");
         let (_, acts) = rs.iter().find(|(o, _)| *o == Outcome::Completed).unwrap();
-        assert_eq!(acts.get(0), Some(&Action::SendReduce { seq: Seq(1), port: p(5), retransmit: false }));
+        assert_eq!(
+            acts.get(0),
+            Some(&Action::SendReduce {
+                seq: Seq(1),
+                port: p(5),
+                retransmit: false
+            })
+        );
         let st = t.state(G).unwrap();
         assert_eq!((st.seq, st.phase), (Seq(1), Phase::AwaitingRelease));
     });
@@ -103,7 +128,8 @@ fn loom_intermediate_two_last_children_reduce_up_once() {
 fn loom_intermediate_duplicate_and_last() {
     loom::model(|| {
         let t = Arc::new(GroupTable::new(1));
-        t.configure(G, GroupConfig::intermediate(p(5), PortSet(0b11), 100)).unwrap();
+        t.configure(G, GroupConfig::intermediate(p(5), PortSet(0b11), 100))
+            .unwrap();
         t.apply(G, reduce(0, 4)).unwrap();
         let rs = race(&t, reduce(1, 4), reduce(1, 4));
         assert_eq!(completed(&rs), 1, "{rs:?}");
@@ -116,13 +142,24 @@ fn loom_release_races_last_reduce_at_intermediate() {
     // the parent's release for 4 (after a restart of this switch, say) against the last child
     loom::model(|| {
         let t = Arc::new(GroupTable::new(1));
-        t.configure(G, GroupConfig::intermediate(p(5), PortSet(0b11), 100)).unwrap();
+        t.configure(G, GroupConfig::intermediate(p(5), PortSet(0b11), 100))
+            .unwrap();
         t.apply(G, reduce(0, 4)).unwrap();
-        let rs = race(&t, reduce(1, 4), Event::Release { port: p(5), seq: Seq(4) });
+        let rs = race(
+            &t,
+            reduce(1, 4),
+            Event::Release {
+                port: p(5),
+                seq: Seq(4),
+            },
+        );
         assert_eq!(rs[1].0, Outcome::Released);
         // the reduce either completed first (then the release advanced past it) or came after
         // the release and was answered with the release it missed
-        assert!(matches!(rs[0].0, Outcome::Completed | Outcome::StaleReduce), "{rs:?}");
+        assert!(
+            matches!(rs[0].0, Outcome::Completed | Outcome::StaleReduce),
+            "{rs:?}"
+        );
         let st = t.state(G).unwrap();
         assert_eq!((st.seq, st.phase), (Seq(5), Phase::Collecting));
     });
@@ -144,7 +181,11 @@ fn loom_reconfigure_races_apply() {
             // under `old`: a single-child root completes and releases port 0
             Outcome::Completed => assert_eq!(
                 acts.get(0),
-                Some(&Action::SendRelease { seq: Seq(2), ports: PortSet(0b01), retransmit: false })
+                Some(&Action::SendRelease {
+                    seq: Seq(2),
+                    ports: PortSet(0b01),
+                    retransmit: false
+                })
             ),
             // under `new`: one of two children recorded
             Outcome::Recorded => assert!(acts.is_empty()),
