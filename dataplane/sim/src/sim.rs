@@ -166,6 +166,9 @@ pub struct FrameStats {
     /// Frames of a group the receiving switch or leaf has no configuration for.
     pub unknown_group: u64,
     pub leaf_ignored_releases: u64,
+    /// Of `sent`: frames for the barrier after the last counted one (leaves go on past the
+    /// end of the run); left out of `frames_per_barrier`.
+    pub past_last_barrier: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -399,7 +402,8 @@ impl<'a> Sim<'a> {
             groups.push(GroupSim {
                 id: plan.id,
                 members: plan.members.len() as u32,
-                tracks: vec![Track::default(); cfg.barriers as usize],
+                // One more than counted: leaves go on past the last counted barrier.
+                tracks: vec![Track::default(); cfg.barriers as usize + 1],
                 completed: 0,
             });
         }
@@ -479,7 +483,11 @@ impl<'a> Sim<'a> {
                 self.stuck(self.now, "the event queue ran dry");
                 break;
             };
-            if t.nanos() > self.quiet_since.nanos().saturating_add(self.stall_ns) {
+            // Liveness is promised only once faults stop. With a stop time ahead, a stall under
+            // heavy faults is no violation yet; otherwise (no stop, or a stop at a barrier that
+            // a stall would never reach) the window applies throughout.
+            let waiting_for_stop = matches!(self.cfg.faults_stop, FaultStop::AtTime(_)) && self.faults_active;
+            if !waiting_for_stop && t.nanos() > self.quiet_since.nanos().saturating_add(self.stall_ns) {
                 self.stuck(t, "no progress for the stall window");
                 break;
             }
@@ -608,7 +616,11 @@ impl<'a> Sim<'a> {
         let b = s.done;
         let gi = s.group as usize;
         let g = &mut self.groups[gi];
-        let t = &mut g.tracks[b as usize];
+        let Some(t) = g.tracks.get_mut(b as usize) else {
+            let msg = format!("leaf{leaf} arrives at barrier {b}, past the end of the run");
+            self.violation(now, ViolationKind::Model, msg, vec![]);
+            return;
+        };
         t.arrivals += 1;
         t.last_arrive = now;
         let first = t.arrivals == 1;
@@ -700,13 +712,17 @@ impl<'a> Sim<'a> {
         let t = &mut g.tracks[b as usize];
         t.releases += 1;
         t.last_release = now;
-        if t.releases == g.members {
+        if t.releases == g.members && b < self.cfg.barriers {
             g.completed += 1;
         }
         self.quiet_since = self.quiet_since.max(now);
         if finished {
             self.unfinished_slots -= 1;
-        } else {
+        }
+        // A leaf done with its last counted barrier goes on to the next one, as an application
+        // would: a restarted switch may need a reduce for the next barrier as the evidence
+        // that the last one completed (see docs/simulator.md, "The end of a run").
+        if b < self.cfg.barriers {
             let d = self.cfg.compute.draw(&mut self.compute_rng);
             self.queue.push(now + d, Ev::LeafCompute { leaf, slot: slot as u16 });
         }
@@ -836,6 +852,9 @@ impl<'a> Sim<'a> {
         let mut frame = [0u8; FRAME_LEN];
         repr.emit(&mut frame);
         self.frames.sent += 1;
+        if self.barrier_of(seq) >= self.cfg.barriers {
+            self.frames.past_last_barrier += 1;
+        }
         match kind {
             Kind::Reduce => self.frames.reduces_sent += 1,
             Kind::Release => self.frames.releases_sent += 1,
@@ -965,11 +984,11 @@ impl<'a> Sim<'a> {
         let mut completed = 0;
         for g in &self.groups {
             completed += g.completed;
-            for t in g.tracks.iter().filter(|t| t.releases == g.members) {
+            for t in g.tracks[..self.cfg.barriers as usize].iter().filter(|t| t.releases == g.members) {
                 lat.push(t.last_release.saturating_sub(t.last_arrive));
             }
         }
-        let stuck_barriers = self.groups.iter().map(|g| self.cfg.barriers - g.completed).sum();
+        let stuck_barriers = self.groups.iter().map(|g| self.cfg.barriers.saturating_sub(g.completed)).sum();
         let ok = self.violations.is_empty() && stuck_barriers == 0 && self.safety_violations == 0;
         RunReport {
             tree: self.topo.summary(&self.cfg.tree),
@@ -996,7 +1015,11 @@ impl<'a> Sim<'a> {
             events: self.queue.pushed(),
             barriers_completed: completed,
             latency: LatencyStats::from_samples(&mut lat),
-            frames_per_barrier: if completed > 0 { self.frames.sent as f64 / completed as f64 } else { 0.0 },
+            frames_per_barrier: if completed > 0 {
+                (self.frames.sent - self.frames.past_last_barrier) as f64 / completed as f64
+            } else {
+                0.0
+            },
             frames: std::mem::take(&mut self.frames),
             outcomes: std::mem::take(&mut self.outcomes),
             safety_violations: self.safety_violations,

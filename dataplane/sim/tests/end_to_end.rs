@@ -26,7 +26,8 @@ fn clean_run_completes_every_barrier_with_minimal_frames() {
     assert!(r.ok, "{}", r.table());
     assert_eq!(r.barriers_completed, 500);
     // One reduce up and one release down every link, nothing else.
-    assert_eq!(r.frames.sent, 500 * 2 * 84);
+    assert_eq!(r.frames.sent - r.frames.past_last_barrier, 500 * 2 * 84);
+    assert_eq!(r.frames_per_barrier, 168.0);
     assert_eq!(r.frames.leaf_retransmits + r.frames.switch_retransmits, 0);
     // 3 hops up and 3 down at 1 µs plus up to 100 ns jitter and 7 ns serialization each.
     assert!(r.latency.min_ns >= 6_000 && r.latency.max_ns <= 6 * 1_107, "{:?}", r.latency);
