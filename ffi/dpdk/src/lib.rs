@@ -4,6 +4,20 @@
 //!
 //! Lifetimes follow ownership: pools and ports hold the EAL alive, ports hold their RX pools
 //! alive, and `rte_eal_cleanup` runs when the last of them is gone.
+//!
+//! ```no_run
+//! use dpdk::{Eal, Mempool, MbufBatch, Port, QueueId};
+//!
+//! let (eal, _app_args) = Eal::init(dpdk::test_args("demo", &["--vdev=net_ring0"]))?;
+//! let pool = Mempool::new_pktmbuf(&eal, "demo", 8191, 256, dpdk::MBUF_DEFAULT_BUF_SIZE)?;
+//! let mut port = Port::open_by_name(&eal, "net_ring0")?;
+//! port.configure(1, 1, 1024, 1024, &pool)?;
+//! port.start()?;
+//! let mut batch: MbufBatch = MbufBatch::new();
+//! port.rx_burst(QueueId(0), &mut batch);
+//! port.tx_burst(QueueId(0), &mut batch); // unsent frames stay in `batch`
+//! # Ok::<(), dpdk::DpdkError>(())
+//! ```
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
