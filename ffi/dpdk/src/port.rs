@@ -150,7 +150,9 @@ impl Port {
 
     /// Creates a virtual device at run time (`rte_vdev_init`) and opens its port. `spec` is
     /// written as for `--vdev`: `net_ring0`, `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`. The
-    /// device is removed again when the port is closed.
+    /// device is removed again when the port is closed. (A `net_ring` vdev keeps its internal
+    /// rings after removal; attaching the same name again reuses them, and DPDK logs "RING:
+    /// Cannot reserve memory" on the way: harmless.)
     #[cold]
     pub fn attach_vdev(eal: &Eal, spec: &str) -> Result<Port, DpdkError> {
         const OP: &str = "rte_vdev_init";
