@@ -159,3 +159,14 @@ impl MiniRoot {
         Ok(())
     }
 }
+
+/// Sets the flag when dropped: hold one in a scope that runs [`MiniRoot::serve_hub`] or
+/// [`MiniRoot::serve_sockets`] on another thread, so the server stops also when the code
+/// beside it panics (otherwise the scope would wait for it forever).
+pub struct StopOnDrop<'a>(pub &'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}

@@ -467,7 +467,7 @@ impl<T: Transport> Session<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mini_root::MiniRoot;
+    use crate::mini_root::{MiniRoot, StopOnDrop};
     use crate::transport::loopback::{self, Hub, Port};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
@@ -495,6 +495,7 @@ mod tests {
                 root.serve_hub(&hub, stop);
                 root
             });
+            let _stop_guard = StopOnDrop(stop);
             let handles: Vec<_> = leaves.into_iter().map(|f| s.spawn(f)).collect();
             let out = handles
                 .into_iter()
@@ -644,6 +645,7 @@ mod tests {
         std::thread::scope(|s| {
             let (hub, root, stop) = (hub, &mut root, &stop);
             s.spawn(move || root.serve_hub(&hub, stop));
+            let _stop_guard = StopOnDrop(stop);
             let rec = leaf.wait(9).expect("released once a switch answers");
             assert_eq!((rec.group, rec.seq), (9, 0));
             assert!(rec.resends >= 1);
@@ -672,6 +674,7 @@ mod tests {
         std::thread::scope(|s| {
             let (hub, root, stop) = (hub, &mut root, &stop);
             s.spawn(move || root.serve_hub(&hub, stop));
+            let _stop_guard = StopOnDrop(stop);
             for round in 0..5u32 {
                 for g in [1, 2, 3] {
                     leaf.arrive(g).unwrap();

@@ -2,7 +2,7 @@
 //! veth pair in a throw-away network namespace, and a root switch (the protocol's switch logic)
 //! on the other ends. Needs root; skipped, saying so, otherwise.
 
-use barrier_leaf::mini_root::MiniRoot;
+use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_leaf::{Config, Error, Record, Session};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
 use rawsock::testbed::{can_create, VethNetns};
@@ -37,6 +37,7 @@ fn three_leaves_over_veth_complete_every_barrier_and_none_early() {
     let results: Vec<Vec<Record>> = std::thread::scope(|s| {
         let (root, socks, stop) = (&mut root, &switch_socks, &stop);
         s.spawn(move || root.serve_sockets(socks, stop).expect("switch loop"));
+        let _stop_guard = StopOnDrop(stop);
         let leaves: Vec<_> = bed
             .pairs
             .iter()

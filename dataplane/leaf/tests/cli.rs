@@ -2,7 +2,7 @@
 //! one end of a veth pair, with a root switch (the protocol's switch logic) on the other end.
 //! Needs root for the namespace; those tests skip themselves, saying so, otherwise.
 
-use barrier_leaf::mini_root::MiniRoot;
+use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
 use rawsock::testbed::{can_create, VethNetns};
 use rawsock::RawSocket;
@@ -30,6 +30,7 @@ fn run_with_switch(bed: &VethNetns, args: &[&str]) -> Output {
             root.serve_sockets(std::slice::from_ref(sock), stop)
                 .unwrap()
         });
+        let _stop_guard = StopOnDrop(stop);
         let out = bed
             .command(EXE)
             .args(["--iface", &bed.a])

@@ -542,3 +542,309 @@ unsafe fn write_record(rec: *mut BarrierRecord, r: Record) {
         unsafe { rec.write(r.into()) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The C functions called as C would, on a leaf over the in-memory loopback with a root
+    //! switch (the protocol's switch logic) on another thread.
+    use super::*;
+    use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
+    use barrier_leaf::transport::loopback;
+    use std::ptr;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn last_error() -> String {
+        // SAFETY: barrier_leaf_last_error returns a valid NUL-terminated string.
+        unsafe { CStr::from_ptr(barrier_leaf_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn strerror(code: c_int) -> String {
+        // SAFETY: barrier_strerror returns a static NUL-terminated string.
+        unsafe { CStr::from_ptr(barrier_strerror(code)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// A handle on loopback port 0 with `groups`, and a root for them serving until `stop`.
+    fn with_leaf(groups: &[u32], wait_timeout: Duration, f: impl FnOnce(*mut BarrierLeaf) + Send) {
+        let (mut ports, hub) = loopback::star(1);
+        let mut root = MiniRoot::new(MacAddr::default());
+        for &g in groups {
+            root.add_group(g, &[0]);
+        }
+        let cfg = Config {
+            resend_timeout: Duration::from_millis(1),
+            wait_timeout,
+            ..Config::default()
+        };
+        let session = Session::new(
+            Box::new(ports.remove(0)) as Box<dyn Transport + Send>,
+            cfg,
+            &[],
+        )
+        .unwrap();
+        let leaf = BarrierLeaf::from_session(session).into_raw();
+        for &g in groups {
+            // SAFETY: `leaf` is a live handle from into_raw.
+            assert_eq!(unsafe { barrier_leaf_add_group(leaf, g) }, status::OK);
+        }
+        let stop = AtomicBool::new(false);
+        let leaf_addr = leaf as usize;
+        std::thread::scope(|s| {
+            let (root, stop) = (&mut root, &stop);
+            s.spawn(move || root.serve_hub(&hub, stop));
+            let _stop_guard = StopOnDrop(stop);
+            f(leaf_addr as *mut BarrierLeaf);
+        });
+        // SAFETY: closed once, not used afterwards.
+        unsafe { barrier_leaf_close(leaf) };
+    }
+
+    #[test]
+    fn wait_try_wait_poll_and_errors_through_the_c_functions() {
+        with_leaf(&[1, 2], Duration::from_secs(5), |leaf| {
+            // SAFETY (whole block): `leaf` is a live handle used by this thread only; every
+            // out-pointer points at a local of the right type.
+            unsafe {
+                let mut rec = BarrierRecord::default();
+                assert_eq!(barrier_leaf_wait(leaf, 1, 0, &mut rec), status::OK);
+                assert_eq!((rec.group, rec.seq), (1, 0));
+                assert!(rec.release_ns >= rec.first_reduce_ns);
+                assert_eq!(
+                    barrier_leaf_wait(leaf, 1, 1_000_000, ptr::null_mut()),
+                    status::OK
+                );
+
+                assert_eq!(barrier_leaf_arrive(leaf, 2), status::OK);
+                assert_eq!(barrier_leaf_arrive(leaf, 2), status::EBUSY);
+                assert!(
+                    last_error().contains("group 2: already waiting for barrier seq 0"),
+                    "{}",
+                    last_error()
+                );
+                assert_eq!(barrier_leaf_arrive(leaf, 1), status::OK);
+                // Both releases come; a poll with room for one keeps the other.
+                let mut recs = [BarrierRecord::default(); 1];
+                let mut got = Vec::new();
+                while got.len() < 2 {
+                    let mut n = 99;
+                    assert_eq!(
+                        barrier_leaf_poll(leaf, 10_000, recs.as_mut_ptr(), 1, &mut n),
+                        status::OK
+                    );
+                    assert!(n <= 1);
+                    got.extend_from_slice(&recs[..n]);
+                }
+                got.sort_by_key(|r| r.group);
+                assert_eq!(
+                    got.iter().map(|r| (r.group, r.seq)).collect::<Vec<_>>(),
+                    vec![(1, 2), (2, 0)]
+                );
+                let mut n = 99;
+                assert_eq!(
+                    barrier_leaf_poll(leaf, 0, ptr::null_mut(), 0, &mut n),
+                    status::OK
+                );
+                assert_eq!(n, 0);
+
+                // try_wait: pending until released, then the record once.
+                let rc = loop {
+                    match barrier_leaf_try_wait(leaf, 2, &mut rec) {
+                        status::PENDING => {}
+                        rc => break rc,
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                };
+                assert_eq!(rc, status::OK);
+                assert_eq!((rec.group, rec.seq), (2, 1));
+
+                let mut seq = 0;
+                assert_eq!(barrier_leaf_seq(leaf, 1, &mut seq), status::OK);
+                assert_eq!(seq, 3);
+                let mut st = BarrierStats::default();
+                assert_eq!(barrier_leaf_stats(leaf, &mut st), status::OK);
+                assert_eq!((st.reduces, st.releases), (5, 5));
+
+                assert_eq!(barrier_leaf_wait(leaf, 9, 0, &mut rec), status::ENOGROUP);
+                assert!(last_error().contains("group 9"), "{}", last_error());
+                assert_eq!(barrier_leaf_add_group(leaf, 1), status::EBUSY);
+                assert_eq!(barrier_leaf_add_group(leaf, 1 << 20), status::EINVAL);
+                assert_eq!(barrier_leaf_seq(leaf, 1, ptr::null_mut()), status::EINVAL);
+                assert_eq!(
+                    barrier_leaf_poll(leaf, 0, ptr::null_mut(), 4, &mut n),
+                    status::EINVAL
+                );
+                assert!(last_error().contains("recs is NULL"));
+            }
+        });
+    }
+
+    #[test]
+    fn a_wait_that_times_out_names_group_and_seq_and_goes_on_later() {
+        // Group 5 is open at the leaf, but the switch knows only group 6: nothing releases 5.
+        let (mut ports, hub) = loopback::star(1);
+        let cfg = Config {
+            resend_timeout: Duration::from_millis(1),
+            ..Config::default()
+        };
+        let session = Session::new(
+            Box::new(ports.remove(0)) as Box<dyn Transport + Send>,
+            cfg,
+            &[5],
+        )
+        .unwrap();
+        let leaf = BarrierLeaf::from_session(session).into_raw();
+        // SAFETY: live handle, this thread only; closed once at the end.
+        unsafe {
+            assert_eq!(
+                barrier_leaf_wait(leaf, 5, 20_000, ptr::null_mut()),
+                status::ETIMEDOUT
+            );
+            assert!(
+                last_error().starts_with("timeout: group 5 barrier seq 0"),
+                "{}",
+                last_error()
+            );
+            assert_eq!(
+                barrier_leaf_try_wait(leaf, 5, ptr::null_mut()),
+                status::PENDING
+            );
+            // A switch for group 5 appears; the next wait completes the same barrier.
+            let mut root = MiniRoot::new(MacAddr::default());
+            root.add_group(5, &[0]);
+            let stop = AtomicBool::new(false);
+            let leaf_addr = leaf as usize;
+            std::thread::scope(|s| {
+                let (root, stop) = (&mut root, &stop);
+                s.spawn(move || root.serve_hub(&hub, stop));
+                let _stop_guard = StopOnDrop(stop);
+                let mut rec = BarrierRecord::default();
+                assert_eq!(
+                    barrier_leaf_wait(leaf_addr as *mut BarrierLeaf, 5, 0, &mut rec),
+                    status::OK
+                );
+                assert_eq!(rec.seq, 0);
+                assert!(rec.resends >= 1);
+                stop.store(true, Ordering::Relaxed);
+            });
+            barrier_leaf_close(leaf);
+        }
+    }
+
+    #[test]
+    fn records_go_to_a_file_and_are_flushed_at_close() {
+        let path =
+            std::env::temp_dir().join(format!("libbarrier-test-{}.jsonl", std::process::id()));
+        let cpath = CString::new(path.to_str().unwrap()).unwrap();
+        with_leaf(&[3], Duration::from_secs(5), |leaf| {
+            // SAFETY: live handle, this thread only; `cpath` is NUL-terminated.
+            unsafe {
+                assert_eq!(barrier_leaf_records_to(leaf, cpath.as_ptr()), status::OK);
+                for _ in 0..3 {
+                    assert_eq!(barrier_leaf_wait(leaf, 3, 0, ptr::null_mut()), status::OK);
+                }
+                let bad = CString::new("/nonexistent-dir/x.csv").unwrap();
+                assert_ne!(barrier_leaf_records_to(leaf, bad.as_ptr()), status::OK);
+                assert!(last_error().contains("/nonexistent-dir/x.csv"));
+            }
+        });
+        let recs =
+            barrier_leaf::records::parse_records(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(
+            recs.iter().map(|r| (r.group, r.seq)).collect::<Vec<_>>(),
+            vec![(3, 0), (3, 1), (3, 2)]
+        );
+    }
+
+    #[test]
+    fn bad_arguments_and_status_strings() {
+        let name = CString::new("lo").unwrap();
+        let mut out: *mut BarrierLeaf = ptr::null_mut();
+        // SAFETY: NULL arguments are what is being tested; the rest are valid locals.
+        unsafe {
+            assert_eq!(
+                barrier_leaf_open(ptr::null(), ptr::null(), &mut out),
+                status::EINVAL
+            );
+            assert!(last_error().contains("ifname is NULL"));
+            assert_eq!(
+                barrier_leaf_open(name.as_ptr(), ptr::null(), ptr::null_mut()),
+                status::EINVAL
+            );
+            let mut o = BarrierLeafOptions::defaults();
+            o.resend_timeout_us = 0;
+            assert_eq!(
+                barrier_leaf_open(name.as_ptr(), &o, &mut out),
+                status::EINVAL
+            );
+            let missing = CString::new("nbnosuchif0").unwrap();
+            let rc = barrier_leaf_open(missing.as_ptr(), ptr::null(), &mut out);
+            assert!(rc == status::ENODEV || rc == status::EPERM, "{rc}");
+            assert!(last_error().contains("nbnosuchif0"), "{}", last_error());
+            assert!(out.is_null());
+            assert_eq!(
+                barrier_leaf_wait(ptr::null_mut(), 1, 0, ptr::null_mut()),
+                status::EINVAL
+            );
+            assert_eq!(
+                barrier_leaf_stats(ptr::null(), ptr::null_mut()),
+                status::EINVAL
+            );
+            barrier_leaf_close(ptr::null_mut());
+            barrier_leaf_options_init(ptr::null_mut());
+            let mut o2 = std::mem::MaybeUninit::<BarrierLeafOptions>::uninit();
+            barrier_leaf_options_init(o2.as_mut_ptr());
+            let o2 = o2.assume_init();
+            assert_eq!(
+                (o2.resend_timeout_us, o2.dst_mac, o2.first_seq),
+                (1000, [0xff; 6], 0)
+            );
+            assert_eq!(
+                CStr::from_ptr(barrier_version()).to_str().unwrap(),
+                env!("CARGO_PKG_VERSION")
+            );
+        }
+        let codes = [
+            status::OK,
+            status::PENDING,
+            status::EINVAL,
+            status::EIO,
+            status::ETIMEDOUT,
+            status::ENOGROUP,
+            status::EBUSY,
+            status::EPERM,
+            status::ENODEV,
+            status::EINTERNAL,
+        ];
+        let texts: std::collections::HashSet<String> = codes.iter().map(|&c| strerror(c)).collect();
+        assert_eq!(texts.len(), codes.len(), "every code has its own text");
+        assert!(!texts.contains(&strerror(42)));
+        assert_eq!(strerror(42), "unknown barrier status code");
+    }
+
+    #[test]
+    fn errors_map_to_their_codes() {
+        let e = |raw| Error::Io(io::Error::from_raw_os_error(raw));
+        assert_eq!(error_status(&e(libc::EPERM)), status::EPERM);
+        assert_eq!(error_status(&e(libc::ENODEV)), status::ENODEV);
+        assert_eq!(error_status(&e(libc::ENOBUFS)), status::EIO);
+        assert_eq!(
+            error_status(&Error::Timeout {
+                group: 1,
+                seq: 2,
+                waited: Duration::ZERO,
+                resends: 0
+            }),
+            status::ETIMEDOUT
+        );
+        assert_eq!(
+            error_status(&Error::AlreadyWaiting { group: 1, seq: 2 }),
+            status::EBUSY
+        );
+        assert_eq!(guard(|| panic!("boom")), status::EINTERNAL);
+        assert!(last_error().contains("boom"));
+    }
+}

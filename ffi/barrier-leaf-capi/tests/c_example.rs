@@ -4,7 +4,7 @@
 //! namespace. The switch is played by the test: a root running the protocol's switch logic on
 //! the other end of the pair. Tests that need root skip themselves otherwise, saying so.
 
-use barrier_leaf::mini_root::MiniRoot;
+use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
 use rawsock::testbed::{can_create, VethNetns};
 use rawsock::RawSocket;
@@ -232,9 +232,8 @@ fn static_and_pkg_config_builds_link_and_run() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A root switch for group 7 with one child, on the b end of the pair, until `stop`.
-fn serve_switch(bed: &VethNetns, stop: &AtomicBool, drop_first_release: bool) {
-    let sock = RawSocket::open_in_netns(&bed.netns, &bed.b, ETHERTYPE).expect("switch socket");
+/// A root switch for group 7 with one child, on socket `sock`, until `stop`.
+fn serve_switch(sock: &RawSocket, stop: &AtomicBool, drop_first_release: bool) {
     let mut root = MiniRoot::new(MacAddr(sock.mac()));
     root.add_group(7, &[0]);
     if drop_first_release {
@@ -244,7 +243,7 @@ fn serve_switch(bed: &VethNetns, stop: &AtomicBool, drop_first_release: bool) {
             n > 1
         }));
     }
-    root.serve_sockets(std::slice::from_ref(&sock), stop)
+    root.serve_sockets(std::slice::from_ref(sock), stop)
         .expect("switch loop");
 }
 
@@ -259,10 +258,11 @@ fn c_example_completes_barriers_through_a_switch() {
     let bed = VethNetns::create().expect("netns + veth");
     let records = dir.join("records.csv");
     let stop = AtomicBool::new(false);
+    // Bound before the example starts, so its first reduce reaches the switch.
+    let sock = RawSocket::open_in_netns(&bed.netns, &bed.b, ETHERTYPE).expect("switch socket");
     let out = std::thread::scope(|s| {
-        s.spawn(|| serve_switch(&bed, &stop, true));
-        // Give the switch's socket time to bind before the first reduce.
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        s.spawn(|| serve_switch(&sock, &stop, true));
+        let _stop_guard = StopOnDrop(&stop);
         let out = run(bed
             .command(exe.to_str().unwrap())
             .args([&bed.a, "7", "25"])
