@@ -217,6 +217,13 @@ if [ "$dry_run" = 1 ]; then
 fi
 
 # ---- run ---------------------------------------------------------------------------------------
+# The switch's own validation first: a config this script got wrong is refused with the key and
+# the reason, before any process starts.
+for n in "${switches[@]}"; do
+  "${switch_argv[@]}" check --config "$NB_STATE_DIR/$n.toml" >"$NB_STATE_DIR/$n.check" 2>&1 \
+    || { cat "$NB_STATE_DIR/$n.check" >&2; echo "topo: FAIL barrier-switch refused the generated $n.toml" >&2; exit 1; }
+done
+
 declare -A pid_of
 for n in "${switches[@]}"; do
   nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
@@ -231,7 +238,9 @@ fail() {
   local n recs=()
   # What the leaves recorded before the failure may show an early release too.
   for n in "${leaves[@]}"; do [ -s "$NB_STATE_DIR/records/$n.csv" ] && recs+=("$NB_STATE_DIR/records/$n.csv"); done
-  [ ${#recs[@]} -gt 0 ] && python3 "$here/tools/check_records.py" "${recs[@]}" >&2 || true
+  if [ ${#recs[@]} -gt 0 ] && [ "${records_checked:-0}" = 0 ]; then
+    python3 "$here/tools/check_records.py" "${recs[@]}" >&2 || true
+  fi
   for n in "${switches[@]}" "${leaves[@]}"; do
     [ -s "$NB_STATE_DIR/$n.log" ] && { echo "---- $n.log (last lines)" >&2; tail -n 15 "$NB_STATE_DIR/$n.log" >&2; }
   done
@@ -291,5 +300,6 @@ if python3 "$here/tools/check_records.py" --expect "$barriers" "${records[@]}"; 
   save_out
   echo "topo: ok: ${#leaves[@]} leaves x $barriers barriers through ${#switches[@]} switches (fanout $fanout, loss $loss, dup $dup, corrupt $corrupt on ${#faulty_links[@]} links) in ${elapsed} s"
 else
+  records_checked=1
   fail "leaf records show incomplete barriers or an early release"
 fi

@@ -20,7 +20,7 @@ rc=0; bash "$scripts/topo.sh" --switch "$mock switch" --leaf "$mock leaf" --barr
   --loss 0.05 --dup 0.01 >"$log" 2>&1 || rc=$?
 if [ $rc -eq 0 ] && grep -q "0 early releases" "$log"; then ok "faulty tree: all barriers complete"; else bad "faulty tree (exit $rc)"; fi
 
-rc=0; bash "$scripts/topo.sh" --switch "$mock switch --early-release-at 5" --leaf "$mock leaf" --barriers 300 \
+rc=0; bash "$scripts/topo.sh" --switch "$mock switch --early-release-every 10" --leaf "$mock leaf" --barriers 300 \
   --leaf-args "--work-us 2000" >"$log" 2>&1 || rc=$?
 if [ $rc -ne 0 ] && grep -q "a leaf was released .* before the last leaf arrived" "$log"; then
   ok "early-releasing root is caught"; else bad "early-releasing root not caught (exit $rc)"; fi

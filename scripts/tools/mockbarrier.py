@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stand-ins for barrier-switch and barrier-leaf, for testing the namespace test bed itself.
 
-`mockbarrier.py switch run --config FILE` reads the switch's TOML configuration (the
+`mockbarrier.py switch run --config FILE` (or `check --config FILE`) reads the switch's TOML configuration (the
 `[[ports]]` vdev `net_af_packetN,iface=X` entries and the `[[groups]]`), opens an AF_PACKET
 socket per port and runs a simplified claim-6 control loop: collect reduces from every child,
 then release (root) or reduce up with re-sends (intermediate); a stale reduce gets the previous
@@ -64,6 +64,9 @@ def recv_all(s):
 def run_switch(args):
     with open(args.config, "rb") as f:
         cfg = tomllib.load(f)
+    if args.action == "check":
+        print(f"{args.config}: ok: {len(cfg['ports'])} ports, {len(cfg['groups'])} groups (mock)")
+        return 0
     ports, names = [], {}
     for i, p in enumerate(cfg["ports"]):
         opts = dict(kv.split("=", 1) for kv in p["vdev"].split(",")[1:])
@@ -121,11 +124,12 @@ def run_switch(args):
                         g["seq"] = seq
                     if seq == g["seq"] and g["awaiting"] is None:
                         g["arrived"].add(port)
-                        if seq == args.early_release_at and g["parent"] is None and len(g["arrived"]) == 1:
-                            # The broken root: on the first reduce of this one barrier, every
-                            # child hears the release before the others arrive. (Only once:
-                            # leaves released early run one barrier ahead, and the protocol
-                            # recovers from one, not from many.)
+                        k = args.early_release_every
+                        if k and seq % k == k // 2 and g["parent"] is None and len(g["arrived"]) == 1:
+                            # The broken root: on the first reduce of every k-th barrier, every
+                            # child hears the release before the others arrive. (Not on every
+                            # barrier: leaves released early run one barrier ahead, and the
+                            # protocol recovers from one, not from many in a row.)
                             for c in g["children"]:
                                 send(c, RELEASE, num, seq)
                         if g["arrived"] == g["children"]:
@@ -191,10 +195,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="what", required=True)
     ps = sub.add_parser("switch")
-    ps.add_argument("run", choices=["run"])
+    ps.add_argument("action", choices=["run", "check"])
     ps.add_argument("--config", required=True)
-    ps.add_argument("--early-release-at", type=int, default=-1, metavar="SEQ",
-                    help="a broken root: release barrier SEQ on its first reduce (to test the checks)")
+    ps.add_argument("--early-release-every", type=int, default=0, metavar="K",
+                    help="a broken root: release every K-th barrier on its first reduce (to test the checks)")
     ps.set_defaults(fn=run_switch)
     pl = sub.add_parser("leaf")
     pl.add_argument("--iface", required=True)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every test of the namespace test bed and its link faults, in order from the cheapest: the
+# record checker (no root), the cleanup guarantees, the fault rates, topo.sh with the stand-in
+# programs, then the real tree (skipped when barrier-switch/barrier-leaf are not built). Each
+# test prints "<name>: N passed, M failed"; this prints one line over all of them.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ok=0 bad=0
+for t in check_records netns_cleanup fault_rates topo_mock topo_tree; do
+  echo "== $t"
+  if bash "$here/$t.sh"; then ok=$((ok + 1)); else bad=$((bad + 1)); echo "== $t FAILED"; fi
+done
+echo "netns_suite: $ok passed, $bad failed"
+[ "$bad" -eq 0 ]
