@@ -24,6 +24,7 @@
 #   --switch-lcores 1|2 1: RX and scheduler share one lcore (default); 2: one lcore each
 #   --timeout S         give the leaves this long to finish (default 300)
 #   --out DIR           keep configs, logs and records in DIR
+#   --verbose           print the leaves' summaries and the switches' final counters
 #   --dry-run           build the namespaces, links, faults and configs, print them, stop
 #   --cleanup-stale     remove namespaces and interfaces left by killed runs, then exit
 set -euo pipefail
@@ -33,7 +34,7 @@ root_dir=$(dirname "$here")
 source "$here/lib/netns.sh"
 
 fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 corrupt_xor=0xFF links=all resend_us=1000
-switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 timeout_s=300 out_dir="" dry_run=0
+switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 timeout_s=300 out_dir="" dry_run=0 verbose=0
 
 usage() { awk 'NR >= 9 && !/^#/ { exit } NR >= 9 { sub(/^# ?/, ""); print }' "$0"; }
 while [ $# -gt 0 ]; do
@@ -55,6 +56,7 @@ while [ $# -gt 0 ]; do
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --out) out_dir=${2:?}; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
+    --verbose) verbose=1; shift ;;
     --cleanup-stale) cleanup_stale=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "topo.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
@@ -293,6 +295,12 @@ nb_log "leaves done in ${elapsed} s"
 
 # Stop the switches before reading anything, so their logs hold their final counters.
 for n in "${switches[@]}"; do nb_stop "${pid_of[$n]}" 5; done
+
+if [ "$verbose" = 1 ]; then
+  for n in "${leaves[@]}"; do echo "---- leaf $n"; cat "$NB_STATE_DIR/$n.log"; done
+  # barrier-switch prints its counters from "== switch" on when it stops.
+  for n in "${switches[@]}"; do echo "---- switch $n"; sed -n '/^== /,$p' "$NB_STATE_DIR/$n.log"; done
+fi
 
 records=()
 for n in "${leaves[@]}"; do records+=("$NB_STATE_DIR/records/$n.csv"); done
