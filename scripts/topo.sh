@@ -18,8 +18,8 @@
 #   --corrupt-xor 0xNN  what a corruption XORs into the byte (default 0xFF)
 #   --links LIST        faults only on the links above these nodes (e.g. s1,l1.2); default all
 #   --resend-us US      intermediate switches' re-send timeout (default 1000)
-#   --switch CMD        the switch command (default: barrier-switch from PATH or target/)
-#   --leaf CMD          the leaf command (default: barrier-leaf from PATH or target/)
+#   --switch CMD        the switch command (default: barrier-switch built in target/, or PATH)
+#   --leaf CMD          the leaf command (default: barrier-leaf built in target/, or PATH)
 #   --leaf-args ARGS    extra arguments for every leaf
 #   --switch-lcores 1|2 1: RX and scheduler share one lcore (default); 2: one lcore each
 #   --timeout S         give the leaves this long to finish (default 300)
@@ -79,20 +79,10 @@ fi
 [[ $barriers =~ ^[1-9][0-9]*$ ]] || { echo "topo.sh: --barriers wants a positive number" >&2; exit 2; }
 [[ $switch_lcores =~ ^[12]$ ]] || { echo "topo.sh: --switch-lcores is 1 or 2" >&2; exit 2; }
 
-# find_program NAME: NAME from PATH, else the workspace's build output.
-find_program() {
-  local name=$1 p
-  if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return; fi
-  for p in "${CARGO_TARGET_DIR:-$root_dir/target}/release/$name" "${CARGO_TARGET_DIR:-$root_dir/target}/debug/$name" \
-           "$root_dir/target/release/$name" "$root_dir/target/debug/$name"; do
-    [ -x "$p" ] && { echo "$p"; return; }
-  done
-  return 1
-}
 if [ "$dry_run" = 0 ]; then
-  [ -n "$switch_cmd" ] || switch_cmd=$(find_program barrier-switch) \
+  [ -n "$switch_cmd" ] || switch_cmd=$(nb_find_program barrier-switch) \
     || { echo "topo.sh: barrier-switch not found (build it, or pass --switch CMD)" >&2; exit 2; }
-  [ -n "$leaf_cmd" ] || leaf_cmd=$(find_program barrier-leaf) \
+  [ -n "$leaf_cmd" ] || leaf_cmd=$(nb_find_program barrier-leaf) \
     || { echo "topo.sh: barrier-leaf not found (build it, or pass --leaf CMD)" >&2; exit 2; }
 fi
 read -ra switch_argv <<<"$switch_cmd"

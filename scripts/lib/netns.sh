@@ -16,6 +16,7 @@
 #   nb_spawn NS LOG CMD...           run CMD in NS in the background; pid in NB_LAST_PID
 #   nb_in NS CMD...                  run CMD in NS (or the host when NS is "")
 #   nb_ppm FRACTION                  0.05 -> 50000
+#   nb_find_program NAME             a built program (target/debug|release, newest) or from PATH
 #   nb_cleanup                       kill, delete, remove everything recorded (idempotent)
 
 NB_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -173,6 +174,20 @@ nb_cleanup() {
   fi
   _NB_NETNS=() _NB_HOST_LINKS=() _NB_PIDS=() _NB_FAULTS=()
   return "$rc"
+}
+
+# nb_find_program NAME: NAME from the workspace's build output (the newest of debug and release
+# under $CARGO_TARGET_DIR and target/, so a stale build is not picked over a fresh one), else
+# from PATH. Prints the path; fails when there is none.
+nb_find_program() {
+  local name=$1 best="" p root
+  root=$(dirname "$NB_SCRIPTS_DIR")
+  for p in "${CARGO_TARGET_DIR:-$root/target}"/{debug,release}/"$name" "$root"/target/{debug,release}/"$name"; do
+    [ -x "$p" ] || continue
+    if [ -z "$best" ] || [ "$p" -nt "$best" ]; then best=$p; fi
+  done
+  [ -n "$best" ] || best=$(command -v "$name" 2>/dev/null) || return 1
+  echo "$best"
 }
 
 # nb_stale: namespaces and host interfaces left by runs whose process is gone ("nbt<pid>").

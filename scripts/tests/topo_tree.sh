@@ -11,18 +11,12 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 scripts=$(dirname "$here")
-root_dir=$(dirname "$scripts")
 barriers=${1:-1000}
 
-find_bin() {
-  local p
-  for p in "${CARGO_TARGET_DIR:-$root_dir/target}"/{debug,release}/"$1" "$root_dir"/target/{debug,release}/"$1"; do
-    [ -x "$p" ] && { echo "$p"; return 0; }
-  done
-  command -v "$1" || return 1
-}
-switch=${BARRIER_SWITCH:-$(find_bin barrier-switch || true)}
-leaf=${BARRIER_LEAF:-$(find_bin barrier-leaf || true)}
+# shellcheck source=../lib/netns.sh
+source "$scripts/lib/netns.sh"
+switch=${BARRIER_SWITCH:-$(nb_find_program barrier-switch || true)}
+leaf=${BARRIER_LEAF:-$(nb_find_program barrier-leaf || true)}
 if [ -z "$switch" ] || [ -z "$leaf" ]; then
   msg="barrier-switch or barrier-leaf not built (switch '${switch}', leaf '${leaf}')"
   if [ "${NB_REQUIRE_BINARIES:-0}" = 1 ]; then
