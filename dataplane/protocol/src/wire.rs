@@ -656,6 +656,34 @@ mod tests {
         reduce().emit(&mut [0u8; 59]);
     }
 
+    fn hexdump(b: &[u8]) -> String {
+        b.chunks(16)
+            .enumerate()
+            .map(|(i, row)| {
+                let bytes: Vec<String> = row.iter().map(|x| format!("{x:02x}")).collect();
+                format!("{:04x}  {}\n", i * 16, bytes.join(" "))
+            })
+            .collect()
+    }
+
+    /// The examples in docs/wire-format.md are what this code emits.
+    #[test]
+    fn doc_examples_match_the_code() {
+        const DOC: &str = include_str!("../../../docs/wire-format.md");
+        let release = FrameRepr {
+            dst: reduce().src,
+            src: reduce().dst,
+            kind: Kind::Release,
+            flags: Flags::RETRANSMIT,
+            tx_timestamp: Some(5_000_000_000),
+            ..reduce()
+        };
+        for r in [reduce(), release] {
+            let dump = hexdump(&r.to_bytes());
+            assert!(DOC.contains(&dump), "docs/wire-format.md lacks:\n{dump}");
+        }
+    }
+
     #[test]
     fn mac_display() {
         assert_eq!(MacAddr([2, 0, 0, 0, 0, 1]).to_string(), "02:00:00:00:00:01");
