@@ -34,40 +34,52 @@ pub fn control(
     let mark = out.len();
     let (mut s, mut o, actions) = switch::on_event(cfg, state, ev);
     out.extend(actions.iter().copied());
-    let Event::Reduce { port, seq } = ev else { return (s, o) };
+    let Event::Reduce { port, seq } = ev else {
+        return (s, o);
+    };
     match broken {
         None => {}
-        Some(BrokenSwitch::FirstReduce) => {
-            if matches!(o, Outcome::Recorded) {
-                fabricate_rest(cfg, &mut s, &mut o, seq, out);
-            }
+        Some(BrokenSwitch::FirstReduce) if matches!(o, Outcome::Recorded) => {
+            fabricate_rest(cfg, &mut s, &mut o, seq, out);
         }
-        Some(BrokenSwitch::RestartTrustsFirst) => {
-            if matches!(state.phase, Phase::Unknown) && matches!(o, Outcome::Recorded) {
-                fabricate_rest(cfg, &mut s, &mut o, seq, out);
-            }
+        Some(BrokenSwitch::RestartTrustsFirst)
+            if matches!(state.phase, Phase::Unknown) && matches!(o, Outcome::Recorded) =>
+        {
+            fabricate_rest(cfg, &mut s, &mut o, seq, out);
         }
-        Some(BrokenSwitch::IgnoreStaleReduce) => {
-            if matches!(o, Outcome::StaleReduce) {
-                out.truncate(mark);
-            }
+        Some(BrokenSwitch::IgnoreStaleReduce) if matches!(o, Outcome::StaleReduce) => {
+            out.truncate(mark);
         }
-        Some(BrokenSwitch::StaleReduceCompletes) => {
-            if matches!(o, Outcome::StaleReduce) && matches!(state.phase, Phase::Collecting) {
-                out.truncate(mark);
-                let (s2, o2, a2) = switch::on_event(cfg, state, Event::Reduce { port, seq: state.seq });
-                out.extend(a2.iter().copied());
-                s = s2;
-                o = o2;
-            }
+        Some(BrokenSwitch::StaleReduceCompletes)
+            if matches!(o, Outcome::StaleReduce) && matches!(state.phase, Phase::Collecting) =>
+        {
+            out.truncate(mark);
+            let (s2, o2, a2) = switch::on_event(
+                cfg,
+                state,
+                Event::Reduce {
+                    port,
+                    seq: state.seq,
+                },
+            );
+            out.extend(a2.iter().copied());
+            s = s2;
+            o = o2;
         }
+        Some(_) => {}
     }
     (s, o)
 }
 
 /// Feeds the real logic a reduce for `seq` from every child not yet recorded, until the
 /// barrier completes: a completion no child asked for.
-fn fabricate_rest(cfg: &GroupConfig, s: &mut GroupState, o: &mut Outcome, seq: barrier_protocol::Seq, out: &mut Vec<Action>) {
+fn fabricate_rest(
+    cfg: &GroupConfig,
+    s: &mut GroupState,
+    o: &mut Outcome,
+    seq: barrier_protocol::Seq,
+    out: &mut Vec<Action>,
+) {
     for p in cfg.children.iter() {
         if s.arrived.contains(p) {
             continue;

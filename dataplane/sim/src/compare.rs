@@ -30,6 +30,8 @@ pub struct TreeSide {
     pub safety_violations: u64,
     pub stuck_barriers: u64,
     pub events: u64,
+    /// Every barrier completed with no violation.
+    pub ok: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -71,6 +73,7 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
         safety_violations: t.safety_violations,
         stuck_barriers: t.stuck_barriers,
         events: t.events,
+        ok: t.ok,
     };
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     Ok(CompareReport {
@@ -80,7 +83,10 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
         barriers: cfg.barriers,
         seed: cfg.seed,
         latency_ratio: ratio(d.latency.mean_ns, in_network.latency.mean_ns),
-        frames_ratio: ratio(d.link_frames_per_barrier, in_network.link_frames_per_barrier),
+        frames_ratio: ratio(
+            d.link_frames_per_barrier,
+            in_network.link_frames_per_barrier,
+        ),
         in_network,
         dissemination: d,
     })
@@ -105,11 +111,30 @@ impl CompareReport {
         );
         let row = |name: &str, a: String, b: String| format!("{name:<30} {a:>18} {b:>18}\n");
         s += &row("", "in-network tree".into(), "dissemination".into());
-        s += &row("rounds", format!("{} up + {} down", self.tree.max_leaf_depth, self.tree.max_leaf_depth), d.rounds.to_string());
+        s += &row(
+            "rounds",
+            format!(
+                "{} up + {} down",
+                self.tree.max_leaf_depth, self.tree.max_leaf_depth
+            ),
+            d.rounds.to_string(),
+        );
         s += &row("latency mean", us(t.latency.mean_ns), us(d.latency.mean_ns));
-        s += &row("latency p50", us(t.latency.p50_ns as f64), us(d.latency.p50_ns as f64));
-        s += &row("latency p99", us(t.latency.p99_ns as f64), us(d.latency.p99_ns as f64));
-        s += &row("latency max", us(t.latency.max_ns as f64), us(d.latency.max_ns as f64));
+        s += &row(
+            "latency p50",
+            us(t.latency.p50_ns as f64),
+            us(d.latency.p50_ns as f64),
+        );
+        s += &row(
+            "latency p99",
+            us(t.latency.p99_ns as f64),
+            us(d.latency.p99_ns as f64),
+        );
+        s += &row(
+            "latency max",
+            us(t.latency.max_ns as f64),
+            us(d.latency.max_ns as f64),
+        );
         s += &row(
             "messages per barrier",
             thousands(t.link_frames_per_barrier.round() as u64),
@@ -120,8 +145,16 @@ impl CompareReport {
             thousands(t.link_frames_per_barrier.round() as u64),
             thousands(d.link_frames_per_barrier.round() as u64),
         );
-        s += &row("mean hops per message", "1".into(), format!("{:.2}", d.mean_hops_per_message));
-        s += &row("safety violations", t.safety_violations.to_string(), d.safety_violations.to_string());
+        s += &row(
+            "mean hops per message",
+            "1".into(),
+            format!("{:.2}", d.mean_hops_per_message),
+        );
+        s += &row(
+            "safety violations",
+            t.safety_violations.to_string(),
+            d.safety_violations.to_string(),
+        );
         s += &format!(
             "\ndissemination / tree: latency x{:.2}, link frames x{:.2}\n",
             self.latency_ratio, self.frames_ratio
@@ -144,14 +177,25 @@ mod tests {
             barriers: 20,
             seed: 1,
             link: LinkParams::default(),
-            compute: ComputeModel { min_ns: 0, max_ns: 1_000, late: 0.0, late_ns: 0 },
+            compute: ComputeModel {
+                min_ns: 0,
+                max_ns: 1_000,
+                late: 0.0,
+                late_ns: 0,
+            },
         };
         let r = run(&cfg).unwrap();
         assert_eq!(r.in_network.expected_frames_per_barrier, 2 * 84);
         assert_eq!(r.in_network.link_frames_per_barrier, 168.0);
-        assert_eq!(r.in_network.leaf_retransmits + r.in_network.switch_retransmits, 0);
+        assert_eq!(
+            r.in_network.leaf_retransmits + r.in_network.switch_retransmits,
+            0
+        );
         assert_eq!(r.dissemination.messages_per_barrier, 64.0 * 6.0);
-        assert_eq!(r.in_network.safety_violations + r.dissemination.safety_violations, 0);
+        assert_eq!(
+            r.in_network.safety_violations + r.dissemination.safety_violations,
+            0
+        );
         // 3 hops up and 3 down against 6 rounds of 2..6 hops.
         assert!(r.latency_ratio > 1.5, "{}", r.latency_ratio);
         assert!(r.table().contains("dissemination"));

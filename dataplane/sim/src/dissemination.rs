@@ -67,7 +67,11 @@ struct Track {
 }
 
 pub fn rounds_for(n: u64) -> u32 {
-    if n <= 1 { 0 } else { 64 - (n - 1).leading_zeros() }
+    if n <= 1 {
+        0
+    } else {
+        64 - (n - 1).leading_zeros()
+    }
 }
 
 struct Model<'a> {
@@ -87,7 +91,13 @@ struct Model<'a> {
     now: Time,
 }
 
-pub fn run(topo: &Topology, link: LinkParams, compute: ComputeModel, barriers: u64, seed: u64) -> DisseminationReport {
+pub fn run(
+    topo: &Topology,
+    link: LinkParams,
+    compute: ComputeModel,
+    barriers: u64,
+    seed: u64,
+) -> DisseminationReport {
     let n = topo.leaves.len() as u64;
     let mut m = Model {
         topo,
@@ -127,7 +137,11 @@ pub fn run(topo: &Topology, link: LinkParams, compute: ComputeModel, barriers: u
             DEv::Hop { link, dir, msg } => m.hop(t, link, dir, msg),
         }
     }
-    let mut lat: Vec<u64> = m.tracks.iter().map(|t| t.last_done.saturating_sub(t.last_arrive)).collect();
+    let mut lat: Vec<u64> = m
+        .tracks
+        .iter()
+        .map(|t| t.last_done.saturating_sub(t.last_arrive))
+        .collect();
     let b = barriers.max(1) as f64;
     DisseminationReport {
         leaves: n,
@@ -136,7 +150,11 @@ pub fn run(topo: &Topology, link: LinkParams, compute: ComputeModel, barriers: u
         latency: LatencyStats::from_samples(&mut lat),
         messages_per_barrier: m.messages as f64 / b,
         link_frames_per_barrier: m.link_frames as f64 / b,
-        mean_hops_per_message: if m.messages > 0 { m.link_frames as f64 / m.messages as f64 } else { 0.0 },
+        mean_hops_per_message: if m.messages > 0 {
+            m.link_frames as f64 / m.messages as f64
+        } else {
+            0.0
+        },
         modelled_time_ns: m.now.nanos(),
         events: m.queue.pushed(),
         safety_violations: m.safety_violations,
@@ -158,7 +176,11 @@ impl Model<'_> {
             if !st.sent {
                 let dst = ((i as u64 + (1u64 << st.round)) % self.n) as u32;
                 self.messages += 1;
-                let msg = Msg { dst, barrier: st.barrier as u32, round: st.round as u8 };
+                let msg = Msg {
+                    dst,
+                    barrier: st.barrier as u32,
+                    round: st.round as u8,
+                };
                 self.leaves[i as usize].sent = true;
                 self.send(now, i, Dir::Up, msg);
             }
@@ -226,7 +248,11 @@ impl Model<'_> {
     fn receive(&mut self, now: Time, msg: Msg) {
         let st = &mut self.leaves[msg.dst as usize];
         let b = msg.barrier as u64;
-        assert!(b == st.barrier || b == st.barrier + 1, "message of barrier {b} at a leaf in barrier {}", st.barrier);
+        assert!(
+            b == st.barrier || b == st.barrier + 1,
+            "message of barrier {b} at a leaf in barrier {}",
+            st.barrier
+        );
         st.recv[(b & 1) as usize] |= 1u64 << msg.round;
         if st.active && b == st.barrier {
             self.advance(now, msg.dst);
@@ -252,14 +278,25 @@ mod tests {
     #[test]
     fn counts_messages_and_hops_exactly_on_a_clean_tree() {
         let topo = Topology::build(&TreeSpec::Fanouts(vec![4, 4])).unwrap();
-        let link = LinkParams { latency_ns: 1000, jitter_ns: 0, gbps: 0.0 };
-        let compute = ComputeModel { min_ns: 0, max_ns: 0, late: 0.0, late_ns: 0 };
+        let link = LinkParams {
+            latency_ns: 1000,
+            jitter_ns: 0,
+            gbps: 0.0,
+        };
+        let compute = ComputeModel {
+            min_ns: 0,
+            max_ns: 0,
+            late: 0.0,
+            late_ns: 0,
+        };
         let r = run(&topo, link, compute, 3, 1);
         assert_eq!(r.rounds, 4);
         assert_eq!(r.messages_per_barrier, 64.0);
         // Hops from i to i + 2^k on a 4x4 tree: in-switch pairs cross 2 links, others 4.
-        let expected: u32 = (0..4).flat_map(|k| (0..16u32).map(move |i| (i, (i + (1 << k)) % 16)))
-            .map(|(a, b)| topo.leaf_path_hops(a, b)).sum();
+        let expected: u32 = (0..4)
+            .flat_map(|k| (0..16u32).map(move |i| (i, (i + (1 << k)) % 16)))
+            .map(|(a, b)| topo.leaf_path_hops(a, b))
+            .sum();
         assert_eq!(r.link_frames_per_barrier, expected as f64);
         assert_eq!(r.safety_violations, 0);
         // No jitter, no queueing, all arrive together: leaf i ends round k when it has both
@@ -279,8 +316,19 @@ mod tests {
 
     #[test]
     fn late_leaves_hold_everyone_back() {
-        let topo = Topology::build(&TreeSpec::Random { seed: 3, max_depth: 3, max_fanout: 5, max_leaves: 40 }).unwrap();
-        let compute = ComputeModel { min_ns: 0, max_ns: 5_000, late: 0.2, late_ns: 100_000 };
+        let topo = Topology::build(&TreeSpec::Random {
+            seed: 3,
+            max_depth: 3,
+            max_fanout: 5,
+            max_leaves: 40,
+        })
+        .unwrap();
+        let compute = ComputeModel {
+            min_ns: 0,
+            max_ns: 5_000,
+            late: 0.2,
+            late_ns: 100_000,
+        };
         let r = run(&topo, LinkParams::default(), compute, 20, 9);
         assert_eq!(r.safety_violations, 0);
         assert_eq!(r.latency.count, 20);

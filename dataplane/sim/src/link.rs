@@ -23,7 +23,11 @@ pub struct LinkParams {
 
 impl Default for LinkParams {
     fn default() -> Self {
-        LinkParams { latency_ns: 1_000, jitter_ns: 100, gbps: 100.0 }
+        LinkParams {
+            latency_ns: 1_000,
+            jitter_ns: 100,
+            gbps: 100.0,
+        }
     }
 }
 
@@ -109,12 +113,21 @@ pub struct Network {
 
 impl Network {
     /// `faults_of(link)` gives each link's faults (same for all, or varied per link).
-    pub fn new(params: LinkParams, links: usize, mut faults_of: impl FnMut(usize) -> Faults, seed: u64) -> Network {
+    pub fn new(
+        params: LinkParams,
+        links: usize,
+        mut faults_of: impl FnMut(usize) -> Faults,
+        seed: u64,
+    ) -> Network {
         Network {
             params,
             ser_ns: params.serialization_ns(),
             links: (0..links)
-                .map(|l| LinkState { faults: faults_of(l), down_until: Time(0), dirs: [DirState::default(); 2] })
+                .map(|l| LinkState {
+                    faults: faults_of(l),
+                    down_until: Time(0),
+                    dirs: [DirState::default(); 2],
+                })
                 .collect(),
             rng: Rng::stream(seed, 0x11AC),
         }
@@ -135,7 +148,13 @@ impl Network {
     }
 
     /// Sends one frame at `now`. Faults apply only while `faults_active`; outages always do.
-    pub fn transmit(&mut self, now: Time, link: u32, dir: Dir, faults_active: bool) -> Transmission {
+    pub fn transmit(
+        &mut self,
+        now: Time,
+        link: u32,
+        dir: Dir,
+        faults_active: bool,
+    ) -> Transmission {
         let params = self.params;
         let ser_ns = self.ser_ns;
         let l = &mut self.links[link as usize];
@@ -149,12 +168,20 @@ impl Network {
             tx.down = true;
             return tx;
         }
-        let f = if faults_active { l.faults } else { Faults::none() };
+        let f = if faults_active {
+            l.faults
+        } else {
+            Faults::none()
+        };
         if self.rng.chance(f.loss) {
             tx.lost = true;
             return tx;
         }
-        let jitter = if params.jitter_ns > 0 { self.rng.range_inclusive(0, params.jitter_ns) } else { 0 };
+        let jitter = if params.jitter_ns > 0 {
+            self.rng.range_inclusive(0, params.jitter_ns)
+        } else {
+            0
+        };
         let mut at = sent + params.latency_ns + jitter;
         if self.rng.chance(f.reorder) {
             // Bypasses the FIFO below: frames sent after it may arrive before it.
@@ -187,7 +214,11 @@ mod tests {
 
     #[test]
     fn clean_link_keeps_order_and_latency() {
-        let p = LinkParams { latency_ns: 1000, jitter_ns: 500, gbps: 100.0 };
+        let p = LinkParams {
+            latency_ns: 1000,
+            jitter_ns: 500,
+            gbps: 100.0,
+        };
         let mut n = net(Faults::none(), p);
         let mut last = Time(0);
         for i in 0..1000u64 {
@@ -204,7 +235,10 @@ mod tests {
 
     #[test]
     fn faults_only_while_active() {
-        let f = Faults { loss: 1.0, ..Faults::none() };
+        let f = Faults {
+            loss: 1.0,
+            ..Faults::none()
+        };
         let mut n = net(f, LinkParams::default());
         assert!(n.transmit(Time(0), 0, Dir::Down, true).lost);
         let tx = n.transmit(Time(0), 0, Dir::Down, false);
@@ -213,8 +247,22 @@ mod tests {
 
     #[test]
     fn fault_rates_match_and_reorder_overtakes() {
-        let f = Faults { loss: 0.1, dup: 0.05, reorder: 0.1, reorder_ns: 10_000, delay: 0.0, delay_ns: 0 };
-        let mut n = net(f, LinkParams { latency_ns: 100, jitter_ns: 0, gbps: 0.0 });
+        let f = Faults {
+            loss: 0.1,
+            dup: 0.05,
+            reorder: 0.1,
+            reorder_ns: 10_000,
+            delay: 0.0,
+            delay_ns: 0,
+        };
+        let mut n = net(
+            f,
+            LinkParams {
+                latency_ns: 100,
+                jitter_ns: 0,
+                gbps: 0.0,
+            },
+        );
         let (mut lost, mut dup, mut overtaken) = (0, 0, 0);
         let mut prev_reordered_at: Option<Time> = None;
         for i in 0..20_000u64 {

@@ -36,7 +36,10 @@ pub struct EventQueue<E> {
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { heap: BinaryHeap::new(), counter: 0 }
+        EventQueue {
+            heap: BinaryHeap::new(),
+            counter: 0,
+        }
     }
 }
 

@@ -40,7 +40,7 @@ pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -61,7 +61,10 @@ mod tests {
     fn percentiles_nearest_rank() {
         let mut v: Vec<u64> = (1..=100).rev().collect();
         let s = LatencyStats::from_samples(&mut v);
-        assert_eq!((s.min_ns, s.p50_ns, s.p90_ns, s.p99_ns, s.max_ns), (1, 50, 90, 99, 100));
+        assert_eq!(
+            (s.min_ns, s.p50_ns, s.p90_ns, s.p99_ns, s.max_ns),
+            (1, 50, 90, 99, 100)
+        );
         assert_eq!(s.mean_ns, 50.5);
         assert_eq!(LatencyStats::from_samples(&mut []), LatencyStats::default());
         assert_eq!(thousands(1_048_576), "1,048,576");

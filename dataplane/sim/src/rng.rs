@@ -90,14 +90,18 @@ mod tests {
 
     #[test]
     fn same_seed_same_sequence_and_streams_differ() {
-        let a: Vec<u64> = (0..8).map({
-            let mut r = Rng::new(42);
-            move |_| r.next_u64()
-        }).collect();
-        let b: Vec<u64> = (0..8).map({
-            let mut r = Rng::new(42);
-            move |_| r.next_u64()
-        }).collect();
+        let a: Vec<u64> = (0..8)
+            .map({
+                let mut r = Rng::new(42);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let b: Vec<u64> = (0..8)
+            .map({
+                let mut r = Rng::new(42);
+                move |_| r.next_u64()
+            })
+            .collect();
         assert_eq!(a, b);
         let mut s1 = Rng::stream(42, 1);
         let mut s2 = Rng::stream(42, 2);

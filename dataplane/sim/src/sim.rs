@@ -37,7 +37,12 @@ pub struct ComputeModel {
 
 impl Default for ComputeModel {
     fn default() -> Self {
-        ComputeModel { min_ns: 0, max_ns: 2_000, late: 0.01, late_ns: 50_000 }
+        ComputeModel {
+            min_ns: 0,
+            max_ns: 2_000,
+            late: 0.01,
+            late_ns: 50_000,
+        }
     }
 }
 
@@ -218,28 +223,58 @@ pub struct RunReport {
     pub frames_per_barrier: f64,
     pub outcomes: OutcomeStats,
     pub safety_violations: u64,
-    /// Barriers (over all groups) not completed when the run ended.
+    /// Barriers (over all groups) left incomplete by a stall (the liveness check fired).
     pub stuck_barriers: u64,
+    /// The run stopped at a violation before every barrier ran (see `violations`).
+    pub halted_early: bool,
     pub violations: Vec<Violation>,
     pub ok: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
 enum Ev {
-    Deliver { link: u32, dir: Dir, frame: [u8; FRAME_LEN] },
-    LeafCompute { leaf: u32, slot: u16 },
-    LeafTimer { leaf: u32, slot: u16, gen: u32 },
-    SwitchTimer { switch: u32, slot: u16, seq: Seq, epoch: u32 },
-    Restart { switch: u32 },
-    Outage { link: u32, duration: u64 },
+    Deliver {
+        link: u32,
+        dir: Dir,
+        frame: [u8; FRAME_LEN],
+    },
+    LeafCompute {
+        leaf: u32,
+        slot: u16,
+    },
+    LeafTimer {
+        leaf: u32,
+        slot: u16,
+        gen: u32,
+    },
+    SwitchTimer {
+        switch: u32,
+        slot: u16,
+        seq: Seq,
+        epoch: u32,
+    },
+    Restart {
+        switch: u32,
+    },
+    Outage {
+        link: u32,
+        duration: u64,
+    },
     StopFaults,
 }
 
 #[derive(Clone, Copy, Debug)]
 enum Disruption {
     /// `at`: when in the barrier cycle, as a fraction of the cycle's length.
-    Restart { switch: u32, at: f64 },
-    Outage { link: u32, at: f64, duration: u64 },
+    Restart {
+        switch: u32,
+        at: f64,
+    },
+    Outage {
+        link: u32,
+        at: f64,
+        duration: u64,
+    },
 }
 
 struct LeafSlot {
@@ -332,7 +367,9 @@ fn round_trip_ns(cfg: &SimConfig, topo: &Topology) -> u64 {
 }
 
 fn timeouts(cfg: &SimConfig, topo: &Topology) -> Result<(u64, u64), String> {
-    let leaf = cfg.leaf_timeout_ns.unwrap_or((4 * round_trip_ns(cfg, topo)).max(1_000));
+    let leaf = cfg
+        .leaf_timeout_ns
+        .unwrap_or((4 * round_trip_ns(cfg, topo)).max(1_000));
     let switch = cfg.switch_timeout_ns.unwrap_or(leaf);
     if leaf == 0 || switch == 0 {
         return Err("re-send timeouts must be positive".into());
@@ -372,7 +409,11 @@ impl<'a> Sim<'a> {
         let link_faults: Vec<Faults> = (0..topo.links.len())
             .map(|_| {
                 if cfg.vary_faults_per_link {
-                    if fault_rng.chance(0.25) { Faults::none() } else { cfg.faults.scaled(2.0 * fault_rng.unit()) }
+                    if fault_rng.chance(0.25) {
+                        Faults::none()
+                    } else {
+                        cfg.faults.scaled(2.0 * fault_rng.unit())
+                    }
                 } else {
                     cfg.faults
                 }
@@ -382,19 +423,32 @@ impl<'a> Sim<'a> {
 
         let plans = topo.plan_groups(cfg.groups, cfg.seed, switch_timeout_ns);
         let mut switches: Vec<SwitchSim> = (0..topo.switches.len())
-            .map(|_| SwitchSim { groups: Vec::new(), epoch: 0, down_until: Time(0) })
+            .map(|_| SwitchSim {
+                groups: Vec::new(),
+                epoch: 0,
+                down_until: Time(0),
+            })
             .collect();
         let mut leaves: Vec<Vec<LeafSlot>> = (0..topo.leaves.len()).map(|_| Vec::new()).collect();
         let mut groups = Vec::with_capacity(plans.len());
         for (gi, plan) in plans.iter().enumerate() {
             for (s, gc) in &plan.switch_configs {
-                gc.validate().map_err(|e| format!("bad config for {:?} at sw{s}: {e:?}", plan.id))?;
-                switches[*s as usize].groups.push(SwitchGroup { group: gi as u16, cfg: *gc, state: GroupState::fresh() });
+                gc.validate()
+                    .map_err(|e| format!("bad config for {:?} at sw{s}: {e:?}", plan.id))?;
+                switches[*s as usize].groups.push(SwitchGroup {
+                    group: gi as u16,
+                    cfg: *gc,
+                    state: GroupState::fresh(),
+                });
             }
             for &m in &plan.members {
                 leaves[m as usize].push(LeafSlot {
                     group: gi as u16,
-                    leaf: Leaf::new(LeafConfig { group: plan.id, resend_timeout_ns: leaf_timeout_ns, first_seq: Seq(cfg.first_seq) }),
+                    leaf: Leaf::new(LeafConfig {
+                        group: plan.id,
+                        resend_timeout_ns: leaf_timeout_ns,
+                        first_seq: Seq(cfg.first_seq),
+                    }),
                     done: 0,
                     gen: 0,
                 });
@@ -421,13 +475,26 @@ impl<'a> Sim<'a> {
             for _ in 0..cfg.restarts {
                 let b = drng.below(fault_barriers);
                 let switch = drng.below(topo.switches.len() as u64) as u32;
-                disruptions.push((b, Disruption::Restart { switch, at: drng.unit() }));
+                disruptions.push((
+                    b,
+                    Disruption::Restart {
+                        switch,
+                        at: drng.unit(),
+                    },
+                ));
             }
             for _ in 0..cfg.outages {
                 let b = drng.below(fault_barriers);
                 let link = drng.below(topo.links.len() as u64) as u32;
                 let duration = drng.range_inclusive(cfg.outage_ns / 2, cfg.outage_ns);
-                disruptions.push((b, Disruption::Outage { link, at: drng.unit(), duration }));
+                disruptions.push((
+                    b,
+                    Disruption::Outage {
+                        link,
+                        at: drng.unit(),
+                        duration,
+                    },
+                ));
             }
         }
         disruptions.sort_by_key(|(b, _)| std::cmp::Reverse(*b));
@@ -475,7 +542,13 @@ impl<'a> Sim<'a> {
         for l in 0..self.leaves.len() {
             for s in 0..self.leaves[l].len() {
                 let d = self.cfg.compute.draw(&mut self.compute_rng);
-                self.queue.push(Time(d), Ev::LeafCompute { leaf: l as u32, slot: s as u16 });
+                self.queue.push(
+                    Time(d),
+                    Ev::LeafCompute {
+                        leaf: l as u32,
+                        slot: s as u16,
+                    },
+                );
             }
         }
         while self.unfinished_slots > 0 && !self.halt {
@@ -486,8 +559,11 @@ impl<'a> Sim<'a> {
             // Liveness is promised only once faults stop. With a stop time ahead, a stall under
             // heavy faults is no violation yet; otherwise (no stop, or a stop at a barrier that
             // a stall would never reach) the window applies throughout.
-            let waiting_for_stop = matches!(self.cfg.faults_stop, FaultStop::AtTime(_)) && self.faults_active;
-            if !waiting_for_stop && t.nanos() > self.quiet_since.nanos().saturating_add(self.stall_ns) {
+            let waiting_for_stop =
+                matches!(self.cfg.faults_stop, FaultStop::AtTime(_)) && self.faults_active;
+            if !waiting_for_stop
+                && t.nanos() > self.quiet_since.nanos().saturating_add(self.stall_ns)
+            {
                 self.stuck(t, "no progress for the stall window");
                 break;
             }
@@ -512,7 +588,12 @@ impl<'a> Sim<'a> {
             }
             Ev::LeafCompute { leaf, slot } => self.leaf_arrive(now, leaf, slot),
             Ev::LeafTimer { leaf, slot, gen } => self.leaf_timer(now, leaf, slot, gen),
-            Ev::SwitchTimer { switch, slot, seq, epoch } => {
+            Ev::SwitchTimer {
+                switch,
+                slot,
+                seq,
+                epoch,
+            } => {
                 let sw = &mut self.switches[switch as usize];
                 if sw.epoch != epoch {
                     return; // armed before a restart: the restart dropped it
@@ -522,7 +603,15 @@ impl<'a> Sim<'a> {
                 g.state = state;
                 let gi = g.group;
                 self.outcomes.switch_timer_fired += 1;
-                self.trace.push(now, TraceWhat::SwitchTimer { switch, group: self.groups[gi as usize].id, seq, after: state });
+                self.trace.push(
+                    now,
+                    TraceWhat::SwitchTimer {
+                        switch,
+                        group: self.groups[gi as usize].id,
+                        seq,
+                        after: state,
+                    },
+                );
                 self.actions.clear();
                 self.actions.extend(actions.iter().copied());
                 self.perform(now, switch, slot);
@@ -589,10 +678,12 @@ impl<'a> Sim<'a> {
             // all need to be covered.
             let cycle = self.cycle_ns.max(self.est_barrier_ns).max(1) as f64;
             match d {
-                Disruption::Restart { switch, at } => self.queue.push(now + (at * cycle) as u64, Ev::Restart { switch }),
-                Disruption::Outage { link, at, duration } => {
-                    self.queue.push(now + (at * cycle) as u64, Ev::Outage { link, duration })
-                }
+                Disruption::Restart { switch, at } => self
+                    .queue
+                    .push(now + (at * cycle) as u64, Ev::Restart { switch }),
+                Disruption::Outage { link, at, duration } => self
+                    .queue
+                    .push(now + (at * cycle) as u64, Ev::Outage { link, duration }),
             }
         }
     }
@@ -625,7 +716,15 @@ impl<'a> Sim<'a> {
         t.last_arrive = now;
         let first = t.arrivals == 1;
         self.quiet_since = self.quiet_since.max(now);
-        self.trace.push(now, TraceWhat::LeafArrive { leaf, group: send.group, seq: send.seq, barrier: b });
+        self.trace.push(
+            now,
+            TraceWhat::LeafArrive {
+                leaf,
+                group: send.group,
+                seq: send.seq,
+                barrier: b,
+            },
+        );
         if gi == 0 && first {
             self.barrier_started(now, b);
         }
@@ -637,7 +736,14 @@ impl<'a> Sim<'a> {
         let s = &mut self.leaves[leaf as usize][slot as usize];
         if let Some(d) = s.leaf.next_deadline() {
             s.gen = s.gen.wrapping_add(1);
-            self.queue.push(d, Ev::LeafTimer { leaf, slot, gen: s.gen });
+            self.queue.push(
+                d,
+                Ev::LeafTimer {
+                    leaf,
+                    slot,
+                    gen: s.gen,
+                },
+            );
         }
     }
 
@@ -648,14 +754,24 @@ impl<'a> Sim<'a> {
         }
         match s.leaf.poll(now) {
             Some(send) => {
-                self.trace.push(now, TraceWhat::LeafResend { leaf, group: send.group, seq: send.seq });
+                self.trace.push(
+                    now,
+                    TraceWhat::LeafResend {
+                        leaf,
+                        group: send.group,
+                        seq: send.seq,
+                    },
+                );
                 self.leaf_send(now, leaf, send.group, send.seq, send.retransmit);
                 self.arm_leaf_timer(leaf, slot);
             }
             None => {
                 // Not due yet by the leaf's own reckoning: look again at its deadline.
-                if let (LeafState::Waiting { .. }, Some(d)) = (s.leaf.state(), s.leaf.next_deadline()) {
-                    self.queue.push(d.max(now + 1), Ev::LeafTimer { leaf, slot, gen });
+                if let (LeafState::Waiting { .. }, Some(d)) =
+                    (s.leaf.state(), s.leaf.next_deadline())
+                {
+                    self.queue
+                        .push(d.max(now + 1), Ev::LeafTimer { leaf, slot, gen });
                 }
             }
         }
@@ -665,18 +781,41 @@ impl<'a> Sim<'a> {
         if retransmit {
             self.frames.leaf_retransmits += 1;
         }
-        self.transmit(now, NodeRef::Leaf(leaf), leaf, Dir::Up, Kind::Reduce, group, seq, retransmit);
+        self.transmit(
+            now,
+            NodeRef::Leaf(leaf),
+            leaf,
+            Dir::Up,
+            Kind::Reduce,
+            group,
+            seq,
+            retransmit,
+        );
     }
 
     fn leaf_receive(&mut self, now: Time, leaf: u32, frame: &[u8]) {
-        let Some(repr) = self.parse(now, NodeRef::Leaf(leaf), frame) else { return };
-        self.trace.push(now, TraceWhat::Deliver { to: NodeRef::Leaf(leaf), port: None, kind: repr.kind, group: repr.group, seq: repr.seq });
+        let Some(repr) = self.parse(now, NodeRef::Leaf(leaf), frame) else {
+            return;
+        };
+        self.trace.push(
+            now,
+            TraceWhat::Deliver {
+                to: NodeRef::Leaf(leaf),
+                port: None,
+                kind: repr.kind,
+                group: repr.group,
+                seq: repr.seq,
+            },
+        );
         if repr.kind != Kind::Release {
             let msg = format!("leaf{leaf} received a {:?} frame", repr.kind);
             self.violation(now, ViolationKind::Model, msg, vec![]);
             return;
         }
-        let Some(slot) = self.leaves[leaf as usize].iter().position(|s| self.groups[s.group as usize].id == repr.group) else {
+        let Some(slot) = self.leaves[leaf as usize]
+            .iter()
+            .position(|s| self.groups[s.group as usize].id == repr.group)
+        else {
             self.frames.unknown_group += 1;
             return;
         };
@@ -684,7 +823,15 @@ impl<'a> Sim<'a> {
         let leaf_seq = s.leaf.seq();
         let Some(released) = s.leaf.on_release(now, repr.seq) else {
             self.frames.leaf_ignored_releases += 1;
-            self.trace.push(now, TraceWhat::LeafIgnoredRelease { leaf, group: repr.group, seq: repr.seq, leaf_seq });
+            self.trace.push(
+                now,
+                TraceWhat::LeafIgnoredRelease {
+                    leaf,
+                    group: repr.group,
+                    seq: repr.seq,
+                    leaf_seq,
+                },
+            );
             return;
         };
         let b = s.done;
@@ -692,9 +839,20 @@ impl<'a> Sim<'a> {
         s.gen = s.gen.wrapping_add(1); // its re-send timer is void now
         let finished = s.done == self.cfg.barriers;
         let gi = s.group as usize;
-        self.trace.push(now, TraceWhat::LeafReleased { leaf, group: repr.group, seq: released.seq, barrier: b });
+        self.trace.push(
+            now,
+            TraceWhat::LeafReleased {
+                leaf,
+                group: repr.group,
+                seq: released.seq,
+                barrier: b,
+            },
+        );
         if released.seq != leaf_seq {
-            let msg = format!("leaf{leaf} accepted release seq {} while at seq {}", released.seq.0, leaf_seq.0);
+            let msg = format!(
+                "leaf{leaf} accepted release seq {} while at seq {}",
+                released.seq.0, leaf_seq.0
+            );
             self.violation(now, ViolationKind::Model, msg, vec![]);
         }
         let g = &mut self.groups[gi];
@@ -724,7 +882,13 @@ impl<'a> Sim<'a> {
         // that the last one completed (see docs/simulator.md, "The end of a run").
         if b < self.cfg.barriers {
             let d = self.cfg.compute.draw(&mut self.compute_rng);
-            self.queue.push(now + d, Ev::LeafCompute { leaf, slot: slot as u16 });
+            self.queue.push(
+                now + d,
+                Ev::LeafCompute {
+                    leaf,
+                    slot: slot as u16,
+                },
+            );
         }
     }
 
@@ -733,28 +897,60 @@ impl<'a> Sim<'a> {
     fn switch_receive(&mut self, now: Time, switch: u32, port: PortIdx, frame: &[u8]) {
         if now < self.switches[switch as usize].down_until {
             self.frames.dropped_switch_restarting += 1;
-            self.trace.push(now, TraceWhat::DroppedAtDownSwitch { switch });
+            self.trace
+                .push(now, TraceWhat::DroppedAtDownSwitch { switch });
             return;
         }
-        let Some(repr) = self.parse(now, NodeRef::Switch(switch), frame) else { return };
-        self.trace.push(now, TraceWhat::Deliver { to: NodeRef::Switch(switch), port: Some(port), kind: repr.kind, group: repr.group, seq: repr.seq });
+        let Some(repr) = self.parse(now, NodeRef::Switch(switch), frame) else {
+            return;
+        };
+        self.trace.push(
+            now,
+            TraceWhat::Deliver {
+                to: NodeRef::Switch(switch),
+                port: Some(port),
+                kind: repr.kind,
+                group: repr.group,
+                seq: repr.seq,
+            },
+        );
         let groups = &self.groups;
-        let Some(slot) = self.switches[switch as usize].groups.iter().position(|g| groups[g.group as usize].id == repr.group) else {
+        let Some(slot) = self.switches[switch as usize]
+            .groups
+            .iter()
+            .position(|g| groups[g.group as usize].id == repr.group)
+        else {
             self.frames.unknown_group += 1;
             return;
         };
         let ev = match repr.kind {
-            Kind::Reduce => Event::Reduce { port, seq: repr.seq },
-            Kind::Release => Event::Release { port, seq: repr.seq },
+            Kind::Reduce => Event::Reduce {
+                port,
+                seq: repr.seq,
+            },
+            Kind::Release => Event::Release {
+                port,
+                seq: repr.seq,
+            },
         };
         let g = &mut self.switches[switch as usize].groups[slot];
         let before = g.state;
         self.actions.clear();
-        let (after, outcome) = broken::control(self.cfg.broken, &g.cfg, before, ev, &mut self.actions);
+        let (after, outcome) =
+            broken::control(self.cfg.broken, &g.cfg, before, ev, &mut self.actions);
         g.state = after;
         let gid = self.groups[g.group as usize].id;
         self.count_outcome(&outcome);
-        self.trace.push(now, TraceWhat::Control { switch, group: gid, before, after, outcome });
+        self.trace.push(
+            now,
+            TraceWhat::Control {
+                switch,
+                group: gid,
+                before,
+                after,
+                outcome,
+            },
+        );
         self.perform(now, switch, slot as u16);
     }
 
@@ -782,13 +978,21 @@ impl<'a> Sim<'a> {
         let gid = self.groups[gi].id;
         for a in &actions {
             match *a {
-                Action::SendReduce { seq, port, retransmit } => {
+                Action::SendReduce {
+                    seq,
+                    port,
+                    retransmit,
+                } => {
                     if retransmit {
                         self.frames.switch_retransmits += 1;
                     }
                     self.switch_send(now, switch, port, Kind::Reduce, gid, seq, retransmit);
                 }
-                Action::SendRelease { seq, ports, retransmit } => {
+                Action::SendRelease {
+                    seq,
+                    ports,
+                    retransmit,
+                } => {
                     self.check_release(now, switch, gi, seq);
                     for p in ports.iter() {
                         if retransmit {
@@ -798,7 +1002,15 @@ impl<'a> Sim<'a> {
                     }
                 }
                 Action::ArmTimer { seq, after_ns } => {
-                    self.queue.push(now + after_ns, Ev::SwitchTimer { switch, slot, seq, epoch });
+                    self.queue.push(
+                        now + after_ns,
+                        Ev::SwitchTimer {
+                            switch,
+                            slot,
+                            seq,
+                            epoch,
+                        },
+                    );
                 }
             }
         }
@@ -822,9 +1034,28 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn switch_send(&mut self, now: Time, switch: u32, port: PortIdx, kind: Kind, group: GroupId, seq: Seq, retransmit: bool) {
+    #[allow(clippy::too_many_arguments)]
+    fn switch_send(
+        &mut self,
+        now: Time,
+        switch: u32,
+        port: PortIdx,
+        kind: Kind,
+        group: GroupId,
+        seq: Seq,
+        retransmit: bool,
+    ) {
         match self.topo.port_links[switch as usize][port.get() as usize] {
-            Some((link, dir)) => self.transmit(now, NodeRef::Switch(switch), link, dir, kind, group, seq, retransmit),
+            Some((link, dir)) => self.transmit(
+                now,
+                NodeRef::Switch(switch),
+                link,
+                dir,
+                kind,
+                group,
+                seq,
+                retransmit,
+            ),
             None => {
                 let msg = format!("sw{switch} sends on {port:?}, which has no link");
                 self.violation(now, ViolationKind::Model, msg, vec![]);
@@ -835,7 +1066,17 @@ impl<'a> Sim<'a> {
     // ---- frames on links -------------------------------------------------------------------
 
     #[allow(clippy::too_many_arguments)]
-    fn transmit(&mut self, now: Time, from: NodeRef, link: u32, dir: Dir, kind: Kind, group: GroupId, seq: Seq, retransmit: bool) {
+    fn transmit(
+        &mut self,
+        now: Time,
+        from: NodeRef,
+        link: u32,
+        dir: Dir,
+        kind: Kind,
+        group: GroupId,
+        seq: Seq,
+        retransmit: bool,
+    ) {
         let to = match dir {
             Dir::Up => NodeRef::Switch(self.topo.links[link as usize].parent),
             Dir::Down => self.topo.links[link as usize].child,
@@ -844,7 +1085,11 @@ impl<'a> Sim<'a> {
             dst: mac_of(to),
             src: mac_of(from),
             kind,
-            flags: if retransmit { Flags::RETRANSMIT } else { Flags::default() },
+            flags: if retransmit {
+                Flags::RETRANSMIT
+            } else {
+                Flags::default()
+            },
             group,
             seq,
             tx_timestamp: None,
@@ -878,7 +1123,18 @@ impl<'a> Sim<'a> {
         };
         self.frames.reordered += tx.reordered as u64;
         self.frames.delayed += tx.delayed as u64;
-        self.trace.push(now, TraceWhat::Send { from, to, kind, group, seq, retransmit, fate });
+        self.trace.push(
+            now,
+            TraceWhat::Send {
+                from,
+                to,
+                kind,
+                group,
+                seq,
+                retransmit,
+                fate,
+            },
+        );
         for at in tx.arrivals.into_iter().flatten() {
             self.queue.push(at, Ev::Deliver { link, dir, frame });
         }
@@ -903,7 +1159,8 @@ impl<'a> Sim<'a> {
         let mut more = 0;
         for (l, slots) in self.leaves.iter().enumerate() {
             for s in slots.iter().filter(|s| s.group as usize == gi) {
-                let has_sent = s.done > b || (s.done == b && matches!(s.leaf.state(), LeafState::Waiting { .. }));
+                let has_sent = s.done > b
+                    || (s.done == b && matches!(s.leaf.state(), LeafState::Waiting { .. }));
                 if !has_sent {
                     if out.len() < 16 {
                         out.push(format!("leaf{l} has not sent its reduce for barrier {b} (it is at barrier {}, {:?})", s.done, s.leaf.state()));
@@ -936,7 +1193,10 @@ impl<'a> Sim<'a> {
             ));
             let mut waiting = 0;
             for (l, slots) in self.leaves.iter().enumerate() {
-                for s in slots.iter().filter(|s| s.group as usize == gi && s.done == b) {
+                for s in slots
+                    .iter()
+                    .filter(|s| s.group as usize == gi && s.done == b)
+                {
                     if waiting < 8 {
                         details.push(format!("  leaf{l}: {:?}", s.leaf.state()));
                     }
@@ -950,7 +1210,10 @@ impl<'a> Sim<'a> {
             for (si, sw) in self.switches.iter().enumerate() {
                 for sg in sw.groups.iter().filter(|sg| sg.group as usize == gi) {
                     if shown < 16 {
-                        details.push(format!("  sw{si}: {:?} (children {:?}, role {:?})", sg.state, sg.cfg.children, sg.cfg.role));
+                        details.push(format!(
+                            "  sw{si}: {:?} (children {:?}, role {:?})",
+                            sg.state, sg.cfg.children, sg.cfg.role
+                        ));
                     }
                     shown += 1;
                 }
@@ -972,7 +1235,13 @@ impl<'a> Sim<'a> {
 
     fn violation(&mut self, at: Time, kind: ViolationKind, message: String, details: Vec<String>) {
         if self.violations.len() < self.cfg.max_reported.max(1) {
-            self.violations.push(Violation { kind, at_ns: at.nanos(), message, details, trace: self.trace.lines() });
+            self.violations.push(Violation {
+                kind,
+                at_ns: at.nanos(),
+                message,
+                details,
+                trace: self.trace.lines(),
+            });
         }
         if !self.cfg.keep_going || kind == ViolationKind::Model {
             self.halt = true;
@@ -984,12 +1253,25 @@ impl<'a> Sim<'a> {
         let mut completed = 0;
         for g in &self.groups {
             completed += g.completed;
-            for t in g.tracks[..self.cfg.barriers as usize].iter().filter(|t| t.releases == g.members) {
+            for t in g.tracks[..self.cfg.barriers as usize]
+                .iter()
+                .filter(|t| t.releases == g.members)
+            {
                 lat.push(t.last_release.saturating_sub(t.last_arrive));
             }
         }
-        let stuck_barriers = self.groups.iter().map(|g| self.cfg.barriers.saturating_sub(g.completed)).sum();
-        let ok = self.violations.is_empty() && stuck_barriers == 0 && self.safety_violations == 0;
+        let incomplete: u64 = self
+            .groups
+            .iter()
+            .map(|g| self.cfg.barriers.saturating_sub(g.completed))
+            .sum();
+        let stalled = self
+            .violations
+            .iter()
+            .any(|v| v.kind == ViolationKind::Stuck);
+        let stuck_barriers = if stalled { incomplete } else { 0 };
+        let halted_early = incomplete > 0 && !stalled;
+        let ok = self.violations.is_empty() && incomplete == 0 && self.safety_violations == 0;
         RunReport {
             tree: self.topo.summary(&self.cfg.tree),
             seed: self.cfg.seed,
@@ -997,7 +1279,11 @@ impl<'a> Sim<'a> {
             groups: self
                 .groups
                 .iter()
-                .map(|g| GroupSummary { group: g.id.0, members: g.members, barriers_completed: g.completed })
+                .map(|g| GroupSummary {
+                    group: g.id.0,
+                    members: g.members,
+                    barriers_completed: g.completed,
+                })
                 .collect(),
             link: self.cfg.link,
             faults: self.cfg.faults,
@@ -1024,6 +1310,7 @@ impl<'a> Sim<'a> {
             outcomes: std::mem::take(&mut self.outcomes),
             safety_violations: self.safety_violations,
             stuck_barriers,
+            halted_early,
             violations: std::mem::take(&mut self.violations),
             ok,
         }
@@ -1038,12 +1325,19 @@ impl RunReport {
         let t = &self.tree;
         s += &format!(
             "tree {}: {} leaves, {} switches, {} switch levels, leaves up to {} links deep\n",
-            t.spec, thousands(t.leaves as u64), t.switches, t.switch_levels, t.max_leaf_depth
+            t.spec,
+            thousands(t.leaves as u64),
+            t.switches,
+            t.switch_levels,
+            t.max_leaf_depth
         );
         for g in &self.groups {
             s += &format!(
                 "  group{}: {} members, {} of {} barriers completed\n",
-                g.group, g.members, thousands(g.barriers_completed), thousands(self.barriers_per_group)
+                g.group,
+                g.members,
+                thousands(g.barriers_completed),
+                thousands(self.barriers_per_group)
             );
         }
         let f = &self.faults;
@@ -1061,12 +1355,17 @@ impl RunReport {
         );
         s += &format!(
             "modelled time {}, {} events, seed {}\n",
-            us(self.modelled_time_ns as f64), thousands(self.events), self.seed
+            us(self.modelled_time_ns as f64),
+            thousands(self.events),
+            self.seed
         );
         let l = &self.latency;
         s += &format!(
             "barrier latency (last arrival -> last release): mean {}  p50 {}  p99 {}  max {}\n",
-            us(l.mean_ns), us(l.p50_ns as f64), us(l.p99_ns as f64), us(l.max_ns as f64)
+            us(l.mean_ns),
+            us(l.p50_ns as f64),
+            us(l.p99_ns as f64),
+            us(l.max_ns as f64)
         );
         let fr = &self.frames;
         s += &format!(
@@ -1082,8 +1381,15 @@ impl RunReport {
             thousands(o.stale_release), o.rejected_not_a_child, o.rejected_not_the_parent, thousands(o.switch_timer_fired)
         );
         s += &format!(
-            "barriers completed {} | safety violations {} | stuck barriers {} | {}\n",
-            thousands(self.barriers_completed), self.safety_violations, self.stuck_barriers,
+            "barriers completed {} | safety violations {} | stuck barriers {} |{} {}\n",
+            thousands(self.barriers_completed),
+            self.safety_violations,
+            self.stuck_barriers,
+            if self.halted_early {
+                " halted at the first violation |"
+            } else {
+                ""
+            },
             if self.ok { "OK" } else { "FAILED" }
         );
         for v in &self.violations {

@@ -39,14 +39,21 @@ pub enum TreeSpec {
     /// A random shape: up to `max_depth` switch levels, 1..=`max_fanout` children per switch,
     /// a mix of leaf and switch children at every level, at most about `max_leaves` leaves;
     /// child and parent port numbers are shuffled.
-    Random { seed: u64, max_depth: u32, max_fanout: usize, max_leaves: usize },
+    Random {
+        seed: u64,
+        max_depth: u32,
+        max_fanout: usize,
+        max_leaves: usize,
+    },
 }
 
 impl TreeSpec {
     /// Parses "4,4,4" (also "4x4x4").
     pub fn parse_fanouts(s: &str) -> Result<TreeSpec, String> {
-        let f: Result<Vec<usize>, _> =
-            s.split([',', 'x']).map(|p| p.trim().parse::<usize>()).collect();
+        let f: Result<Vec<usize>, _> = s
+            .split([',', 'x'])
+            .map(|p| p.trim().parse::<usize>())
+            .collect();
         let f = f.map_err(|e| format!("bad fanout list {s:?}: {e}"))?;
         if f.is_empty() {
             return Err("empty fanout list".into());
@@ -57,8 +64,18 @@ impl TreeSpec {
     /// Fanouts for a tree of exactly `leaves` leaves under `levels` switch levels, as even as
     /// the port limits allow (65,536 leaves, 3 levels: 64,32,32).
     pub fn auto(leaves: usize, levels: usize) -> Result<TreeSpec, String> {
-        fn search(n: usize, level: usize, levels: usize, acc: &mut Vec<usize>, best: &mut Option<Vec<usize>>) {
-            let cap = if level == 0 { MAX_ROOT_CHILDREN } else { MAX_INTERMEDIATE_CHILDREN };
+        fn search(
+            n: usize,
+            level: usize,
+            levels: usize,
+            acc: &mut Vec<usize>,
+            best: &mut Option<Vec<usize>>,
+        ) {
+            let cap = if level == 0 {
+                MAX_ROOT_CHILDREN
+            } else {
+                MAX_INTERMEDIATE_CHILDREN
+            };
             if level + 1 == levels {
                 if n >= 1 && n <= cap {
                     acc.push(n);
@@ -71,7 +88,7 @@ impl TreeSpec {
                 return;
             }
             for f in (1..=cap.min(n)).rev() {
-                if n % f == 0 {
+                if n.is_multiple_of(f) {
                     acc.push(f);
                     search(n / f, level + 1, levels, acc, best);
                     acc.pop();
@@ -195,7 +212,12 @@ impl Topology {
     pub fn build(spec: &TreeSpec) -> Result<Topology, String> {
         let (shape, shuffle) = match spec {
             TreeSpec::Fanouts(f) => (fanout_shape(f)?, None),
-            TreeSpec::Random { seed, max_depth, max_fanout, max_leaves } => {
+            TreeSpec::Random {
+                seed,
+                max_depth,
+                max_fanout,
+                max_leaves,
+            } => {
                 let mut rng = Rng::stream(*seed, 0x7EE);
                 let depth = rng.range_inclusive(1, (*max_depth).max(1) as u64) as u32;
                 let mut budget = (*max_leaves).max(1);
@@ -204,12 +226,18 @@ impl Topology {
                 (shape, Some(rng))
             }
         };
-        let mut t = Topology { switches: Vec::new(), leaves: Vec::new(), links: Vec::new(), port_links: Vec::new() };
+        let mut t = Topology {
+            switches: Vec::new(),
+            leaves: Vec::new(),
+            links: Vec::new(),
+            port_links: Vec::new(),
+        };
         let mut shuffle = shuffle;
         let n_leaves = count_leaves(&shape);
         t.materialize(&shape, None, 0, n_leaves as u32, &mut shuffle)?;
         // Links were pushed in creation order; sort them into the documented numbering.
-        let mut links: Vec<Option<Link>> = vec![None; t.leaves.len() + t.switches.len().saturating_sub(1)];
+        let mut links: Vec<Option<Link>> =
+            vec![None; t.leaves.len() + t.switches.len().saturating_sub(1)];
         for l in t.links.drain(..) {
             let idx = match l.child {
                 NodeRef::Leaf(i) => i as usize,
@@ -217,7 +245,10 @@ impl Topology {
             };
             links[idx] = Some(l);
         }
-        t.links = links.into_iter().map(|l| l.expect("every non-root node has one uplink")).collect();
+        t.links = links
+            .into_iter()
+            .map(|l| l.expect("every non-root node has one uplink"))
+            .collect();
         t.index_ports();
         Ok(t)
     }
@@ -234,7 +265,8 @@ impl Topology {
     fn index_ports(&mut self) {
         self.port_links = vec![[None; MAX_PORTS]; self.switches.len()];
         for (li, l) in self.links.iter().enumerate() {
-            self.port_links[l.parent as usize][l.port_at_parent.get() as usize] = Some((li as u32, Dir::Down));
+            self.port_links[l.parent as usize][l.port_at_parent.get() as usize] =
+                Some((li as u32, Dir::Down));
             if let (NodeRef::Switch(s), Some(p)) = (l.child, l.port_at_child) {
                 self.port_links[s as usize][p.get() as usize] = Some((li as u32, Dir::Up));
             }
@@ -250,8 +282,14 @@ impl Topology {
         total_leaves: u32,
         shuffle: &mut Option<Rng>,
     ) -> Result<u32, String> {
-        let Shape::Switch(kids) = shape else { unreachable!("materialize is called on switches") };
-        let cap = if parent.is_none() { MAX_ROOT_CHILDREN } else { MAX_INTERMEDIATE_CHILDREN };
+        let Shape::Switch(kids) = shape else {
+            unreachable!("materialize is called on switches")
+        };
+        let cap = if parent.is_none() {
+            MAX_ROOT_CHILDREN
+        } else {
+            MAX_INTERMEDIATE_CHILDREN
+        };
         if kids.is_empty() || kids.len() > cap {
             return Err(format!(
                 "a switch at depth {depth} has {} children; allowed 1..={cap} (ports are 0..{MAX_PORTS}{})",
@@ -260,11 +298,19 @@ impl Topology {
             ));
         }
         let ports: Vec<u8> = match shuffle {
-            Some(rng) => rng.permutation(MAX_PORTS).into_iter().map(|p| p as u8).collect(),
+            Some(rng) => rng
+                .permutation(MAX_PORTS)
+                .into_iter()
+                .map(|p| p as u8)
+                .collect(),
             None => (0..MAX_PORTS as u8).collect(),
         };
         let me = self.switches.len() as u32;
-        let parent_port = if parent.is_some() { Some(PortIdx::new(ports[kids.len()]).unwrap()) } else { None };
+        let parent_port = if parent.is_some() {
+            Some(PortIdx::new(ports[kids.len()]).unwrap())
+        } else {
+            None
+        };
         let lo = self.leaves.len() as u32;
         self.switches.push(SwitchNode {
             parent: parent.map(|(p, _)| (p, parent_port.unwrap(), 0)),
@@ -287,8 +333,17 @@ impl Topology {
             match kid {
                 Shape::Leaf => {
                     let leaf = self.leaves.len() as u32;
-                    self.leaves.push(LeafNode { switch: me, port_at_switch: port, depth: depth + 1 });
-                    self.links.push(Link { child: NodeRef::Leaf(leaf), parent: me, port_at_parent: port, port_at_child: None });
+                    self.leaves.push(LeafNode {
+                        switch: me,
+                        port_at_switch: port,
+                        depth: depth + 1,
+                    });
+                    self.links.push(Link {
+                        child: NodeRef::Leaf(leaf),
+                        parent: me,
+                        port_at_parent: port,
+                        port_at_child: None,
+                    });
                     self.switches[me as usize].children.push(Child {
                         node: NodeRef::Leaf(leaf),
                         port,
@@ -298,7 +353,8 @@ impl Topology {
                 }
                 Shape::Switch(_) => {
                     let first = self.leaves.len() as u32;
-                    let s = self.materialize(kid, Some((me, port)), depth + 1, total_leaves, shuffle)?;
+                    let s =
+                        self.materialize(kid, Some((me, port)), depth + 1, total_leaves, shuffle)?;
                     let last = self.leaves.len() as u32;
                     self.switches[me as usize].children.push(Child {
                         node: NodeRef::Switch(s),
@@ -326,7 +382,12 @@ impl Topology {
             links: self.links.len(),
             switch_levels: self.switches.iter().map(|s| s.depth + 1).max().unwrap_or(0),
             max_leaf_depth: self.max_leaf_depth(),
-            max_children: self.switches.iter().map(|s| s.children.len()).max().unwrap_or(0),
+            max_children: self
+                .switches
+                .iter()
+                .map(|s| s.children.len())
+                .max()
+                .unwrap_or(0),
         }
     }
 
@@ -343,7 +404,10 @@ impl Topology {
         let mut s = self.leaves[a as usize].switch;
         let mut up = 1;
         while !(self.switches[s as usize].leaves.0 <= b && b < self.switches[s as usize].leaves.1) {
-            s = self.switches[s as usize].parent.expect("the root holds every leaf").0;
+            s = self.switches[s as usize]
+                .parent
+                .expect("the root holds every leaf")
+                .0;
             up += 1;
         }
         let down = self.leaves[b as usize].depth - self.switches[s as usize].depth;
@@ -363,14 +427,20 @@ impl Topology {
                     (0..self.leaves.len() as u32).collect()
                 } else {
                     let keep = 0.3 + 0.7 * rng.unit();
-                    let mut m: Vec<u32> = (0..self.leaves.len() as u32).filter(|_| rng.chance(keep)).collect();
+                    let mut m: Vec<u32> = (0..self.leaves.len() as u32)
+                        .filter(|_| rng.chance(keep))
+                        .collect();
                     if m.is_empty() {
                         m.push(rng.below(self.leaves.len() as u64) as u32);
                     }
                     m
                 };
                 let switch_configs = self.group_configs(&members, resend_timeout_ns);
-                GroupPlan { id, members, switch_configs }
+                GroupPlan {
+                    id,
+                    members,
+                    switch_configs,
+                }
             })
             .collect()
     }
@@ -397,7 +467,14 @@ impl Topology {
                     None => Role::Root,
                     Some((_, port, _)) => Role::Intermediate { parent: port },
                 };
-                (s as u32, GroupConfig { role, children: children[s], resend_timeout_ns })
+                (
+                    s as u32,
+                    GroupConfig {
+                        role,
+                        children: children[s],
+                        resend_timeout_ns,
+                    },
+                )
             })
             .collect()
     }
@@ -422,12 +499,20 @@ fn fanout_shape(f: &[usize]) -> Result<Shape, String> {
     }
     let leaves: usize = f.iter().product();
     if leaves > 1 << 22 {
-        return Err(format!("{leaves} leaves is more than this simulator is meant for"));
+        return Err(format!(
+            "{leaves} leaves is more than this simulator is meant for"
+        ));
     }
     Ok(level(f))
 }
 
-fn random_shape(rng: &mut Rng, depth: u32, max_depth: u32, max_fanout: usize, budget: &mut usize) -> Shape {
+fn random_shape(
+    rng: &mut Rng,
+    depth: u32,
+    max_depth: u32,
+    max_fanout: usize,
+    budget: &mut usize,
+) -> Shape {
     let fanout = rng.range_inclusive(1, max_fanout as u64) as usize;
     let mut kids = Vec::with_capacity(fanout);
     for _ in 0..fanout {
@@ -452,10 +537,17 @@ mod tests {
         assert_eq!(t.links.len(), t.leaves.len() + t.switches.len() - 1);
         for (i, l) in t.links.iter().enumerate() {
             assert_eq!(t.uplink(l.child), Some(i as u32));
-            assert_eq!(t.port_links[l.parent as usize][l.port_at_parent.get() as usize], Some((i as u32, Dir::Down)));
+            assert_eq!(
+                t.port_links[l.parent as usize][l.port_at_parent.get() as usize],
+                Some((i as u32, Dir::Down))
+            );
         }
         for (s, sw) in t.switches.iter().enumerate() {
-            let cap = if s == 0 { MAX_ROOT_CHILDREN } else { MAX_INTERMEDIATE_CHILDREN };
+            let cap = if s == 0 {
+                MAX_ROOT_CHILDREN
+            } else {
+                MAX_INTERMEDIATE_CHILDREN
+            };
             assert!(!sw.children.is_empty() && sw.children.len() <= cap);
             assert_eq!(sw.parent.is_none(), s == 0);
             let mut ports = PortSet::empty();
@@ -502,26 +594,47 @@ mod tests {
 
     #[test]
     fn auto_fanouts_for_65536_leaves() {
-        assert_eq!(TreeSpec::auto(65_536, 3).unwrap(), TreeSpec::Fanouts(vec![64, 32, 32]));
-        assert_eq!(TreeSpec::auto(64, 3).unwrap(), TreeSpec::Fanouts(vec![4, 4, 4]));
+        assert_eq!(
+            TreeSpec::auto(65_536, 3).unwrap(),
+            TreeSpec::Fanouts(vec![64, 32, 32])
+        );
+        assert_eq!(
+            TreeSpec::auto(64, 3).unwrap(),
+            TreeSpec::Fanouts(vec![4, 4, 4])
+        );
         assert!(TreeSpec::auto(67, 2).is_err()); // prime above every cap
     }
 
     #[test]
     fn random_trees_respect_invariants() {
         for seed in 0..200 {
-            let spec = TreeSpec::Random { seed, max_depth: 4, max_fanout: 8, max_leaves: 64 };
+            let spec = TreeSpec::Random {
+                seed,
+                max_depth: 4,
+                max_fanout: 8,
+                max_leaves: 64,
+            };
             let t = Topology::build(&spec).unwrap();
             check_invariants(&t);
             assert!(!t.leaves.is_empty());
             let t2 = Topology::build(&spec).unwrap();
-            assert_eq!(format!("{:?}", t.links), format!("{:?}", t2.links), "deterministic");
+            assert_eq!(
+                format!("{:?}", t.links),
+                format!("{:?}", t2.links),
+                "deterministic"
+            );
         }
     }
 
     #[test]
     fn group_registers_cover_exactly_the_member_paths() {
-        let t = Topology::build(&TreeSpec::Random { seed: 9, max_depth: 3, max_fanout: 6, max_leaves: 40 }).unwrap();
+        let t = Topology::build(&TreeSpec::Random {
+            seed: 9,
+            max_depth: 3,
+            max_fanout: 6,
+            max_leaves: 40,
+        })
+        .unwrap();
         let plans = t.plan_groups(4, 1, 1000);
         assert_eq!(plans[0].members.len(), t.leaves.len());
         for plan in &plans {
@@ -530,7 +643,11 @@ mod tests {
                 cfg.validate().unwrap();
                 assert_eq!(matches!(cfg.role, Role::Root), *s == 0);
             }
-            let root = plan.switch_configs.iter().find(|(s, _)| *s == 0).expect("root always in");
+            let root = plan
+                .switch_configs
+                .iter()
+                .find(|(s, _)| *s == 0)
+                .expect("root always in");
             assert!(!root.1.children.is_empty());
             let ids: std::collections::HashSet<u32> = plans.iter().map(|p| p.id.0).collect();
             assert_eq!(ids.len(), plans.len());

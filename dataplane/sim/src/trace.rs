@@ -10,19 +10,70 @@ use std::collections::VecDeque;
 #[derive(Clone, Copy, Debug)]
 pub enum TraceWhat {
     /// A node put a frame on a link; `fate` says what the link did with it.
-    Send { from: NodeRef, to: NodeRef, kind: Kind, group: GroupId, seq: Seq, retransmit: bool, fate: Fate },
+    Send {
+        from: NodeRef,
+        to: NodeRef,
+        kind: Kind,
+        group: GroupId,
+        seq: Seq,
+        retransmit: bool,
+        fate: Fate,
+    },
     /// A frame reached a node (`port` is the switch port it came in on).
-    Deliver { to: NodeRef, port: Option<PortIdx>, kind: Kind, group: GroupId, seq: Seq },
+    Deliver {
+        to: NodeRef,
+        port: Option<PortIdx>,
+        kind: Kind,
+        group: GroupId,
+        seq: Seq,
+    },
     /// The switch control logic ran on an event.
-    Control { switch: u32, group: GroupId, before: GroupState, after: GroupState, outcome: Outcome },
-    SwitchTimer { switch: u32, group: GroupId, seq: Seq, after: GroupState },
-    DroppedAtDownSwitch { switch: u32 },
-    LeafArrive { leaf: u32, group: GroupId, seq: Seq, barrier: u64 },
-    LeafResend { leaf: u32, group: GroupId, seq: Seq },
-    LeafReleased { leaf: u32, group: GroupId, seq: Seq, barrier: u64 },
-    LeafIgnoredRelease { leaf: u32, group: GroupId, seq: Seq, leaf_seq: Seq },
-    Restart { switch: u32 },
-    Outage { link: u32, until: Time },
+    Control {
+        switch: u32,
+        group: GroupId,
+        before: GroupState,
+        after: GroupState,
+        outcome: Outcome,
+    },
+    SwitchTimer {
+        switch: u32,
+        group: GroupId,
+        seq: Seq,
+        after: GroupState,
+    },
+    DroppedAtDownSwitch {
+        switch: u32,
+    },
+    LeafArrive {
+        leaf: u32,
+        group: GroupId,
+        seq: Seq,
+        barrier: u64,
+    },
+    LeafResend {
+        leaf: u32,
+        group: GroupId,
+        seq: Seq,
+    },
+    LeafReleased {
+        leaf: u32,
+        group: GroupId,
+        seq: Seq,
+        barrier: u64,
+    },
+    LeafIgnoredRelease {
+        leaf: u32,
+        group: GroupId,
+        seq: Seq,
+        leaf_seq: Seq,
+    },
+    Restart {
+        switch: u32,
+    },
+    Outage {
+        link: u32,
+        until: Time,
+    },
     FaultsStopped,
 }
 
@@ -50,7 +101,11 @@ pub struct Trace {
 
 impl Trace {
     pub fn new(cap: usize) -> Self {
-        Trace { cap, ring: VecDeque::with_capacity(cap), total: 0 }
+        Trace {
+            cap,
+            ring: VecDeque::with_capacity(cap),
+            total: 0,
+        }
     }
 
     #[inline]
@@ -90,7 +145,15 @@ fn kind_name(k: Kind) -> &'static str {
 
 pub fn format_entry(e: &TraceEntry) -> String {
     let body = match e.what {
-        TraceWhat::Send { from, to, kind, group, seq, retransmit, fate } => format!(
+        TraceWhat::Send {
+            from,
+            to,
+            kind,
+            group,
+            seq,
+            retransmit,
+            fate,
+        } => format!(
             "{from} -> {to}: {} {group:?} seq {}{} [{}]",
             kind_name(kind),
             seq.0,
@@ -104,28 +167,79 @@ pub fn format_entry(e: &TraceEntry) -> String {
                 Fate::LinkDown => "LINK DOWN",
             }
         ),
-        TraceWhat::Deliver { to, port, kind, group, seq } => match port {
+        TraceWhat::Deliver {
+            to,
+            port,
+            kind,
+            group,
+            seq,
+        } => match port {
             Some(p) => format!("{to} <- {p:?}: {} {group:?} seq {}", kind_name(kind), seq.0),
             None => format!("{to} <- {} {group:?} seq {}", kind_name(kind), seq.0),
         },
-        TraceWhat::Control { switch, group, before, after, outcome } => {
+        TraceWhat::Control {
+            switch,
+            group,
+            before,
+            after,
+            outcome,
+        } => {
             format!("sw{switch} {group:?}: {outcome:?}; {before:?} => {after:?}")
         }
-        TraceWhat::SwitchTimer { switch, group, seq, after } => {
-            format!("sw{switch} {group:?}: re-send timer for seq {} fired; now {after:?}", seq.0)
+        TraceWhat::SwitchTimer {
+            switch,
+            group,
+            seq,
+            after,
+        } => {
+            format!(
+                "sw{switch} {group:?}: re-send timer for seq {} fired; now {after:?}",
+                seq.0
+            )
         }
-        TraceWhat::DroppedAtDownSwitch { switch } => format!("sw{switch} is restarting: frame dropped"),
-        TraceWhat::LeafArrive { leaf, group, seq, barrier } => {
-            format!("leaf{leaf} {group:?}: arrives at barrier {barrier} (seq {}), sends reduce", seq.0)
+        TraceWhat::DroppedAtDownSwitch { switch } => {
+            format!("sw{switch} is restarting: frame dropped")
         }
-        TraceWhat::LeafResend { leaf, group, seq } => format!("leaf{leaf} {group:?}: timeout, re-sends reduce seq {}", seq.0),
-        TraceWhat::LeafReleased { leaf, group, seq, barrier } => {
-            format!("leaf{leaf} {group:?}: released from barrier {barrier} (seq {})", seq.0)
+        TraceWhat::LeafArrive {
+            leaf,
+            group,
+            seq,
+            barrier,
+        } => {
+            format!(
+                "leaf{leaf} {group:?}: arrives at barrier {barrier} (seq {}), sends reduce",
+                seq.0
+            )
         }
-        TraceWhat::LeafIgnoredRelease { leaf, group, seq, leaf_seq } => {
-            format!("leaf{leaf} {group:?}: ignores release seq {} (at seq {})", seq.0, leaf_seq.0)
+        TraceWhat::LeafResend { leaf, group, seq } => format!(
+            "leaf{leaf} {group:?}: timeout, re-sends reduce seq {}",
+            seq.0
+        ),
+        TraceWhat::LeafReleased {
+            leaf,
+            group,
+            seq,
+            barrier,
+        } => {
+            format!(
+                "leaf{leaf} {group:?}: released from barrier {barrier} (seq {})",
+                seq.0
+            )
         }
-        TraceWhat::Restart { switch } => format!("sw{switch} RESTARTS: every group back to fresh, timers dropped"),
+        TraceWhat::LeafIgnoredRelease {
+            leaf,
+            group,
+            seq,
+            leaf_seq,
+        } => {
+            format!(
+                "leaf{leaf} {group:?}: ignores release seq {} (at seq {})",
+                seq.0, leaf_seq.0
+            )
+        }
+        TraceWhat::Restart { switch } => {
+            format!("sw{switch} RESTARTS: every group back to fresh, timers dropped")
+        }
         TraceWhat::Outage { link, until } => format!("link{link} DOWN until {}", fmt_time(until)),
         TraceWhat::FaultsStopped => "faults stop".to_string(),
     };

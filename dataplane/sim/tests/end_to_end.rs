@@ -1,14 +1,29 @@
 //! End-to-end runs of the simulator over the real protocol: fault-free and faulty runs are
 //! safe and live, every deliberately broken switch rule is caught, runs are repeatable.
 
-use barrier_sim::{run, BrokenSwitch, ComputeModel, FaultStop, Faults, LinkParams, SimConfig, TreeSpec, ViolationKind};
+use barrier_sim::{
+    run, BrokenSwitch, ComputeModel, FaultStop, Faults, LinkParams, SimConfig, TreeSpec,
+    ViolationKind,
+};
 
 fn faulty(seed: u64) -> SimConfig {
     SimConfig {
-        tree: TreeSpec::Random { seed, max_depth: 4, max_fanout: 6, max_leaves: 48 },
+        tree: TreeSpec::Random {
+            seed,
+            max_depth: 4,
+            max_fanout: 6,
+            max_leaves: 48,
+        },
         barriers: 2_000,
         seed,
-        faults: Faults { loss: 0.05, dup: 0.01, reorder: 0.01, reorder_ns: 3_000, delay: 0.0, delay_ns: 0 },
+        faults: Faults {
+            loss: 0.05,
+            dup: 0.01,
+            reorder: 0.01,
+            reorder_ns: 3_000,
+            delay: 0.0,
+            delay_ns: 0,
+        },
         restarts: 20,
         ..SimConfig::default()
     }
@@ -19,7 +34,12 @@ fn clean_run_completes_every_barrier_with_minimal_frames() {
     let cfg = SimConfig {
         tree: TreeSpec::Fanouts(vec![4, 4, 4]),
         barriers: 500,
-        compute: ComputeModel { min_ns: 0, max_ns: 1_000, late: 0.0, late_ns: 0 },
+        compute: ComputeModel {
+            min_ns: 0,
+            max_ns: 1_000,
+            late: 0.0,
+            late_ns: 0,
+        },
         ..SimConfig::default()
     };
     let r = run(&cfg).unwrap();
@@ -30,7 +50,11 @@ fn clean_run_completes_every_barrier_with_minimal_frames() {
     assert_eq!(r.frames_per_barrier, 168.0);
     assert_eq!(r.frames.leaf_retransmits + r.frames.switch_retransmits, 0);
     // 3 hops up and 3 down at 1 µs plus up to 100 ns jitter and 7 ns serialization each.
-    assert!(r.latency.min_ns >= 6_000 && r.latency.max_ns <= 6 * 1_107, "{:?}", r.latency);
+    assert!(
+        r.latency.min_ns >= 6_000 && r.latency.max_ns <= 6 * 1_107,
+        "{:?}",
+        r.latency
+    );
 }
 
 #[test]
@@ -52,7 +76,14 @@ fn headline_in_small_many_groups_outages_delays_and_sequence_wrap() {
         first_seq: u32::MAX - 1_000,
         outages: 5,
         vary_faults_per_link: true,
-        faults: Faults { loss: 0.05, dup: 0.01, reorder: 0.01, reorder_ns: 3_000, delay: 0.002, delay_ns: 60_000 },
+        faults: Faults {
+            loss: 0.05,
+            dup: 0.01,
+            reorder: 0.01,
+            reorder_ns: 3_000,
+            delay: 0.002,
+            delay_ns: 60_000,
+        },
         ..faulty(11)
     };
     let r = run(&cfg).unwrap();
@@ -64,7 +95,14 @@ fn headline_in_small_many_groups_outages_delays_and_sequence_wrap() {
 #[test]
 fn faults_that_stop_leave_a_tree_that_completes() {
     let cfg = SimConfig {
-        faults: Faults { loss: 0.3, dup: 0.1, reorder: 0.1, reorder_ns: 5_000, delay: 0.01, delay_ns: 80_000 },
+        faults: Faults {
+            loss: 0.3,
+            dup: 0.1,
+            reorder: 0.1,
+            reorder_ns: 5_000,
+            delay: 0.01,
+            delay_ns: 80_000,
+        },
         faults_stop: FaultStop::AtBarrier(300),
         restarts: 30,
         outages: 10,
@@ -91,7 +129,12 @@ fn spread_arrivals(broken: BrokenSwitch, seed: u64) -> SimConfig {
     SimConfig {
         broken: Some(broken),
         // Leaves arrive over 50 µs, so an early completion cannot hide behind a late release.
-        compute: ComputeModel { min_ns: 0, max_ns: 50_000, late: 0.05, late_ns: 200_000 },
+        compute: ComputeModel {
+            min_ns: 0,
+            max_ns: 50_000,
+            late: 0.05,
+            late_ns: 200_000,
+        },
         barriers: 500,
         restarts: 50,
         ..faulty(seed)
@@ -102,7 +145,11 @@ fn spread_arrivals(broken: BrokenSwitch, seed: u64) -> SimConfig {
 fn broken_switch_first_reduce_is_caught() {
     for seed in seeds_with_leaves(3, 5) {
         let r = run(&spread_arrivals(BrokenSwitch::FirstReduce, seed)).unwrap();
-        assert!(!r.ok && r.safety_violations > 0, "seed {seed}: {}", r.table());
+        assert!(
+            !r.ok && r.safety_violations > 0,
+            "seed {seed}: {}",
+            r.table()
+        );
         let v = &r.violations[0];
         assert_eq!(v.kind, ViolationKind::ReleaseBeforeAllArrived);
         assert!(!v.trace.is_empty() && !v.details.is_empty());
@@ -129,7 +176,12 @@ fn broken_switch_restart_trusts_first_is_caught() {
 fn broken_switch_ignore_stale_reduce_is_caught_as_stuck() {
     for seed in seeds_with_leaves(3, 5) {
         let r = run(&spread_arrivals(BrokenSwitch::IgnoreStaleReduce, seed)).unwrap();
-        assert_eq!(r.safety_violations, 0, "seed {seed}: ignoring is safe: {}", r.table());
+        assert_eq!(
+            r.safety_violations,
+            0,
+            "seed {seed}: ignoring is safe: {}",
+            r.table()
+        );
         assert!(r.stuck_barriers > 0, "seed {seed}: {}", r.table());
         assert_eq!(r.violations[0].kind, ViolationKind::Stuck);
         assert!(r.violations[0].details.iter().any(|d| d.contains("stuck")));
@@ -159,9 +211,21 @@ fn same_seed_same_report_other_seed_other_run() {
 
 #[test]
 fn bad_configurations_are_refused() {
-    assert!(run(&SimConfig { tree: TreeSpec::Fanouts(vec![2, 64]), ..SimConfig::default() }).is_err());
-    assert!(run(&SimConfig { barriers: 0, ..SimConfig::default() }).is_err());
-    assert!(run(&SimConfig { leaf_timeout_ns: Some(0), ..SimConfig::default() }).is_err());
+    assert!(run(&SimConfig {
+        tree: TreeSpec::Fanouts(vec![2, 64]),
+        ..SimConfig::default()
+    })
+    .is_err());
+    assert!(run(&SimConfig {
+        barriers: 0,
+        ..SimConfig::default()
+    })
+    .is_err());
+    assert!(run(&SimConfig {
+        leaf_timeout_ns: Some(0),
+        ..SimConfig::default()
+    })
+    .is_err());
 }
 
 #[test]
@@ -169,16 +233,36 @@ fn link_rate_and_latency_shape_the_latency() {
     let base = SimConfig {
         tree: TreeSpec::Fanouts(vec![8, 8]),
         barriers: 200,
-        compute: ComputeModel { min_ns: 0, max_ns: 0, late: 0.0, late_ns: 0 },
-        link: LinkParams { latency_ns: 500, jitter_ns: 0, gbps: 0.0 },
+        compute: ComputeModel {
+            min_ns: 0,
+            max_ns: 0,
+            late: 0.0,
+            late_ns: 0,
+        },
+        link: LinkParams {
+            latency_ns: 500,
+            jitter_ns: 0,
+            gbps: 0.0,
+        },
         ..SimConfig::default()
     };
     let r = run(&base).unwrap();
     assert!(r.ok);
     // 2 hops up, 2 down, 500 ns each, nothing else: exactly 2 µs.
     assert_eq!((r.latency.min_ns, r.latency.max_ns), (2_000, 2_000));
-    let slow = run(&SimConfig { link: LinkParams { latency_ns: 500, jitter_ns: 0, gbps: 1.0 }, ..base }).unwrap();
+    let slow = run(&SimConfig {
+        link: LinkParams {
+            latency_ns: 500,
+            jitter_ns: 0,
+            gbps: 1.0,
+        },
+        ..base
+    })
+    .unwrap();
     // At 1 Gb/s a minimum frame holds each link 672 ns (84 bytes on the wire); every port is
     // its own link, so nothing queues: 4 hops of 500 + 672 ns.
-    assert_eq!((slow.latency.min_ns, slow.latency.max_ns), (4 * 1_172, 4 * 1_172));
+    assert_eq!(
+        (slow.latency.min_ns, slow.latency.max_ns),
+        (4 * 1_172, 4 * 1_172)
+    );
 }

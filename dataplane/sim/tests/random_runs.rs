@@ -2,13 +2,16 @@
 //! outages, random timeouts and sequence starts, several groups. Every run must be safe, and,
 //! since every fault schedule here stops, every barrier must complete.
 //!
-//! The default run has 5,000 cases (seconds); set BARRIER_SIM_CASES for more (or fewer).
+//! The default run has 10,000 cases (about ten seconds in a debug build); set BARRIER_SIM_CASES for more (or fewer).
 
 use barrier_sim::{run, ComputeModel, FaultStop, Faults, LinkParams, SimConfig, TreeSpec};
 use proptest::prelude::*;
 
 fn cases(default: u32) -> u32 {
-    std::env::var("BARRIER_SIM_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var("BARRIER_SIM_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 prop_compose! {
@@ -64,7 +67,7 @@ prop_compose! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(5_000), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(10_000), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn every_run_is_safe_and_every_barrier_completes(cfg in config()) {
@@ -76,7 +79,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(5_000) / 10, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(10_000) / 10, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn runs_are_repeatable(cfg in config()) {
