@@ -24,3 +24,7 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 
 echo "== doc tests"
 cargo test --workspace --doc
+
+echo "== multi-process trees in network namespaces, eBPF link faults"
+# the real-programs tree must not be skipped in CI: the binaries were built above
+NB_REQUIRE_BINARIES=1 bash scripts/tests/netns_suite.sh
