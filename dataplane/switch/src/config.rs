@@ -24,7 +24,11 @@ pub struct ConfigError {
 
 impl ConfigError {
     fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
-        ConfigError { key: key.into(), reason: reason.into(), line: None }
+        ConfigError {
+            key: key.into(),
+            reason: reason.into(),
+            line: None,
+        }
     }
 }
 
@@ -87,7 +91,10 @@ fn default_cache() -> u32 {
 
 impl Default for RawMempool {
     fn default() -> Self {
-        RawMempool { mbufs: default_mbufs(), cache: default_cache() }
+        RawMempool {
+            mbufs: default_mbufs(),
+            cache: default_cache(),
+        }
     }
 }
 
@@ -256,12 +263,18 @@ impl Config {
 
     /// Index of the port called `name`.
     pub fn port_index(&self, name: &str) -> Option<u8> {
-        self.ports.iter().position(|p| p.name == name).map(|i| i as u8)
+        self.ports
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as u8)
     }
 
     /// Number of group numbers configured (ranges expanded).
     pub fn group_count(&self) -> u64 {
-        self.groups.iter().map(|g| u64::from(g.numbers.end - g.numbers.start)).sum()
+        self.groups
+            .iter()
+            .map(|g| u64::from(g.numbers.end - g.numbers.start))
+            .sum()
     }
 
     /// One past the highest configured group number: the group table's capacity.
@@ -271,7 +284,11 @@ impl Config {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
 }
 
 fn parse_raw(text: &str) -> Result<RawConfig, ConfigError> {
@@ -283,13 +300,22 @@ fn parse_raw(text: &str) -> Result<RawConfig, ConfigError> {
         // toml's own message repeats the source snippet over several lines; keep its first
         // sentence, the one that says what is wrong.
         let msg = inner.message().trim().to_string();
-        ConfigError { key: if key == "." { String::new() } else { key }, reason: msg, line }
+        ConfigError {
+            key: if key == "." { String::new() } else { key },
+            reason: msg,
+            line,
+        }
     })
 }
 
 fn parse_mac(key: &str, s: &str) -> Result<[u8; 6], ConfigError> {
     let parts: Vec<&str> = s.split(':').collect();
-    let bad = || ConfigError::new(key, format!("{s:?} is not a MAC address (want 02:00:00:00:00:01)"));
+    let bad = || {
+        ConfigError::new(
+            key,
+            format!("{s:?} is not a MAC address (want 02:00:00:00:00:01)"),
+        )
+    };
     if parts.len() != 6 {
         return Err(bad());
     }
@@ -305,7 +331,12 @@ fn parse_mac(key: &str, s: &str) -> Result<[u8; 6], ConfigError> {
 
 /// `"0..1000"` (end excluded) or `"0..=999"`.
 fn parse_range(key: &str, s: &str) -> Result<Range<u32>, ConfigError> {
-    let bad = || ConfigError::new(key, format!("{s:?} is not a range (want \"0..1000\" or \"0..=999\")"));
+    let bad = || {
+        ConfigError::new(
+            key,
+            format!("{s:?} is not a range (want \"0..1000\" or \"0..=999\")"),
+        )
+    };
     let (a, b, inclusive) = if let Some((a, b)) = s.split_once("..=") {
         (a, b, true)
     } else if let Some((a, b)) = s.split_once("..") {
@@ -324,7 +355,10 @@ fn parse_range(key: &str, s: &str) -> Result<Range<u32>, ConfigError> {
     if end > u64::from(MAX_GROUPS) {
         return Err(ConfigError::new(
             key,
-            format!("{s:?} reaches beyond the last group number {} (groups are 0..{MAX_GROUPS})", MAX_GROUPS - 1),
+            format!(
+                "{s:?} reaches beyond the last group number {} (groups are 0..{MAX_GROUPS})",
+                MAX_GROUPS - 1
+            ),
         ));
     }
     Ok(start as u32..end as u32)
@@ -360,12 +394,18 @@ fn eal_lcore_list(args: &[String]) -> Option<Vec<u32>> {
 fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
     // Mempool.
     if raw.mempool.mbufs < 64 {
-        return Err(ConfigError::new("mempool.mbufs", format!("{} mbufs is too few (at least 64)", raw.mempool.mbufs)));
+        return Err(ConfigError::new(
+            "mempool.mbufs",
+            format!("{} mbufs is too few (at least 64)", raw.mempool.mbufs),
+        ));
     }
     if raw.mempool.cache > 512 || raw.mempool.cache > raw.mempool.mbufs / 2 {
         return Err(ConfigError::new(
             "mempool.cache",
-            format!("cache {} too large (at most 512 and at most half of mempool.mbufs)", raw.mempool.cache),
+            format!(
+                "cache {} too large (at most 512 and at most half of mempool.mbufs)",
+                raw.mempool.cache
+            ),
         ));
     }
     let mac = match &raw.switch.mac {
@@ -378,7 +418,13 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         return Err(ConfigError::new("ports", "no ports configured"));
     }
     if raw.ports.len() > MAX_PORTS {
-        return Err(ConfigError::new("ports", format!("{} ports, a switch has at most {MAX_PORTS}", raw.ports.len())));
+        return Err(ConfigError::new(
+            "ports",
+            format!(
+                "{} ports, a switch has at most {MAX_PORTS}",
+                raw.ports.len()
+            ),
+        ));
     }
     let mut ports = Vec::with_capacity(raw.ports.len());
     let mut by_name: HashMap<&str, u8> = HashMap::new();
@@ -388,23 +434,45 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             return Err(ConfigError::new(format!("{key}.name"), "empty port name"));
         }
         if let Some(prev) = by_name.insert(p.name.as_str(), i as u8) {
-            return Err(ConfigError::new(format!("{key}.name"), format!("port {:?} already defined by ports[{prev}]", p.name)));
+            return Err(ConfigError::new(
+                format!("{key}.name"),
+                format!("port {:?} already defined by ports[{prev}]", p.name),
+            ));
         }
         let device = match (&p.vdev, &p.pci) {
             (Some(v), None) if !v.is_empty() => Device::Vdev(v.clone()),
             (None, Some(a)) if !a.is_empty() => Device::Pci(a.clone()),
-            (Some(_), Some(_)) => return Err(ConfigError::new(&key, "give either vdev or pci, not both")),
-            _ => return Err(ConfigError::new(&key, "give vdev (e.g. \"net_ring0\") or pci (e.g. \"0000:01:00.0\")")),
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(&key, "give either vdev or pci, not both"))
+            }
+            _ => {
+                return Err(ConfigError::new(
+                    &key,
+                    "give vdev (e.g. \"net_ring0\") or pci (e.g. \"0000:01:00.0\")",
+                ))
+            }
         };
         if p.rx_queues == 0 {
-            return Err(ConfigError::new(format!("{key}.rx_queues"), "a port needs at least one RX queue"));
+            return Err(ConfigError::new(
+                format!("{key}.rx_queues"),
+                "a port needs at least one RX queue",
+            ));
         }
         if p.tx_queues == 0 {
-            return Err(ConfigError::new(format!("{key}.tx_queues"), "a port needs at least one TX queue"));
+            return Err(ConfigError::new(
+                format!("{key}.tx_queues"),
+                "a port needs at least one TX queue",
+            ));
         }
-        for (field, d) in [("rx_descriptors", p.rx_descriptors), ("tx_descriptors", p.tx_descriptors)] {
+        for (field, d) in [
+            ("rx_descriptors", p.rx_descriptors),
+            ("tx_descriptors", p.tx_descriptors),
+        ] {
             if d < 32 || !d.is_power_of_two() {
-                return Err(ConfigError::new(format!("{key}.{field}"), format!("{d} must be a power of two, at least 32")));
+                return Err(ConfigError::new(
+                    format!("{key}.{field}"),
+                    format!("{d} must be a power of two, at least 32"),
+                ));
             }
         }
         let peer_mac = match &p.peer_mac {
@@ -427,24 +495,34 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         if let Some(prev) = devs.insert(p.device.dpdk_name(), i) {
             return Err(ConfigError::new(
                 format!("ports[{i}]"),
-                format!("device {:?} already used by ports[{prev}]", p.device.dpdk_name()),
+                format!(
+                    "device {:?} already used by ports[{prev}]",
+                    p.device.dpdk_name()
+                ),
             ));
         }
     }
     let lookup = |key: String, name: &str| -> Result<u8, ConfigError> {
-        by_name.get(name).copied().ok_or_else(|| ConfigError::new(key, format!("unknown port {name:?}")))
+        by_name
+            .get(name)
+            .copied()
+            .ok_or_else(|| ConfigError::new(key, format!("unknown port {name:?}")))
     };
 
     // Lcores.
     let Some(rl) = raw.lcores else {
-        return Err(ConfigError::new("lcores", "missing: say which lcore is the scheduler and which lcores poll which ports"));
+        return Err(ConfigError::new(
+            "lcores",
+            "missing: say which lcore is the scheduler and which lcores poll which ports",
+        ));
     };
     let eal_lcores = eal_lcore_list(&raw.eal.args);
     let check_in_eal = |key: String, l: u32| -> Result<(), ConfigError> {
         match &eal_lcores {
-            Some(list) if !list.contains(&l) => {
-                Err(ConfigError::new(key, format!("lcore {l} is not in the EAL lcore list {list:?} (eal.args -l)")))
-            }
+            Some(list) if !list.contains(&l) => Err(ConfigError::new(
+                key,
+                format!("lcore {l} is not in the EAL lcore list {list:?} (eal.args -l)"),
+            )),
             _ => Ok(()),
         }
     };
@@ -453,7 +531,10 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
     let mut polled: BTreeMap<(u8, u16), usize> = BTreeMap::new();
     let mut rx_lcores_seen: HashMap<u32, usize> = HashMap::new();
     if rl.rx.is_empty() {
-        return Err(ConfigError::new("lcores.rx", "no RX lcore: every port queue must be polled by one"));
+        return Err(ConfigError::new(
+            "lcores.rx",
+            "no RX lcore: every port queue must be polled by one",
+        ));
     }
     for (i, r) in rl.rx.iter().enumerate() {
         let key = format!("lcores.rx[{i}]");
@@ -471,14 +552,22 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             ));
         }
         if r.poll.is_empty() {
-            return Err(ConfigError::new(format!("{key}.poll"), "an RX lcore with nothing to poll"));
+            return Err(ConfigError::new(
+                format!("{key}.poll"),
+                "an RX lcore with nothing to poll",
+            ));
         }
         let mut polls = Vec::new();
         for (j, s) in r.poll.iter().enumerate() {
             let pkey = format!("{key}.poll[{j}]");
             let (name, queue) = match s.split_once(':') {
                 Some((n, q)) => {
-                    let q: u16 = q.parse().map_err(|_| ConfigError::new(&pkey, format!("{s:?}: queue must be a number (\"port:queue\")")))?;
+                    let q: u16 = q.parse().map_err(|_| {
+                        ConfigError::new(
+                            &pkey,
+                            format!("{s:?}: queue must be a number (\"port:queue\")"),
+                        )
+                    })?;
                     (n, q)
                 }
                 None => (s.as_str(), 0),
@@ -486,7 +575,10 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             let port = lookup(pkey.clone(), name)?;
             let nq = ports[port as usize].rx_queues;
             if queue >= nq {
-                return Err(ConfigError::new(&pkey, format!("port {name:?} has {nq} RX queue(s), no queue {queue}")));
+                return Err(ConfigError::new(
+                    &pkey,
+                    format!("port {name:?} has {nq} RX queue(s), no queue {queue}"),
+                ));
             }
             if let Some(prev) = polled.insert((port, queue), i) {
                 return Err(ConfigError::new(
@@ -496,7 +588,10 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             }
             polls.push((port, queue));
         }
-        rx.push(RxLcore { lcore: r.lcore, polls });
+        rx.push(RxLcore {
+            lcore: r.lcore,
+            polls,
+        });
     }
     if rl.shared && !(rx.len() == 1 && rx[0].lcore == rl.scheduler) {
         return Err(ConfigError::new(
@@ -530,16 +625,29 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
                 *n..*n + 1
             }
             (None, Some(r)) => parse_range(&format!("{key}.numbers"), r)?,
-            (Some(_), Some(_)) => return Err(ConfigError::new(&key, "give number or numbers, not both")),
-            (None, None) => return Err(ConfigError::new(&key, "missing number (or numbers = \"a..b\")")),
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(&key, "give number or numbers, not both"))
+            }
+            (None, None) => {
+                return Err(ConfigError::new(
+                    &key,
+                    "missing number (or numbers = \"a..b\")",
+                ))
+            }
         };
         if g.children.is_empty() {
-            return Err(ConfigError::new(format!("{key}.children"), "a group needs at least one child port"));
+            return Err(ConfigError::new(
+                format!("{key}.children"),
+                "a group needs at least one child port",
+            ));
         }
         if g.children.len() > MAX_PORTS {
             return Err(ConfigError::new(
                 format!("{key}.children"),
-                format!("{} children, a group has at most {MAX_PORTS}", g.children.len()),
+                format!(
+                    "{} children, a group has at most {MAX_PORTS}",
+                    g.children.len()
+                ),
             ));
         }
         let mut children = 0u64;
@@ -554,10 +662,16 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         let role = match (g.role, &g.parent) {
             (RawRole::Root, None) => GroupRole::Root,
             (RawRole::Root, Some(_)) => {
-                return Err(ConfigError::new(format!("{key}.parent"), "a root group has no parent port"))
+                return Err(ConfigError::new(
+                    format!("{key}.parent"),
+                    "a root group has no parent port",
+                ))
             }
             (RawRole::Intermediate, None) => {
-                return Err(ConfigError::new(format!("{key}.parent"), "an intermediate group needs its parent port"))
+                return Err(ConfigError::new(
+                    format!("{key}.parent"),
+                    "an intermediate group needs its parent port",
+                ))
             }
             (RawRole::Intermediate, Some(name)) => {
                 let p = lookup(format!("{key}.parent"), name)?;
@@ -572,21 +686,37 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         };
         let timeout_us = match g.resend_timeout_us {
             Some(0) => {
-                return Err(ConfigError::new(format!("{key}.resend_timeout_us"), "a zero timeout would re-send forever"))
+                return Err(ConfigError::new(
+                    format!("{key}.resend_timeout_us"),
+                    "a zero timeout would re-send forever",
+                ))
             }
             Some(t) => t,
             None => DEFAULT_RESEND_TIMEOUT_US,
         };
-        groups.push(GroupSpec { numbers, role, children, resend_timeout_ns: timeout_us.saturating_mul(1000) });
+        groups.push(GroupSpec {
+            numbers,
+            role,
+            children,
+            resend_timeout_ns: timeout_us.saturating_mul(1000),
+        });
     }
     // Duplicate numbers, across single numbers and ranges: sort by start, compare neighbours.
-    let mut spans: Vec<(u32, u32, usize)> = groups.iter().enumerate().map(|(i, g)| (g.numbers.start, g.numbers.end, i)).collect();
+    let mut spans: Vec<(u32, u32, usize)> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.numbers.start, g.numbers.end, i))
+        .collect();
     spans.sort();
     for w in spans.windows(2) {
         let (a, b) = (w[0], w[1]);
         if b.0 < a.1 {
             let (first, second) = if a.2 < b.2 { (a.2, b.2) } else { (b.2, a.2) };
-            let field = if raw.groups[second].number.is_some() { "number" } else { "numbers" };
+            let field = if raw.groups[second].number.is_some() {
+                "number"
+            } else {
+                "numbers"
+            };
             return Err(ConfigError::new(
                 format!("groups[{second}].{field}"),
                 format!("group {} is also defined by groups[{first}]", b.0.max(a.0)),
@@ -596,10 +726,17 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
 
     Ok(Config {
         eal_args: raw.eal.args,
-        mempool: MempoolConfig { mbufs: raw.mempool.mbufs, cache: raw.mempool.cache },
+        mempool: MempoolConfig {
+            mbufs: raw.mempool.mbufs,
+            cache: raw.mempool.cache,
+        },
         mac,
         ports,
-        lcores: LcoreConfig { scheduler: rl.scheduler, shared: rl.shared, rx },
+        lcores: LcoreConfig {
+            scheduler: rl.scheduler,
+            shared: rl.shared,
+            rx,
+        },
         groups,
     })
 }
@@ -651,7 +788,11 @@ children = ["d0", "d1", "up"]
         let text = GOOD.replacen(from, to, 1);
         let e = err(&text);
         assert_eq!(e.key, key, "wrong key in {e}");
-        assert!(e.reason.contains(reason_part), "reason {:?} lacks {reason_part:?}", e.reason);
+        assert!(
+            e.reason.contains(reason_part),
+            "reason {:?} lacks {reason_part:?}",
+            e.reason
+        );
         assert!(e.to_string().contains(key));
     }
 
@@ -664,7 +805,10 @@ children = ["d0", "d1", "up"]
         assert_eq!(c.groups[0].children, 0b110);
         assert_eq!(c.groups[0].resend_timeout_ns, 200_000);
         assert_eq!(c.groups[1].numbers, 100..1100);
-        assert_eq!(c.groups[1].resend_timeout_ns, DEFAULT_RESEND_TIMEOUT_US * 1000);
+        assert_eq!(
+            c.groups[1].resend_timeout_ns,
+            DEFAULT_RESEND_TIMEOUT_US * 1000
+        );
         assert_eq!(c.group_count(), 1001);
         assert_eq!(c.group_capacity(), 1100);
         assert_eq!(c.lcores.rx[0].polls, vec![(0, 0), (1, 0), (2, 0)]);
@@ -674,22 +818,42 @@ children = ["d0", "d1", "up"]
 
     #[test]
     fn unknown_child_port() {
-        refused(r#"children = ["d0", "d1"]"#, r#"children = ["d0", "p9"]"#, "groups[0].children[1]", "unknown port \"p9\"");
+        refused(
+            r#"children = ["d0", "d1"]"#,
+            r#"children = ["d0", "p9"]"#,
+            "groups[0].children[1]",
+            "unknown port \"p9\"",
+        );
     }
 
     #[test]
     fn unknown_parent_port() {
-        refused(r#"parent = "up""#, r#"parent = "nowhere""#, "groups[0].parent", "unknown port");
+        refused(
+            r#"parent = "up""#,
+            r#"parent = "nowhere""#,
+            "groups[0].parent",
+            "unknown port",
+        );
     }
 
     #[test]
     fn unknown_polled_port() {
-        refused(r#""d1:0""#, r#""d7:0""#, "lcores.rx[0].poll[2]", "unknown port \"d7\"");
+        refused(
+            r#""d1:0""#,
+            r#""d7:0""#,
+            "lcores.rx[0].poll[2]",
+            "unknown port \"d7\"",
+        );
     }
 
     #[test]
     fn port_both_child_and_parent() {
-        refused(r#"parent = "up""#, r#"parent = "d1""#, "groups[0].parent", "both a child and the parent");
+        refused(
+            r#"parent = "up""#,
+            r#"parent = "d1""#,
+            "groups[0].parent",
+            "both a child and the parent",
+        );
     }
 
     #[test]
@@ -705,7 +869,8 @@ children = ["d0", "d1", "up"]
 
     #[test]
     fn too_many_ports() {
-        let mut text = String::from("[lcores]\nscheduler = 1\nrx = [{ lcore = 0, poll = [\"p0\"] }]\n");
+        let mut text =
+            String::from("[lcores]\nscheduler = 1\nrx = [{ lcore = 0, poll = [\"p0\"] }]\n");
         for i in 0..65 {
             text += &format!("[[ports]]\nname = \"p{i}\"\nvdev = \"net_ring{i}\"\n");
         }
@@ -716,20 +881,46 @@ children = ["d0", "d1", "up"]
 
     #[test]
     fn group_number_out_of_range() {
-        refused("number = 7", "number = 1048576", "groups[0].number", "out of range");
-        refused(r#"numbers = "100..1100""#, r#"numbers = "0..2000000""#, "groups[1].numbers", "beyond");
+        refused(
+            "number = 7",
+            "number = 1048576",
+            "groups[0].number",
+            "out of range",
+        );
+        refused(
+            r#"numbers = "100..1100""#,
+            r#"numbers = "0..2000000""#,
+            "groups[1].numbers",
+            "beyond",
+        );
     }
 
     #[test]
     fn bad_range_syntax() {
-        refused(r#"numbers = "100..1100""#, r#"numbers = "100-1100""#, "groups[1].numbers", "not a range");
-        refused(r#"numbers = "100..1100""#, r#"numbers = "100..100""#, "groups[1].numbers", "empty");
+        refused(
+            r#"numbers = "100..1100""#,
+            r#"numbers = "100-1100""#,
+            "groups[1].numbers",
+            "not a range",
+        );
+        refused(
+            r#"numbers = "100..1100""#,
+            r#"numbers = "100..100""#,
+            "groups[1].numbers",
+            "empty",
+        );
     }
 
     #[test]
     fn duplicate_group_numbers() {
-        refused("number = 7", "number = 150", "groups[1].numbers", "group 150 is also defined by groups[0]");
-        let text = format!("{GOOD}\n[[groups]]\nnumber = 7\nrole = \"root\"\nchildren = [\"d0\"]\n");
+        refused(
+            "number = 7",
+            "number = 150",
+            "groups[1].numbers",
+            "group 150 is also defined by groups[0]",
+        );
+        let text =
+            format!("{GOOD}\n[[groups]]\nnumber = 7\nrole = \"root\"\nchildren = [\"d0\"]\n");
         let e = err(&text);
         assert_eq!(e.key, "groups[2].number");
         assert!(e.reason.contains("group 7 is also defined by groups[0]"));
@@ -737,7 +928,12 @@ children = ["d0", "d1", "up"]
 
     #[test]
     fn lcore_with_two_roles() {
-        refused("scheduler = 1", "scheduler = 0", "lcores.rx[0].lcore", "already the scheduler");
+        refused(
+            "scheduler = 1",
+            "scheduler = 0",
+            "lcores.rx[0].lcore",
+            "already the scheduler",
+        );
         let text = GOOD.replace(
             r#"rx = [ { lcore = 0, poll = ["up", "d0", "d1:0"] } ]"#,
             r#"rx = [ { lcore = 0, poll = ["up", "d0"] }, { lcore = 0, poll = ["d1"] } ]"#,
@@ -759,40 +955,90 @@ children = ["d0", "d1", "up"]
 
     #[test]
     fn queue_polled_twice() {
-        refused(r#""d1:0""#, r#""d0:0""#, "lcores.rx[0].poll[2]", "already polled by lcores.rx[0]");
+        refused(
+            r#""d1:0""#,
+            r#""d0:0""#,
+            "lcores.rx[0].poll[2]",
+            "already polled by lcores.rx[0]",
+        );
     }
 
     #[test]
     fn queue_polled_by_none() {
-        refused(r#"["up", "d0", "d1:0"]"#, r#"["up", "d0"]"#, "ports[2]", "polled by no lcore");
-        refused("vdev = \"net_ring0\"", "vdev = \"net_ring0\"\nrx_queues = 2", "ports[0]", "RX queue 1");
+        refused(
+            r#"["up", "d0", "d1:0"]"#,
+            r#"["up", "d0"]"#,
+            "ports[2]",
+            "polled by no lcore",
+        );
+        refused(
+            "vdev = \"net_ring0\"",
+            "vdev = \"net_ring0\"\nrx_queues = 2",
+            "ports[0]",
+            "RX queue 1",
+        );
     }
 
     #[test]
     fn queue_that_does_not_exist() {
-        refused(r#""d1:0""#, r#""d1:3""#, "lcores.rx[0].poll[2]", "no queue 3");
+        refused(
+            r#""d1:0""#,
+            r#""d1:3""#,
+            "lcores.rx[0].poll[2]",
+            "no queue 3",
+        );
     }
 
     #[test]
     fn lcore_not_in_eal_list() {
-        refused("scheduler = 1", "scheduler = 5", "lcores.scheduler", "not in the EAL lcore list");
+        refused(
+            "scheduler = 1",
+            "scheduler = 5",
+            "lcores.scheduler",
+            "not in the EAL lcore list",
+        );
     }
 
     #[test]
     fn zero_timeout() {
-        refused("resend_timeout_us = 200", "resend_timeout_us = 0", "groups[0].resend_timeout_us", "zero");
+        refused(
+            "resend_timeout_us = 200",
+            "resend_timeout_us = 0",
+            "groups[0].resend_timeout_us",
+            "zero",
+        );
     }
 
     #[test]
     fn role_and_parent_must_agree() {
-        refused(r#"role = "intermediate""#, r#"role = "root""#, "groups[0].parent", "root group has no parent");
-        refused("parent = \"up\"\n", "", "groups[0].parent", "needs its parent");
-        refused(r#"role = "intermediate""#, r#"role = "leaf""#, "groups[0].role", "unknown variant");
+        refused(
+            r#"role = "intermediate""#,
+            r#"role = "root""#,
+            "groups[0].parent",
+            "root group has no parent",
+        );
+        refused(
+            "parent = \"up\"\n",
+            "",
+            "groups[0].parent",
+            "needs its parent",
+        );
+        refused(
+            r#"role = "intermediate""#,
+            r#"role = "leaf""#,
+            "groups[0].role",
+            "unknown variant",
+        );
     }
 
     #[test]
     fn duplicate_child() {
-        refused(r#"children = ["d0", "d1"]"#, r#"children = ["d0", "d0"]"#, "groups[0].children[1]", "twice");
+        refused(
+            r#"children = ["d0", "d1"]"#,
+            r#"children = ["d0", "d0"]"#,
+            "groups[0].children[1]",
+            "twice",
+        );
     }
 
     #[test]
@@ -801,7 +1047,11 @@ children = ["d0", "d1", "up"]
         let e = err(&text);
         assert_eq!(e.key, "groups[0].resend_timeout");
         assert!(e.reason.contains("unknown field `resend_timeout`"), "{e}");
-        let want_line = GOOD.lines().position(|l| l.contains("resend_timeout_us = 200")).unwrap() + 1;
+        let want_line = GOOD
+            .lines()
+            .position(|l| l.contains("resend_timeout_us = 200"))
+            .unwrap()
+            + 1;
         assert_eq!(e.line, Some(want_line), "{e}");
 
         let e = err(&GOOD.replace("[eal]", "[eal]\nmemory = 3"));
@@ -827,24 +1077,59 @@ children = ["d0", "d1", "up"]
 
     #[test]
     fn port_device_rules() {
-        refused("vdev = \"net_ring0\"", "vdev = \"net_ring0\"\npci = \"0000:01:00.0\"", "ports[0]", "not both");
+        refused(
+            "vdev = \"net_ring0\"",
+            "vdev = \"net_ring0\"\npci = \"0000:01:00.0\"",
+            "ports[0]",
+            "not both",
+        );
         refused("vdev = \"net_ring0\"", "", "ports[0]", "give vdev");
-        refused("vdev = \"net_ring1\"", "vdev = \"net_ring0,x=1\"", "ports[1]", "already used by ports[0]");
-        refused("name = \"d1\"", "name = \"d0\"", "ports[2].name", "already defined");
-        refused("vdev = \"net_ring0\"", "vdev = \"net_ring0\"\nrx_descriptors = 100", "ports[0].rx_descriptors", "power of two");
+        refused(
+            "vdev = \"net_ring1\"",
+            "vdev = \"net_ring0,x=1\"",
+            "ports[1]",
+            "already used by ports[0]",
+        );
+        refused(
+            "name = \"d1\"",
+            "name = \"d0\"",
+            "ports[2].name",
+            "already defined",
+        );
+        refused(
+            "vdev = \"net_ring0\"",
+            "vdev = \"net_ring0\"\nrx_descriptors = 100",
+            "ports[0].rx_descriptors",
+            "power of two",
+        );
     }
 
     #[test]
     fn bad_macs() {
-        refused("[eal]", "[switch]\nmac = \"02:00:00\"\n[eal]", "switch.mac", "not a MAC");
-        refused("vdev = \"net_ring0\"", "vdev = \"net_ring0\"\npeer_mac = \"zz:00:00:00:00:00\"", "ports[0].peer_mac", "not a MAC");
+        refused(
+            "[eal]",
+            "[switch]\nmac = \"02:00:00\"\n[eal]",
+            "switch.mac",
+            "not a MAC",
+        );
+        refused(
+            "vdev = \"net_ring0\"",
+            "vdev = \"net_ring0\"\npeer_mac = \"zz:00:00:00:00:00\"",
+            "ports[0].peer_mac",
+            "not a MAC",
+        );
     }
 
     #[test]
     fn missing_lcores_and_empty_children() {
         let e = err("[[ports]]\nname = \"a\"\nvdev = \"net_ring0\"\n");
         assert_eq!(e.key, "lcores");
-        refused(r#"children = ["d0", "d1"]"#, "children = []", "groups[0].children", "at least one");
+        refused(
+            r#"children = ["d0", "d1"]"#,
+            "children = []",
+            "groups[0].children",
+            "at least one",
+        );
     }
 
     #[test]

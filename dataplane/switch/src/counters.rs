@@ -99,8 +99,16 @@ pub struct GroupCounters {
 
 impl GroupCounters {
     pub fn new(capacity: u32) -> Self {
-        let mk = || (0..capacity).map(|_| AtomicU32::new(0)).collect::<Vec<_>>().into_boxed_slice();
-        GroupCounters { completions: mk(), resends: mk() }
+        let mk = || {
+            (0..capacity)
+                .map(|_| AtomicU32::new(0))
+                .collect::<Vec<_>>()
+                .into_boxed_slice()
+        };
+        GroupCounters {
+            completions: mk(),
+            resends: mk(),
+        }
     }
     #[inline]
     pub fn completed(&self, group: u32) {
@@ -115,18 +123,37 @@ impl GroupCounters {
         }
     }
     pub fn completions(&self, group: u32) -> u32 {
-        self.completions.get(group as usize).map_or(0, |c| c.load(Relaxed))
+        self.completions
+            .get(group as usize)
+            .map_or(0, |c| c.load(Relaxed))
     }
     pub fn resends(&self, group: u32) -> u32 {
-        self.resends.get(group as usize).map_or(0, |c| c.load(Relaxed))
+        self.resends
+            .get(group as usize)
+            .map_or(0, |c| c.load(Relaxed))
     }
     /// The `n` groups with most re-sends (the ones worth looking at), then totals.
     pub fn report(&self, n: usize) -> String {
         let mut out = String::new();
-        let total_c: u64 = self.completions.iter().map(|c| u64::from(c.load(Relaxed))).sum();
-        let total_r: u64 = self.resends.iter().map(|c| u64::from(c.load(Relaxed))).sum();
-        let active = self.completions.iter().filter(|c| c.load(Relaxed) > 0).count();
-        let _ = writeln!(out, "groups: {active} completed at least once, {total_c} completions, {total_r} re-sends");
+        let total_c: u64 = self
+            .completions
+            .iter()
+            .map(|c| u64::from(c.load(Relaxed)))
+            .sum();
+        let total_r: u64 = self
+            .resends
+            .iter()
+            .map(|c| u64::from(c.load(Relaxed)))
+            .sum();
+        let active = self
+            .completions
+            .iter()
+            .filter(|c| c.load(Relaxed) > 0)
+            .count();
+        let _ = writeln!(
+            out,
+            "groups: {active} completed at least once, {total_c} completions, {total_r} re-sends"
+        );
         let mut worst: Vec<(u32, u32)> = self
             .resends
             .iter()
@@ -138,14 +165,18 @@ impl GroupCounters {
             .collect();
         worst.sort_unstable_by(|a, b| b.cmp(a));
         for (r, g) in worst.into_iter().take(n) {
-            let _ = writeln!(out, "  group{g}: {} completions, {r} re-sends", self.completions(g));
+            let _ = writeln!(
+                out,
+                "  group{g}: {} completions, {r} re-sends",
+                self.completions(g)
+            );
         }
         out
     }
 }
 
 /// Sum a set of counter structs by name and print the non-zero ones as `prefix.name value`.
-pub fn format_sum<'a, I>(title: &str, names: &[&str], sets: I) -> String
+pub fn format_sum<I>(title: &str, names: &[&str], sets: I) -> String
 where
     I: IntoIterator<Item = Vec<u64>>,
 {
@@ -156,8 +187,21 @@ where
         }
     }
     let mut out = String::new();
-    let parts: Vec<String> = names.iter().zip(&sum).filter(|(_, v)| **v > 0).map(|(n, v)| format!("{n}={v}")).collect();
-    let _ = writeln!(out, "{title}: {}", if parts.is_empty() { "-".to_string() } else { parts.join(" ") });
+    let parts: Vec<String> = names
+        .iter()
+        .zip(&sum)
+        .filter(|(_, v)| **v > 0)
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "{title}: {}",
+        if parts.is_empty() {
+            "-".to_string()
+        } else {
+            parts.join(" ")
+        }
+    );
     out
 }
 

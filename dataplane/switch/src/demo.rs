@@ -26,6 +26,10 @@ pub struct DemoOpts {
     pub loops: usize,
     pub leaf_timeout_ns: u64,
     pub switch_timeout_ns: u64,
+    /// Per group: pause between a release and the leaves' next arrival (`u64::MAX`: never).
+    pub think_ns: Vec<u64>,
+    /// Per group: copies sent of each reduce (above 1: a flood of duplicates).
+    pub copies: Vec<u32>,
 }
 
 impl Default for DemoOpts {
@@ -38,6 +42,8 @@ impl Default for DemoOpts {
             loops: 2,
             leaf_timeout_ns: 50_000_000,
             switch_timeout_ns: 20_000_000,
+            think_ns: Vec::new(),
+            copies: Vec::new(),
         }
     }
 }
@@ -63,14 +69,20 @@ impl Tree {
         if let Some(f) = fanout.iter().find(|&&f| f == 0 || f > 64) {
             return Err(format!("fanout {f}: each level needs 1..=64 children"));
         }
-        let mut nodes = vec![Node { parent: None, children: vec![] }];
+        let mut nodes = vec![Node {
+            parent: None,
+            children: vec![],
+        }];
         let mut level = vec![0usize];
         for &f in fanout {
             let mut next = Vec::new();
             for &p in &level {
                 for slot in 0..f {
                     let id = nodes.len();
-                    nodes.push(Node { parent: Some((p, slot)), children: vec![] });
+                    nodes.push(Node {
+                        parent: Some((p, slot)),
+                        children: vec![],
+                    });
                     nodes[p].children.push(id);
                     next.push(id);
                 }
@@ -87,7 +99,9 @@ impl Tree {
         (0..self.nodes.len()).filter(|&i| self.is_leaf(i)).collect()
     }
     pub fn switches(&self) -> Vec<usize> {
-        (0..self.nodes.len()).filter(|&i| !self.is_leaf(i)).collect()
+        (0..self.nodes.len())
+            .filter(|&i| !self.is_leaf(i))
+            .collect()
     }
 }
 
@@ -100,7 +114,10 @@ pub struct Wires<R, T> {
 
 /// In-memory wires for `tree`.
 pub fn mem_wires(tree: &Tree) -> Wires<MemRx, MemTx> {
-    let mut w = Wires { at_child: Vec::new(), at_parent: Vec::new() };
+    let mut w = Wires {
+        at_child: Vec::new(),
+        at_parent: Vec::new(),
+    };
     for n in &tree.nodes {
         if n.parent.is_some() {
             let (down_tx, down_rx) = mem_wire(1024);
@@ -131,7 +148,12 @@ fn mac(kind: u8, i: usize) -> [u8; 6] {
 /// Build every switch and the leaves of `tree`, and place them on `opts.loops` loops: with one
 /// loop everything shares it; with more, the leaves get the last loop to themselves and the
 /// switches are dealt over the others.
-pub fn build_demo<R, T>(opts: &DemoOpts, tree: &Tree, mut wires: Wires<R, T>, now_ns: u64) -> Result<Demo, String>
+pub fn build_demo<R, T>(
+    opts: &DemoOpts,
+    tree: &Tree,
+    mut wires: Wires<R, T>,
+    now_ns: u64,
+) -> Result<Demo, String>
 where
     R: RxQueue + 'static,
     T: TxQueue + 'static,
@@ -149,20 +171,45 @@ where
         let mut ports = Vec::new();
         for (slot, &c) in node.children.iter().enumerate() {
             let (rx, tx) = wires.at_parent[c].take().ok_or("wire used twice")?;
-            ports.push(PortIo { name: format!("child{slot}"), rx: vec![rx], tx, peer_mac: [0xff; 6] });
+            ports.push(PortIo {
+                name: format!("child{slot}"),
+                rx: vec![rx],
+                tx,
+                peer_mac: [0xff; 6],
+            });
         }
         let role = match node.parent {
             None => GroupRole::Root,
             Some(_) => {
                 let (rx, tx) = wires.at_child[s].take().ok_or("wire used twice")?;
-                ports.push(PortIo { name: "parent".into(), rx: vec![rx], tx, peer_mac: [0xff; 6] });
-                GroupRole::Intermediate { parent: nchild as u8 }
+                ports.push(PortIo {
+                    name: "parent".into(),
+                    rx: vec![rx],
+                    tx,
+                    peer_mac: [0xff; 6],
+                });
+                GroupRole::Intermediate {
+                    parent: nchild as u8,
+                }
             }
         };
-        let children = if nchild == 64 { u64::MAX } else { (1u64 << nchild) - 1 };
-        let spec = GroupSpec { numbers: 0..opts.groups, role, children, resend_timeout_ns: opts.switch_timeout_ns };
+        let children = if nchild == 64 {
+            u64::MAX
+        } else {
+            (1u64 << nchild) - 1
+        };
+        let spec = GroupSpec {
+            numbers: 0..opts.groups,
+            role,
+            children,
+            resend_timeout_ns: opts.switch_timeout_ns,
+        };
         let table = Arc::new(build_table(&[spec])?);
-        let name = if s == 0 { "root".to_string() } else { format!("s{s}") };
+        let name = if s == 0 {
+            "root".to_string()
+        } else {
+            format!("s{s}")
+        };
         let sw = build_switch(&name, mac(1, s), ports, table, now_ns);
         let l = k % switch_loops;
         for (_, _, p) in sw.rx {
@@ -174,14 +221,32 @@ where
     let mut links = Vec::new();
     for &leaf in &tree.leaves() {
         let (rx, tx) = wires.at_child[leaf].take().ok_or("wire used twice")?;
-        links.push(LeafLink { rx, tx, mac: mac(2, leaf) });
+        links.push(LeafLink {
+            rx,
+            tx,
+            mac: mac(2, leaf),
+        });
     }
     let report = Arc::new(Mutex::new(None));
-    let leaves = LeafPoller::new(links, 0, opts.groups, opts.leaf_timeout_ns, opts.count, report.clone());
+    let leaves = LeafPoller::new(
+        links,
+        0,
+        opts.groups,
+        opts.leaf_timeout_ns,
+        opts.count,
+        report.clone(),
+    )
+    .with_pacing(&opts.think_ns, &opts.copies);
     let progress = leaves.progress.clone();
     let done = leaves.done.clone();
     placed[loops - 1].push(Box::new(leaves));
-    Ok(Demo { loops: placed, switches, report, progress, done })
+    Ok(Demo {
+        loops: placed,
+        switches,
+        report,
+        progress,
+        done,
+    })
 }
 
 /// What a demo run measured.
@@ -237,7 +302,12 @@ impl DemoResult {
 
 /// Run a built demo on plain threads (the `--io mem` mode and the unit tests): one thread per
 /// loop, the caller's thread manages. Stops at the count or after the duration.
-pub fn run_on_threads(demo: Demo, opts: &DemoOpts, clock: crate::poll::Clock, quit: Arc<AtomicBool>) -> DemoResult {
+pub fn run_on_threads(
+    demo: Demo,
+    opts: &DemoOpts,
+    clock: crate::poll::Clock,
+    quit: Arc<AtomicBool>,
+) -> DemoResult {
     let start = Instant::now();
     let mut handles = Vec::new();
     for pollers in demo.loops {
@@ -255,7 +325,12 @@ pub fn run_on_threads(demo: Demo, opts: &DemoOpts, clock: crate::poll::Clock, qu
         all.extend(h.join().expect("poll loop panicked"));
     }
     crate::poll::finish_all(&mut all);
-    let report = demo.report.lock().expect("report lock").take().expect("leaf poller finished");
+    let report = demo
+        .report
+        .lock()
+        .expect("report lock")
+        .take()
+        .expect("leaf poller finished");
     DemoResult { elapsed, report }
 }
 
@@ -277,20 +352,38 @@ mod tests {
     use super::*;
     use crate::poll::Clock;
 
-    fn run_mem(fanout: &[usize], groups: u32, count: u64, loops: usize) -> (DemoResult, Vec<SwitchStats>) {
-        let opts = DemoOpts { fanout: fanout.to_vec(), groups, count: Some(count), loops, ..DemoOpts::default() };
+    fn run_mem(
+        fanout: &[usize],
+        groups: u32,
+        count: u64,
+        loops: usize,
+    ) -> (DemoResult, Vec<SwitchStats>) {
+        let opts = DemoOpts {
+            fanout: fanout.to_vec(),
+            groups,
+            count: Some(count),
+            loops,
+            ..DemoOpts::default()
+        };
         let tree = Tree::new(fanout).unwrap();
         let clock = Clock::new();
         let demo = build_demo(&opts, &tree, mem_wires(&tree), clock.now_ns()).unwrap();
         assert_eq!(demo.switches.len(), tree.switches().len());
         let stats = demo.switches.clone();
-        (run_on_threads(demo, &opts, clock, Arc::new(AtomicBool::new(false))), stats)
+        (
+            run_on_threads(demo, &opts, clock, Arc::new(AtomicBool::new(false))),
+            stats,
+        )
     }
 
     fn check(fanout: &[usize], groups: u32, count: u64, loops: usize) {
         let (r, stats) = run_mem(fanout, groups, count, loops);
         assert_eq!(r.report.early_releases, 0);
-        assert!(r.report.completed.iter().all(|&c| c == count), "completed {:?}", &r.report.completed[..4.min(r.report.completed.len())]);
+        assert!(
+            r.report.completed.iter().all(|&c| c == count),
+            "completed {:?}",
+            &r.report.completed[..4.min(r.report.completed.len())]
+        );
         for (i, &n) in r.report.releases_per_leaf.iter().enumerate() {
             assert_eq!(n, count * u64::from(groups), "leaf {i} released {n} times");
         }

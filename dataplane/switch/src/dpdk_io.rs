@@ -20,7 +20,10 @@ pub struct DpdkRx {
 
 impl DpdkRx {
     pub fn new(queue: dpdk::RxQueue) -> Self {
-        DpdkRx { queue, batch: MbufBatch::default() }
+        DpdkRx {
+            queue,
+            batch: MbufBatch::default(),
+        }
     }
 }
 
@@ -42,7 +45,11 @@ pub struct DpdkTx {
 
 impl DpdkTx {
     pub fn new(queue: dpdk::TxQueue, pool: Mempool) -> Self {
-        DpdkTx { queue, pool, batch: MbufBatch::default() }
+        DpdkTx {
+            queue,
+            pool,
+            batch: MbufBatch::default(),
+        }
     }
 }
 

@@ -21,11 +21,15 @@ pub const RING_SIZE: usize = 4096;
 pub fn group_config(spec: &GroupSpec) -> GroupConfig {
     let role = match spec.role {
         GroupRole::Root => Role::Root,
-        GroupRole::Intermediate { parent } => {
-            Role::Intermediate { parent: PortIdx::new(parent).expect("validated port index") }
-        }
+        GroupRole::Intermediate { parent } => Role::Intermediate {
+            parent: PortIdx::new(parent).expect("validated port index"),
+        },
     };
-    GroupConfig { role, children: PortSet(spec.children), resend_timeout_ns: spec.resend_timeout_ns }
+    GroupConfig {
+        role,
+        children: PortSet(spec.children),
+        resend_timeout_ns: spec.resend_timeout_ns,
+    }
 }
 
 /// A group table holding every group of `groups` (capacity: highest number + 1).
@@ -35,7 +39,9 @@ pub fn build_table(groups: &[GroupSpec]) -> Result<GroupTable, String> {
     for g in groups {
         let cfg = group_config(g);
         for n in g.numbers.clone() {
-            table.configure(GroupId(n), cfg).map_err(|e| format!("group {n}: {e:?}"))?;
+            table
+                .configure(GroupId(n), cfg)
+                .map_err(|e| format!("group {n}: {e:?}"))?;
         }
     }
     Ok(table)
@@ -60,16 +66,31 @@ impl SwitchStats {
     pub fn report(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "== switch {}", self.name);
-        out += &format_sum("  rx total", RxCounters::NAMES, self.rx.iter().map(|(_, c)| c.values()));
-        out += &format_sum("  tx total", TxCounters::NAMES, self.tx.iter().map(|c| c.values()));
+        out += &format_sum(
+            "  rx total",
+            RxCounters::NAMES,
+            self.rx.iter().map(|(_, c)| c.values()),
+        );
+        out += &format_sum(
+            "  tx total",
+            TxCounters::NAMES,
+            self.tx.iter().map(|c| c.values()),
+        );
         out += &format_sum("  scheduler", SchedCounters::NAMES, [self.sched.values()]);
         for (p, name) in self.port_names.iter().enumerate() {
             out += &format_sum(
                 &format!("  port {name} rx"),
                 RxCounters::NAMES,
-                self.rx.iter().filter(|(i, _)| *i == p).map(|(_, c)| c.values()),
+                self.rx
+                    .iter()
+                    .filter(|(i, _)| *i == p)
+                    .map(|(_, c)| c.values()),
             );
-            out += &format_sum(&format!("  port {name} tx"), TxCounters::NAMES, [self.tx[p].values()]);
+            out += &format_sum(
+                &format!("  port {name} tx"),
+                TxCounters::NAMES,
+                [self.tx[p].values()],
+            );
         }
         for line in self.groups.report(5).lines() {
             let _ = writeln!(out, "  {line}");
@@ -79,12 +100,18 @@ impl SwitchStats {
 
     /// Sum of one RX counter over all pollers.
     pub fn rx_sum(&self, f: impl Fn(&RxCounters) -> &std::sync::atomic::AtomicU64) -> u64 {
-        self.rx.iter().map(|(_, c)| f(c).load(std::sync::atomic::Ordering::Relaxed)).sum()
+        self.rx
+            .iter()
+            .map(|(_, c)| f(c).load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
     }
 
     /// Sum of one TX counter over all ports.
     pub fn tx_sum(&self, f: impl Fn(&TxCounters) -> &std::sync::atomic::AtomicU64) -> u64 {
-        self.tx.iter().map(|c| f(c).load(std::sync::atomic::Ordering::Relaxed)).sum()
+        self.tx
+            .iter()
+            .map(|c| f(c).load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
     }
 }
 
@@ -136,10 +163,22 @@ where
         }
         let c = Arc::new(TxCounters::default());
         tx_stats.push(c.clone());
-        tx_ports.push(TxPort { queue: port.tx, peer_mac: port.peer_mac, counters: c });
+        tx_ports.push(TxPort {
+            queue: port.tx,
+            peer_mac: port.peer_mac,
+            counters: c,
+        });
         port_names.push(port.name);
     }
-    let sched = SchedPoller::new(rings, table.clone(), tx_ports, mac, sched_counters.clone(), groups.clone(), now_ns);
+    let sched = SchedPoller::new(
+        rings,
+        table.clone(),
+        tx_ports,
+        mac,
+        sched_counters.clone(),
+        groups.clone(),
+        now_ns,
+    );
     SwitchPollers {
         rx,
         sched: Box::new(sched),

@@ -49,7 +49,13 @@ pub struct MemTx {
 /// A one-way wire holding up to `capacity` frames in flight.
 pub fn mem_wire(capacity: usize) -> (MemTx, MemRx) {
     let wire = Arc::new(ArrayQueue::new(capacity));
-    (MemTx { wire: wire.clone(), buf: Vec::with_capacity(BURST) }, MemRx { wire })
+    (
+        MemTx {
+            wire: wire.clone(),
+            buf: Vec::with_capacity(BURST),
+        },
+        MemRx { wire },
+    )
 }
 
 impl RxQueue for MemRx {

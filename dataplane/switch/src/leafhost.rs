@@ -10,7 +10,8 @@ use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend};
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq, Time};
 use hdrhistogram::Histogram;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +28,8 @@ pub struct LeafReport {
     /// Barrier latency in ns, first reduce sent to last release received, one sample per
     /// completed barrier of each group.
     pub latency: Histogram<u64>,
+    /// The same per group, when there are at most 64 groups (else empty).
+    pub group_latency: Vec<Histogram<u64>>,
     /// Barriers completed per group.
     pub completed: Vec<u64>,
     /// Releases received per leaf (all groups).
@@ -55,6 +58,12 @@ pub struct LeafPoller<R: RxQueue, T: TxQueue> {
     released: Vec<u32>,
     /// Leaves whose next arrival is due, in order.
     to_arrive: VecDeque<(u32, u32)>,
+    /// Leaves waiting out their group's think time: (due, leaf, group).
+    thinking: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    /// Per group: time between a release and the leaf's next arrival (u64::MAX: never).
+    think_ns: Vec<u64>,
+    /// Per group: copies of each reduce sent (more than 1 floods the switch with duplicates).
+    copies: Vec<u32>,
     frames: Vec<R::Frame>,
     next_timer_scan: u64,
     report: LeafReport,
@@ -99,10 +108,21 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
             started: vec![[0; 2]; g],
             released: vec![0; g],
             to_arrive,
+            thinking: BinaryHeap::new(),
+            think_ns: vec![0; g],
+            copies: vec![1; g],
             frames: Vec::with_capacity(BURST),
             next_timer_scan: 0,
             report: LeafReport {
-                latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
+                latency: Histogram::new_with_bounds(1, 60_000_000_000, 3)
+                    .expect("histogram bounds"),
+                group_latency: if g <= 64 {
+                    (0..g)
+                        .map(|_| Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("bounds"))
+                        .collect()
+                } else {
+                    Vec::new()
+                },
                 completed: vec![0; g],
                 releases_per_leaf: vec![0; n],
                 early_releases: 0,
@@ -116,13 +136,42 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
         }
     }
 
+    /// Pace each group: `think_ns[g]` between a release and the next arrival (`u64::MAX`: the
+    /// group never starts), `copies[g]` transmissions of each reduce. Missing entries: 0 and 1.
+    pub fn with_pacing(mut self, think_ns: &[u64], copies: &[u32]) -> Self {
+        for (g, &t) in think_ns.iter().enumerate().take(self.groups as usize) {
+            self.think_ns[g] = t;
+        }
+        for (g, &c) in copies.iter().enumerate().take(self.groups as usize) {
+            self.copies[g] = c.max(1);
+        }
+        // Initial arrivals of paced groups wait like later ones.
+        let start: Vec<(u32, u32)> = self.to_arrive.drain(..).collect();
+        for (l, g) in start {
+            self.schedule_arrival(l, g, 0);
+        }
+        self
+    }
+
+    fn schedule_arrival(&mut self, l: u32, g: u32, now: u64) {
+        match self.think_ns[g as usize] {
+            0 => self.to_arrive.push_back((l, g)),
+            u64::MAX => {}
+            t => self.thinking.push(Reverse((now.saturating_add(t), l, g))),
+        }
+    }
+
     fn frame(&self, leaf: usize, send: LeafSend) -> [u8; FRAME_LEN] {
         let mut buf = [0u8; FRAME_LEN];
         FrameRepr {
             dst: MacAddr::BROADCAST,
             src: MacAddr(self.links[leaf].mac),
             kind: Kind::Reduce,
-            flags: if send.retransmit { Flags::RETRANSMIT } else { Flags::empty() },
+            flags: if send.retransmit {
+                Flags::RETRANSMIT
+            } else {
+                Flags::empty()
+            },
             group: send.group,
             seq: send.seq,
             tx_timestamp: None,
@@ -133,6 +182,13 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
 
     fn arrivals(&mut self, now: u64) -> bool {
         let mut busy = false;
+        while let Some(Reverse((due, l, g))) = self.thinking.peek().copied() {
+            if due > now {
+                break;
+            }
+            self.thinking.pop();
+            self.to_arrive.push_back((l, g));
+        }
         while let Some((l, g)) = self.to_arrive.pop_front() {
             let (li, gi) = (l as usize, g as usize);
             let tx = &mut self.links[li].tx;
@@ -156,8 +212,17 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
             };
             let frame = self.frame(li, send);
             // Room was checked above; a refusal here (no buffer) leaves the leaf waiting and its
-            // timer re-sends the reduce.
+            // timer re-sends the reduce. Extra copies (a flood) go while there is room.
             let _ = self.links[li].tx.offer(&frame);
+            for _ in 1..self.copies[gi] {
+                let tx = &mut self.links[li].tx;
+                if tx.buffered() >= BURST {
+                    tx.flush();
+                }
+                if tx.offer(&frame).is_err() {
+                    break;
+                }
+            }
             let parity = (send.seq.0 & 1) as usize;
             let a = &mut self.arrived[gi][parity];
             if *a == 0 {
@@ -203,6 +268,9 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
                         if self.released[gi] == n {
                             let lat = now.saturating_sub(self.started[gi][parity]).max(1);
                             let _ = self.report.latency.record(lat);
+                            if let Some(h) = self.report.group_latency.get_mut(gi) {
+                                let _ = h.record(lat);
+                            }
                             self.report.completed[gi] += 1;
                             self.released[gi] = 0;
                             self.arrived[gi][parity] = 0;
@@ -213,7 +281,7 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
                                 }
                             }
                         }
-                        self.to_arrive.push_back((li as u32, g));
+                        self.schedule_arrival(li as u32, g, now);
                     }
                 }
             }

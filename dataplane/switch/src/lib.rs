@@ -10,6 +10,7 @@ pub mod counters;
 pub mod demo;
 pub mod dpdk_io;
 pub mod engine;
+pub mod fairness;
 pub mod io;
 pub mod leafhost;
 pub mod poll;

@@ -11,7 +11,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "barrier-switch", version, about = "Barrier synchronization in the network, on DPDK")]
+#[command(
+    name = "barrier-switch",
+    version,
+    about = "Barrier synchronization in the network, on DPDK"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -79,7 +83,9 @@ struct DemoArgs {
 }
 
 fn default_lcores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()).min(2)
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(2)
 }
 
 fn main() -> ExitCode {
@@ -94,7 +100,11 @@ fn main() -> ExitCode {
                     c.group_count(),
                     c.lcores.scheduler,
                     c.lcores.rx.iter().map(|r| r.lcore).collect::<Vec<_>>(),
-                    if c.lcores.shared { " (shared: reduced mode)" } else { "" }
+                    if c.lcores.shared {
+                        " (shared: reduced mode)"
+                    } else {
+                        ""
+                    }
                 );
                 ExitCode::SUCCESS
             }
@@ -142,6 +152,7 @@ fn demo(a: DemoArgs) -> ExitCode {
         loops: a.lcores.max(1),
         leaf_timeout_ns: a.leaf_timeout_us * 1000,
         switch_timeout_ns: a.switch_timeout_us * 1000,
+        ..DemoOpts::default()
     };
     let tree = match Tree::new(&opts.fanout) {
         Ok(t) => t,
@@ -184,7 +195,10 @@ fn demo(a: DemoArgs) -> ExitCode {
         print!("{extra}");
     }
     if result.report.early_releases > 0 {
-        eprintln!("barrier-switch demo: {} releases came before all leaves arrived", result.report.early_releases);
+        eprintln!(
+            "barrier-switch demo: {} releases came before all leaves arrived",
+            result.report.early_releases
+        );
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

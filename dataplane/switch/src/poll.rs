@@ -35,7 +35,9 @@ pub struct Clock {
 
 impl Clock {
     pub fn new() -> Self {
-        Clock { origin: Instant::now() }
+        Clock {
+            origin: Instant::now(),
+        }
     }
     #[inline]
     pub fn now_ns(&self) -> u64 {

@@ -63,11 +63,13 @@ where
             continue;
         }
         let q = quit.clone();
-        let j = dpdk::launch_on(eal, LcoreId(lcore), move || run_loop(pollers, &q, clock, &counters))
-            .map_err(|e| {
-                quit.store(true, Ordering::Relaxed);
-                format!("lcore {lcore}: {e}")
-            })?;
+        let j = dpdk::launch_on(eal, LcoreId(lcore), move || {
+            run_loop(pollers, &q, clock, &counters)
+        })
+        .map_err(|e| {
+            quit.store(true, Ordering::Relaxed);
+            format!("lcore {lcore}: {e}")
+        })?;
         joins.push(j);
     }
     let q = quit.clone();
@@ -139,9 +141,16 @@ fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, String> {
     }
     let in_use = pool.in_use_count();
     if in_use == 0 {
-        Ok(format!("mempool {}: all {} mbufs back", pool.name(), pool.avail_count()))
+        Ok(format!(
+            "mempool {}: all {} mbufs back",
+            pool.name(),
+            pool.avail_count()
+        ))
     } else {
-        Err(format!("mempool {}: {in_use} mbufs not returned", pool.name()))
+        Err(format!(
+            "mempool {}: {in_use} mbufs not returned",
+            pool.name()
+        ))
     }
 }
 
@@ -170,17 +179,30 @@ pub fn eal_args(cfg: &Config, overrides: &[String]) -> Vec<String> {
 }
 
 /// Run the switch of `cfg` until `signals.quit`. Counters are printed on SIGUSR1.
-pub fn run_config(cfg: &Config, eal_overrides: &[String], signals: Signals) -> Result<RunOutcome, String> {
+pub fn run_config(
+    cfg: &Config,
+    eal_overrides: &[String],
+    signals: Signals,
+) -> Result<RunOutcome, String> {
     let (eal, _app) = Eal::init(eal_args(cfg, eal_overrides)).map_err(|e| format!("EAL: {e}"))?;
     let clock = Clock::new();
-    let pool = Mempool::new_pktmbuf(&eal, "switch", cfg.mempool.mbufs, cfg.mempool.cache, dpdk::MBUF_DEFAULT_BUF_SIZE)
-        .map_err(|e| format!("mempool: {e}"))?;
-    let lcores: Vec<u32> =
-        std::iter::once(eal.main_lcore().0).chain(eal.worker_lcores().into_iter().map(|l| l.0)).collect();
+    let pool = Mempool::new_pktmbuf(
+        &eal,
+        "switch",
+        cfg.mempool.mbufs,
+        cfg.mempool.cache,
+        dpdk::MBUF_DEFAULT_BUF_SIZE,
+    )
+    .map_err(|e| format!("mempool: {e}"))?;
+    let lcores: Vec<u32> = std::iter::once(eal.main_lcore().0)
+        .chain(eal.worker_lcores().into_iter().map(|l| l.0))
+        .collect();
     let mut needed: Vec<u32> = cfg.lcores.rx.iter().map(|r| r.lcore).collect();
     needed.push(cfg.lcores.scheduler);
     if let Some(l) = needed.iter().find(|l| !lcores.contains(l)) {
-        return Err(format!("lcore {l} is in the configuration but not enabled in EAL (enabled: {lcores:?})"));
+        return Err(format!(
+            "lcore {l} is in the configuration but not enabled in EAL (enabled: {lcores:?})"
+        ));
     }
 
     let mut ports = Vec::new();
@@ -191,18 +213,34 @@ pub fn run_config(cfg: &Config, eal_overrides: &[String], signals: Signals) -> R
             Device::Pci(addr) => Port::open_by_name(&eal, addr),
         }
         .map_err(|e| format!("port {}: {e}", pc.name))?;
-        port.configure(pc.rx_queues, pc.tx_queues, pc.rx_descriptors, pc.tx_descriptors, &pool)
-            .map_err(|e| format!("port {}: {e}", pc.name))?;
+        port.configure(
+            pc.rx_queues,
+            pc.tx_queues,
+            pc.rx_descriptors,
+            pc.tx_descriptors,
+            &pool,
+        )
+        .map_err(|e| format!("port {}: {e}", pc.name))?;
         port.start().map_err(|e| format!("port {}: {e}", pc.name))?;
         // Barrier frames go to the peer's MAC or broadcast: take everything and let the
         // parser decide. Virtual devices may not support it; that is fine for them.
         let _ = port.set_promiscuous(true);
         let mut rx = Vec::new();
         for q in 0..pc.rx_queues {
-            rx.push(DpdkRx::new(port.rx_queue(QueueId(q)).map_err(|e| e.to_string())?));
+            rx.push(DpdkRx::new(
+                port.rx_queue(QueueId(q)).map_err(|e| e.to_string())?,
+            ));
         }
-        let tx = DpdkTx::new(port.tx_queue(QueueId(0)).map_err(|e| e.to_string())?, pool.clone());
-        io.push(PortIo { name: pc.name.clone(), rx, tx, peer_mac: pc.peer_mac });
+        let tx = DpdkTx::new(
+            port.tx_queue(QueueId(0)).map_err(|e| e.to_string())?,
+            pool.clone(),
+        );
+        io.push(PortIo {
+            name: pc.name.clone(),
+            rx,
+            tx,
+            peer_mac: pc.peer_mac,
+        });
         ports.push(port);
     }
     let table = Arc::new(build_table(&cfg.groups)?);
@@ -211,15 +249,23 @@ pub fn run_config(cfg: &Config, eal_overrides: &[String], signals: Signals) -> R
 
     // Place the pollers: each RX queue on the lcore the file names, the scheduler on its own.
     let mut placement: Placement = BTreeMap::new();
-    let mut rx_by_queue: BTreeMap<(usize, usize), Box<dyn Poller>> =
-        sw.rx.into_iter().map(|(p, q, poller)| ((p, q), poller)).collect();
+    let mut rx_by_queue: BTreeMap<(usize, usize), Box<dyn Poller>> = sw
+        .rx
+        .into_iter()
+        .map(|(p, q, poller)| ((p, q), poller))
+        .collect();
     for r in &cfg.lcores.rx {
         for &(p, q) in &r.polls {
-            let poller = rx_by_queue.remove(&(p as usize, q as usize)).ok_or("queue placed twice")?;
+            let poller = rx_by_queue
+                .remove(&(p as usize, q as usize))
+                .ok_or("queue placed twice")?;
             placement.entry(r.lcore).or_default().push(poller);
         }
     }
-    placement.entry(cfg.lcores.scheduler).or_default().push(sw.sched);
+    placement
+        .entry(cfg.lcores.scheduler)
+        .or_default()
+        .push(sw.sched);
 
     let quit = signals.quit.clone();
     let dump = signals.dump.clone();
@@ -262,23 +308,35 @@ pub const NET_RING_QUEUES: usize = 16;
 
 /// Create the net_ring devices for `tree` and hand out their queues as wires. For a switch with
 /// k children: device "down" carries switch -> child i on queue i, device "up" child i -> switch.
-fn net_ring_wires(eal: &Eal, tree: &Tree, pool: &Mempool) -> Result<(Wires<DpdkRx, DpdkTx>, Vec<Port>), String> {
+fn net_ring_wires(
+    eal: &Eal,
+    tree: &Tree,
+    pool: &Mempool,
+) -> Result<(Wires<DpdkRx, DpdkTx>, Vec<Port>), String> {
     let switches = tree.switches();
     if switches.len() * 2 > 32 {
-        return Err(format!("{} switches need {} net_ring ports; this DPDK has 32", switches.len(), switches.len() * 2));
+        return Err(format!(
+            "{} switches need {} net_ring ports; this DPDK has 32",
+            switches.len(),
+            switches.len() * 2
+        ));
     }
     let mut at_child: Vec<Option<(DpdkRx, DpdkTx)>> = (0..tree.nodes.len()).map(|_| None).collect();
-    let mut at_parent: Vec<Option<(DpdkRx, DpdkTx)>> = (0..tree.nodes.len()).map(|_| None).collect();
+    let mut at_parent: Vec<Option<(DpdkRx, DpdkTx)>> =
+        (0..tree.nodes.len()).map(|_| None).collect();
     let mut ports = Vec::new();
     for (k, &s) in switches.iter().enumerate() {
         let children = &tree.nodes[s].children;
         let n = children.len();
         if n > NET_RING_QUEUES {
-            return Err(format!("a switch with {n} children: net_ring wires allow {NET_RING_QUEUES} (use --io mem)"));
+            return Err(format!(
+                "a switch with {n} children: net_ring wires allow {NET_RING_QUEUES} (use --io mem)"
+            ));
         }
         let open = |name: String| -> Result<Port, String> {
             let mut p = Port::attach_vdev(eal, &name).map_err(|e| format!("{name}: {e}"))?;
-            p.configure(n as u16, n as u16, 1024, 1024, pool).map_err(|e| format!("{name}: {e}"))?;
+            p.configure(n as u16, n as u16, 1024, 1024, pool)
+                .map_err(|e| format!("{name}: {e}"))?;
             p.start().map_err(|e| format!("{name}: {e}"))?;
             Ok(p)
         };
@@ -287,18 +345,33 @@ fn net_ring_wires(eal: &Eal, tree: &Tree, pool: &Mempool) -> Result<(Wires<DpdkR
         for (i, &c) in children.iter().enumerate() {
             let q = QueueId(i as u16);
             let e = |e: dpdk::DpdkError| e.to_string();
-            at_parent[c] = Some((DpdkRx::new(up.rx_queue(q).map_err(e)?), DpdkTx::new(down.tx_queue(q).map_err(e)?, pool.clone())));
-            at_child[c] = Some((DpdkRx::new(down.rx_queue(q).map_err(e)?), DpdkTx::new(up.tx_queue(q).map_err(e)?, pool.clone())));
+            at_parent[c] = Some((
+                DpdkRx::new(up.rx_queue(q).map_err(e)?),
+                DpdkTx::new(down.tx_queue(q).map_err(e)?, pool.clone()),
+            ));
+            at_child[c] = Some((
+                DpdkRx::new(down.rx_queue(q).map_err(e)?),
+                DpdkTx::new(up.tx_queue(q).map_err(e)?, pool.clone()),
+            ));
         }
         ports.push(down);
         ports.push(up);
     }
-    Ok((Wires { at_child, at_parent }, ports))
+    Ok((
+        Wires {
+            at_child,
+            at_parent,
+        },
+        ports,
+    ))
 }
 
 /// EAL arguments for the demo on a machine without NIC or hugepages, `loops` lcores.
 pub fn demo_eal_args(loops: usize, overrides: &[String]) -> Vec<String> {
-    let list = (0..loops).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let list = (0..loops)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let mut a = vec![
         "barrier-switch".to_string(),
         "--no-huge".into(),
@@ -326,24 +399,49 @@ pub struct DemoOutcome {
 }
 
 /// Run the demo on DPDK net_ring wires. `quit` stops it early (SIGINT).
-pub fn run_demo_dpdk(opts: &DemoOpts, eal_overrides: &[String], quit: Arc<AtomicBool>) -> Result<DemoOutcome, String> {
+pub fn run_demo_dpdk(
+    opts: &DemoOpts,
+    eal_overrides: &[String],
+    quit: Arc<AtomicBool>,
+) -> Result<DemoOutcome, String> {
+    let (eal, _) =
+        Eal::init(demo_eal_args(opts.loops, eal_overrides)).map_err(|e| format!("EAL: {e}"))?;
+    let out = run_demo_on(&eal, opts, quit);
+    drop(eal);
+    out
+}
+
+/// Run one demo on an initialised EAL (several may run one after the other: each creates its
+/// net_ring devices and pool and removes them again).
+pub fn run_demo_on(
+    eal: &Eal,
+    opts: &DemoOpts,
+    quit: Arc<AtomicBool>,
+) -> Result<DemoOutcome, String> {
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUN.fetch_add(1, Ordering::Relaxed);
     let tree = Tree::new(&opts.fanout)?;
-    let (eal, _) = Eal::init(demo_eal_args(opts.loops, eal_overrides)).map_err(|e| format!("EAL: {e}"))?;
     let clock = Clock::new();
     let leaves = tree.leaves().len() as u64;
-    let in_flight = u64::from(opts.groups) * (leaves + tree.switches().len() as u64) * 2;
+    let copies = u64::from(opts.copies.iter().copied().max().unwrap_or(1).max(1));
+    let in_flight = u64::from(opts.groups) * (leaves * copies + tree.switches().len() as u64) * 2;
     let mbufs = (in_flight + 8192).next_power_of_two().min(1 << 20) as u32 - 1;
-    let pool = Mempool::new_pktmbuf(&eal, "demo", mbufs, 256, SMALL_DATA_ROOM).map_err(|e| format!("mempool: {e}"))?;
-    let (wires, ports) = net_ring_wires(&eal, &tree, &pool)?;
+    let pool = Mempool::new_pktmbuf(eal, &format!("demo{run}"), mbufs, 256, SMALL_DATA_ROOM)
+        .map_err(|e| format!("mempool: {e}"))?;
+    let (wires, ports) = net_ring_wires(eal, &tree, &pool)?;
     let demo = build_demo(opts, &tree, wires, clock.now_ns())?;
     let switches = demo.switches.clone();
     let report_slot = demo.report.clone();
     let done = demo.done.clone();
     let mut placement: Placement = BTreeMap::new();
-    let lcores: Vec<u32> =
-        std::iter::once(eal.main_lcore().0).chain(eal.worker_lcores().into_iter().map(|l| l.0)).collect();
+    let lcores: Vec<u32> = std::iter::once(eal.main_lcore().0)
+        .chain(eal.worker_lcores().into_iter().map(|l| l.0))
+        .collect();
     if lcores.len() < demo.loops.len() {
-        return Err(format!("{} loops but only lcores {lcores:?}", demo.loops.len()));
+        return Err(format!(
+            "{} loops but only lcores {lcores:?}",
+            demo.loops.len()
+        ));
     }
     for (i, pollers) in demo.loops.into_iter().enumerate() {
         placement.insert(lcores[i], pollers);
@@ -351,19 +449,28 @@ pub fn run_demo_dpdk(opts: &DemoOpts, eal_overrides: &[String], quit: Arc<Atomic
     let start = Instant::now();
     let o = opts.clone();
     let q = quit.clone();
-    let loops = run_placement(&eal, placement, quit.clone(), clock, move || {
+    // The loops stop on this run's own flag; `quit` (a signal) only ends the wait early.
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops = run_placement(eal, placement, stop, clock, move || {
         wait_until_done(&done, &o, start, &q);
     })?;
     let elapsed = start.elapsed();
-    let report = report_slot.lock().map_err(|_| "report lock")?.take().ok_or("leaf poller did not report")?;
+    let report = report_slot
+        .lock()
+        .map_err(|_| "report lock")?
+        .take()
+        .ok_or("leaf poller did not report")?;
     let mut text = stats_report(&switches);
     text += &loops_report(&loops);
     let closed = close_ports(ports, &pool);
     drop(pool);
-    drop(eal);
     match closed {
         Ok(line) => text += &format!("{line}\n"),
         Err(e) => return Err(format!("{text}{e}")),
     }
-    Ok(DemoOutcome { result: DemoResult { elapsed, report }, switches, report: text })
+    Ok(DemoOutcome {
+        result: DemoResult { elapsed, report },
+        switches,
+        report: text,
+    })
 }

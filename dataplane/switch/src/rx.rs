@@ -81,11 +81,17 @@ impl<Q: RxQueue> RxPoller<Q> {
         let ev = match repr.kind {
             Kind::Reduce => {
                 bump(&c.reduce_in, 1);
-                Event::Reduce { port: self.port, seq: repr.seq }
+                Event::Reduce {
+                    port: self.port,
+                    seq: repr.seq,
+                }
             }
             Kind::Release => {
                 bump(&c.release_in, 1);
-                Event::Release { port: self.port, seq: repr.seq }
+                Event::Release {
+                    port: self.port,
+                    seq: repr.seq,
+                }
             }
         };
         let (outcome, actions) = match self.table.apply(repr.group, ev) {
@@ -116,7 +122,10 @@ impl<Q: RxQueue> RxPoller<Q> {
             Outcome::Rejected(Reject::NotTheParent) => bump(&c.drop_not_the_parent, 1),
         }
         for action in actions.iter() {
-            self.push(Msg { group: repr.group, action: *action });
+            self.push(Msg {
+                group: repr.group,
+                action: *action,
+            });
         }
     }
 }

@@ -76,17 +76,42 @@ impl<T: TxQueue> SchedPoller<T> {
     fn dispatch(&mut self, msg: Msg, now_ns: u64) {
         let group = msg.group.0;
         match msg.action {
-            Action::SendReduce { seq, port, retransmit } => {
-                self.enqueue(port.get() as usize, group, Send { kind: SendKind::Reduce, seq: seq.0, retransmit });
+            Action::SendReduce {
+                seq,
+                port,
+                retransmit,
+            } => {
+                self.enqueue(
+                    port.get() as usize,
+                    group,
+                    Send {
+                        kind: SendKind::Reduce,
+                        seq: seq.0,
+                        retransmit,
+                    },
+                );
             }
-            Action::SendRelease { seq, ports, retransmit } => {
+            Action::SendRelease {
+                seq,
+                ports,
+                retransmit,
+            } => {
                 for p in ports.iter() {
-                    self.enqueue(p.get() as usize, group, Send { kind: SendKind::Release, seq: seq.0, retransmit });
+                    self.enqueue(
+                        p.get() as usize,
+                        group,
+                        Send {
+                            kind: SendKind::Release,
+                            seq: seq.0,
+                            retransmit,
+                        },
+                    );
                 }
             }
             Action::ArmTimer { seq, after_ns } => {
                 bump(&self.counters.timers_armed, 1);
-                self.wheel.arm(group, seq.0, now_ns.saturating_add(after_ns));
+                self.wheel
+                    .arm(group, seq.0, now_ns.saturating_add(after_ns));
             }
         }
     }
@@ -110,7 +135,9 @@ impl<T: TxQueue> SchedPoller<T> {
             let c = &*port.counters;
             // Round-robin picks, one frame each, up to one burst per port per poll.
             for _ in 0..BURST {
-                let Some((group, send)) = self.sched.pop(p) else { break };
+                let Some((group, send)) = self.sched.pop(p) else {
+                    break;
+                };
                 let repr = FrameRepr {
                     dst: MacAddr(port.peer_mac),
                     src: MacAddr(self.mac),
@@ -118,7 +145,11 @@ impl<T: TxQueue> SchedPoller<T> {
                         SendKind::Reduce => Kind::Reduce,
                         SendKind::Release => Kind::Release,
                     },
-                    flags: if send.retransmit { Flags::RETRANSMIT } else { Flags::empty() },
+                    flags: if send.retransmit {
+                        Flags::RETRANSMIT
+                    } else {
+                        Flags::empty()
+                    },
                     group: GroupId(group),
                     seq: Seq(send.seq),
                     tx_timestamp: None,
@@ -165,7 +196,9 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
         let mut busy = false;
         for r in 0..self.rings.len() {
             for _ in 0..RING_BUDGET {
-                let Some(msg) = self.rings[r].pop() else { break };
+                let Some(msg) = self.rings[r].pop() else {
+                    break;
+                };
                 bump(&self.counters.messages, 1);
                 self.dispatch(msg, now_ns);
                 busy = true;
@@ -182,7 +215,13 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
                         bump(&self.counters.timer_resends, 1);
                         self.groups.resent(group);
                     }
-                    self.dispatch(Msg { group: GroupId(group), action: *action }, now_ns);
+                    self.dispatch(
+                        Msg {
+                            group: GroupId(group),
+                            action: *action,
+                        },
+                        now_ns,
+                    );
                 }
             }
             busy |= !fired.is_empty();

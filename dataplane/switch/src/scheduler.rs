@@ -70,7 +70,9 @@ pub enum Pushed {
 
 impl Scheduler {
     pub fn new(ports: usize) -> Self {
-        Scheduler { ports: (0..ports).map(|_| PortQueue::default()).collect() }
+        Scheduler {
+            ports: (0..ports).map(|_| PortQueue::default()).collect(),
+        }
     }
 
     pub fn ports(&self) -> usize {
@@ -105,7 +107,10 @@ impl Scheduler {
     pub fn pop(&mut self, port: usize) -> Option<(u32, Send)> {
         let pq = &mut self.ports[port];
         let group = pq.ready.pop_front()?;
-        let q = pq.pending.get_mut(&group).expect("ready group has a pending queue");
+        let q = pq
+            .pending
+            .get_mut(&group)
+            .expect("ready group has a pending queue");
         let send = q.pop_front().expect("ready group has a pending send");
         if q.is_empty() {
             let q = pq.pending.remove(&group).expect("present");
@@ -156,10 +161,18 @@ mod tests {
     use super::*;
 
     fn rel(seq: u32) -> Send {
-        Send { kind: SendKind::Release, seq, retransmit: false }
+        Send {
+            kind: SendKind::Release,
+            seq,
+            retransmit: false,
+        }
     }
     fn red(seq: u32) -> Send {
-        Send { kind: SendKind::Reduce, seq, retransmit: false }
+        Send {
+            kind: SendKind::Reduce,
+            seq,
+            retransmit: false,
+        }
     }
 
     #[test]
@@ -203,12 +216,25 @@ mod tests {
     fn equal_sends_coalesce() {
         let mut s = Scheduler::new(2);
         assert_eq!(s.push(1, 4, rel(3)), Pushed::Queued);
-        assert_eq!(s.push(1, 4, Send { retransmit: true, ..rel(3) }), Pushed::Coalesced);
+        assert_eq!(
+            s.push(
+                1,
+                4,
+                Send {
+                    retransmit: true,
+                    ..rel(3)
+                }
+            ),
+            Pushed::Coalesced
+        );
         assert_eq!(s.push(1, 4, red(3)), Pushed::Queued);
         assert_eq!(s.push(0, 4, rel(3)), Pushed::Queued); // other port: separate
         assert_eq!(s.pending(1), 2);
         let (g, first) = s.pop(1).unwrap();
-        assert_eq!((g, first.kind, first.retransmit), (4, SendKind::Release, false));
+        assert_eq!(
+            (g, first.kind, first.retransmit),
+            (4, SendKind::Release, false)
+        );
     }
 
     #[test]

@@ -38,7 +38,8 @@ impl TimerWheel {
     /// Arm a timer for `deadline_ns`. A deadline already past fires on the next `advance`.
     pub fn arm(&mut self, group: u32, seq: u32, deadline_ns: u64) {
         // Round up so a timer never fires early.
-        let tick = (deadline_ns.saturating_add((1 << self.tick_shift) - 1) >> self.tick_shift).max(self.next_tick);
+        let tick = (deadline_ns.saturating_add((1 << self.tick_shift) - 1) >> self.tick_shift)
+            .max(self.next_tick);
         self.slots[(tick & self.mask) as usize].push(Entry { group, seq, tick });
         self.len += 1;
     }

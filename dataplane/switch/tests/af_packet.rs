@@ -58,7 +58,11 @@ impl Drop for Switch {
 }
 
 fn signal(pid: u32, sig: &str) {
-    assert!(Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
 }
 
 #[test]
@@ -126,7 +130,9 @@ children = ["leaf0", "leaf1"]
     let mut log = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("switch did not start");
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("switch did not start");
         log.push(line.clone());
         if line.starts_with("barrier-switch: 2 ports") {
             break;
@@ -136,11 +142,19 @@ children = ["leaf0", "leaf1"]
     for seq in 0..3u32 {
         leaf0.send(&reduce(leaf0.mac(), 42, seq)).unwrap();
         // Only one of two children arrived: no release may come.
-        assert!(next_frame(&leaf0, Duration::from_millis(200)).is_none(), "release before all leaves arrived");
+        assert!(
+            next_frame(&leaf0, Duration::from_millis(200)).is_none(),
+            "release before all leaves arrived"
+        );
         leaf1.send(&reduce(leaf1.mac(), 42, seq)).unwrap();
         for (i, s) in [&leaf0, &leaf1].into_iter().enumerate() {
-            let r = next_frame(s, Duration::from_secs(5)).unwrap_or_else(|| panic!("leaf{i} got no release for seq {seq}"));
-            assert_eq!((r.kind, r.group, r.seq), (Kind::Release, GroupId(42), Seq(seq)), "leaf{i}");
+            let r = next_frame(s, Duration::from_secs(5))
+                .unwrap_or_else(|| panic!("leaf{i} got no release for seq {seq}"));
+            assert_eq!(
+                (r.kind, r.group, r.seq),
+                (Kind::Release, GroupId(42), Seq(seq)),
+                "leaf{i}"
+            );
         }
     }
     // A retry of an old barrier gets the old release again, to that leaf only.
@@ -156,7 +170,13 @@ children = ["leaf0", "leaf1"]
     let out = switch.0.take().unwrap().wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let rest: Vec<String> = rx.try_iter().collect();
-    assert!(out.status.success(), "exit {:?}\n{stdout}\n{}\n{}", out.status, log.join("\n"), rest.join("\n"));
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}\n{}",
+        out.status,
+        log.join("\n"),
+        rest.join("\n")
+    );
     // Once for SIGUSR1, once at exit.
     assert_eq!(stdout.matches("== switch").count(), 2, "{stdout}");
     assert!(stdout.contains("completions=3"), "{stdout}");

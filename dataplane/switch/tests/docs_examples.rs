@@ -27,7 +27,11 @@ fn examples() -> Vec<String> {
 #[test]
 fn every_example_is_valid() {
     let ex = examples();
-    assert!(ex.len() >= 4, "expected an example per use, found {}", ex.len());
+    assert!(
+        ex.len() >= 4,
+        "expected an example per use, found {}",
+        ex.len()
+    );
     for (i, e) in ex.iter().enumerate() {
         if let Err(err) = Config::parse(e) {
             panic!("example {i} in docs/configuration.md is refused: {err}\n{e}");
@@ -40,16 +44,38 @@ fn check_command_accepts_and_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.toml");
     std::fs::write(&good, &examples()[0]).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_barrier-switch")).args(["check", "--config"]).arg(&good).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_barrier-switch"))
+        .args(["check", "--config"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok: 4 ports, 1000 groups"));
 
     let bad = dir.path().join("bad.toml");
-    std::fs::write(&bad, examples()[0].replace(r#"children = ["leaf0", "leaf1""#, r#"children = ["leaf0", "p9""#)).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_barrier-switch")).args(["check", "--config"]).arg(&bad).output().unwrap();
+    std::fs::write(
+        &bad,
+        examples()[0].replace(
+            r#"children = ["leaf0", "leaf1""#,
+            r#"children = ["leaf0", "p9""#,
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_barrier-switch"))
+        .args(["check", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(r#"groups[0].children[1]: unknown port "p9""#), "{err}");
+    assert!(
+        err.contains(r#"groups[0].children[1]: unknown port "p9""#),
+        "{err}"
+    );
 }
 
 #[test]
@@ -60,7 +86,12 @@ fn documented_messages_are_the_real_ones() {
         e.to_string(),
         "lcores.rx[0].lcore: lcore 0 is already the scheduler: one lcore, one role (or set lcores.shared = true for the reduced mode)"
     );
-    let e = Config::parse(&ex.replace("role = \"root\"", "role = \"root\"\nresend_timeout = 5")).unwrap_err();
-    assert!(e.to_string().contains("groups[0].resend_timeout: unknown field `resend_timeout`, expected one of"), "{e}");
+    let e = Config::parse(&ex.replace("role = \"root\"", "role = \"root\"\nresend_timeout = 5"))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("groups[0].resend_timeout: unknown field `resend_timeout`, expected one of"),
+        "{e}"
+    );
     assert!(e.line.is_some());
 }

@@ -22,7 +22,11 @@ fn frame(src: [u8; 6], kind: Kind, group: u32, seq: u32, retransmit: bool) -> Ve
         dst: MacAddr::BROADCAST,
         src: MacAddr(src),
         kind,
-        flags: if retransmit { Flags::RETRANSMIT } else { Flags::empty() },
+        flags: if retransmit {
+            Flags::RETRANSMIT
+        } else {
+            Flags::empty()
+        },
         group: GroupId(group),
         seq: Seq(seq),
         tx_timestamp: None,
@@ -91,22 +95,22 @@ fn golden_pcap() {
         bad_magic,          // dropped: bad_magic
         not_barrier,        // dropped: not_barrier
         reduce(2, 0),       // completes group 2 -> release 2/0 to a
-        reduce(2, 0),       // stale (seq is 1 now) -> re-send release 2/0: coalesced with the waiting one
-        reduce(0, 0),       // group 0 is not configured
-        release(1, 0),      // a release at a root: not the parent
-        reduce(3, 5),       // completes group 3 at this intermediate -> reduce 3/5 up to b
+        reduce(2, 0), // stale (seq is 1 now) -> re-send release 2/0: coalesced with the waiting one
+        reduce(0, 0), // group 0 is not configured
+        release(1, 0), // a release at a root: not the parent
+        reduce(3, 5), // completes group 3 at this intermediate -> reduce 3/5 up to b
         group_out_of_range, // dropped by the parser
         bad_kind,
         reserved_flags,
         bad_version,
     ];
     let b_in = vec![
-        reduce(1, 0),   // completes group 1 -> release 1/0 to a and b
-        reduce(2, 0),   // b is not a child of group 2
-        release(3, 5),  // from the parent: release 3/5 down to a
-        release(3, 5),  // the same again: duplicate
-        release(3, 2),  // further behind: stale, ignored
-        reduce(3, 6),   // b is group 3's parent, not a child
+        reduce(1, 0),  // completes group 1 -> release 1/0 to a and b
+        reduce(2, 0),  // b is not a child of group 2
+        release(3, 5), // from the parent: release 3/5 down to a
+        release(3, 5), // the same again: duplicate
+        release(3, 2), // further behind: stale, ignored
+        reduce(3, 6),  // b is group 3's parent, not a child
     ];
     pcap::write(&p("a_in.pcap"), &a_in);
     pcap::write(&p("b_in.pcap"), &b_in);
@@ -166,19 +170,34 @@ resend_timeout_us = 60000000
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(killed.success());
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
 
     assert_eq!(
         pcap::read(&p("a_out.pcap")),
-        vec![out_release(2, 0, false), out_release(1, 0, false), out_release(3, 5, false)],
+        vec![
+            out_release(2, 0, false),
+            out_release(1, 0, false),
+            out_release(3, 5, false)
+        ],
         "port a output\n{stdout}"
     );
-    assert_eq!(pcap::read(&p("b_out.pcap")), vec![out_reduce(3, 5), out_release(1, 0, false)], "port b output");
+    assert_eq!(
+        pcap::read(&p("b_out.pcap")),
+        vec![out_reduce(3, 5), out_release(1, 0, false)],
+        "port b output"
+    );
 
     assert_eq!(
         counters(&stdout, "rx total:"),
@@ -206,9 +225,20 @@ resend_timeout_us = 60000000
     );
     assert_eq!(
         counters(&stdout, "tx total:"),
-        kv(&[("frames_out", 5), ("reduce_out", 1), ("release_out", 4), ("coalesced", 1)])
+        kv(&[
+            ("frames_out", 5),
+            ("reduce_out", 1),
+            ("release_out", 4),
+            ("coalesced", 1)
+        ])
     );
-    assert_eq!(counters(&stdout, "port a rx:")[0], ("frames".to_string(), 14));
-    assert_eq!(counters(&stdout, "port b rx:")[0], ("frames".to_string(), 6));
+    assert_eq!(
+        counters(&stdout, "port a rx:")[0],
+        ("frames".to_string(), 14)
+    );
+    assert_eq!(
+        counters(&stdout, "port b rx:")[0],
+        ("frames".to_string(), 6)
+    );
     assert!(stdout.contains("mbufs back"), "{stdout}");
 }

@@ -21,7 +21,8 @@ pub fn run_tree(fanout: &[usize], groups: u32, count: u64) {
         ..DemoOpts::default()
     };
     let tree = Tree::new(fanout).unwrap();
-    let out = run_demo_dpdk(&opts, &[], Arc::new(AtomicBool::new(false))).expect("demo ran and shut down cleanly");
+    let out = run_demo_dpdk(&opts, &[], Arc::new(AtomicBool::new(false)))
+        .expect("demo ran and shut down cleanly");
     let r = &out.result.report;
     println!("{}", out.result.summary(&opts, &tree));
     println!("{}", out.report);

@@ -29,14 +29,24 @@ pub fn write(path: &Path, frames: &[Vec<u8>]) {
 /// nanosecond magic.
 pub fn read(path: &Path) -> Vec<Vec<u8>> {
     let mut b = Vec::new();
-    std::fs::File::open(path).unwrap().read_to_end(&mut b).unwrap();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_end(&mut b)
+        .unwrap();
     assert!(b.len() >= 24, "{} is not a pcap file", path.display());
     let magic = u32::from_le_bytes(b[0..4].try_into().unwrap());
     let le = matches!(magic, 0xa1b2c3d4 | 0xa1b23c4d);
-    assert!(le || matches!(magic.swap_bytes(), 0xa1b2c3d4 | 0xa1b23c4d), "bad pcap magic {magic:#x}");
+    assert!(
+        le || matches!(magic.swap_bytes(), 0xa1b2c3d4 | 0xa1b23c4d),
+        "bad pcap magic {magic:#x}"
+    );
     let u32_at = |o: usize| {
         let v: [u8; 4] = b[o..o + 4].try_into().unwrap();
-        if le { u32::from_le_bytes(v) } else { u32::from_be_bytes(v) }
+        if le {
+            u32::from_le_bytes(v)
+        } else {
+            u32::from_be_bytes(v)
+        }
     };
     let mut out = Vec::new();
     let mut o = 24;
