@@ -14,7 +14,10 @@ fn fairness_benchmark_completes() {
     let (eal, _) = dpdk::Eal::init(demo_eal_args(opts.loops, &[])).unwrap();
     let r = run_fairness(&eal, &opts).unwrap();
     print!("{}", r.summary());
-    assert!(!r.alone.slow.is_empty(), "slow group made no progress alone");
+    assert!(
+        !r.alone.slow.is_empty(),
+        "slow group made no progress alone"
+    );
     assert!(
         !r.flooded.slow.is_empty(),
         "slow group made no progress next to the flood"
