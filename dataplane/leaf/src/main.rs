@@ -8,6 +8,8 @@ use barrier_protocol::Seq;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Run barriers as a compute node (leaf) of a barrier tree.
@@ -103,6 +105,13 @@ fn run(cli: &Cli) -> Result<Summary, barrier_leaf::Error> {
         timestamps: cli.timestamps,
     };
     let mut leaf = Session::open_af_packet(&cli.iface, cfg, &[cli.group])?;
+    // SIGINT/SIGTERM end the run between or during barriers; the summary and the records of
+    // what completed are still written.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    leaf.set_interrupt_flag(Arc::clone(&stop));
     if let Some(path) = &cli.records {
         leaf.set_record_sink(RecordSink::create(path)?);
     }
@@ -112,6 +121,10 @@ fn run(cli: &Cli) -> Result<Summary, barrier_leaf::Error> {
     for i in 0..cli.count {
         if i > 0 && cli.gap_us > 0 {
             std::thread::sleep(Duration::from_micros(cli.gap_us));
+        }
+        if stop.load(Ordering::Relaxed) {
+            error = Some(format!("interrupted after {i} barriers"));
+            break;
         }
         match leaf.wait(cli.group) {
             Ok(rec) => lat.record(&rec),

@@ -10,6 +10,8 @@ use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq, Time, MAX_GROUPS};
 use std::collections::BTreeMap;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Settings of a session, the same for all its groups.
@@ -82,6 +84,15 @@ pub enum Error {
         /// The OS error (its errno is kept).
         source: io::Error,
     },
+    /// The interrupt flag ([`Session::set_interrupt_flag`]) was set while waiting; the leaf
+    /// still waits at that barrier.
+    #[error("interrupted: group {group} barrier seq {seq} not released yet")]
+    Interrupted {
+        /// The group.
+        group: u32,
+        /// The barrier it waits for.
+        seq: u32,
+    },
     /// The transport failed (socket error, peer gone).
     #[error("transport: {0}")]
     Io(#[from] io::Error),
@@ -124,6 +135,7 @@ pub struct Session<T: Transport> {
     groups: BTreeMap<u32, Slot>,
     stats: Stats,
     sink: Option<RecordSink>,
+    interrupt: Option<Arc<AtomicBool>>,
     rx: Box<[u8; 2048]>,
 }
 
@@ -151,6 +163,7 @@ impl<T: Transport> Session<T> {
             groups: BTreeMap::new(),
             stats: Stats::default(),
             sink: None,
+            interrupt: None,
             rx: Box::new([0; 2048]),
         };
         for &g in groups {
@@ -233,6 +246,13 @@ impl<T: Transport> Session<T> {
     /// Writes a [`Record`] of every released barrier to `sink` from now on.
     pub fn set_record_sink(&mut self, sink: RecordSink) {
         self.sink = Some(sink);
+    }
+
+    /// `wait` returns [`Error::Interrupted`] once `flag` is set, e.g. by a SIGINT handler
+    /// (`signal_hook::flag::register`): a signal wakes the socket wait (`ppoll` returns EINTR),
+    /// so the flag is seen at once on AF_PACKET; on other transports within one receive timeout.
+    pub fn set_interrupt_flag(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupt = Some(flag);
     }
 
     /// Flushes the record sink, if any.
@@ -323,6 +343,16 @@ impl<T: Transport> Session<T> {
             .nanos()
             .saturating_add(timeout.as_nanos().min(u64::MAX as u128) as u64);
         loop {
+            if self
+                .interrupt
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
+            {
+                return Err(Error::Interrupted {
+                    group,
+                    seq: self.slot(group)?.leaf.seq().0,
+                });
+            }
             let t = now().nanos();
             if t >= deadline {
                 let first = self.slot(group)?.first_reduce_ns;
@@ -652,6 +682,27 @@ mod tests {
             stop.store(true, Ordering::Relaxed);
         });
         assert_eq!(leaf.seq(9).unwrap(), Seq(1));
+    }
+
+    #[test]
+    fn a_set_interrupt_flag_ends_wait_naming_group_and_seq() {
+        let (mut ports, _hub) = loopback::star(1);
+        let mut leaf = Session::new(ports.remove(0), cfg(), &[4]).unwrap();
+        let flag = Arc::new(AtomicBool::new(false));
+        leaf.set_interrupt_flag(Arc::clone(&flag));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                flag.store(true, Ordering::Relaxed);
+            });
+            // The wait timeout is 5 s: only the flag can end this wait early.
+            let err = leaf.wait(4).unwrap_err();
+            assert!(
+                matches!(err, Error::Interrupted { group: 4, seq: 0 }),
+                "{err}"
+            );
+        });
+        assert!(leaf.is_waiting(4).unwrap(), "still at the barrier");
     }
 
     #[test]

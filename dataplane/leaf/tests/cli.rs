@@ -199,3 +199,70 @@ fn setup_errors_exit_2_with_a_message() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("--records"));
 }
+
+#[test]
+fn sigint_ends_the_run_with_a_summary_and_flushed_records() {
+    if !can_create() {
+        eprintln!("skipped: needs root and iproute2");
+        return;
+    }
+    let bed = VethNetns::create().unwrap();
+    let records = records_path("sigint", "csv");
+    let sock = RawSocket::open_in_netns(&bed.netns, &bed.b, ETHERTYPE).unwrap();
+    let mut root = MiniRoot::new(MacAddr(sock.mac()));
+    root.add_group(7, &[0]);
+    let stop = AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        let (root, sock, stop) = (&mut root, &sock, &stop);
+        s.spawn(move || {
+            root.serve_sockets(std::slice::from_ref(sock), stop)
+                .unwrap()
+        });
+        let _stop_guard = StopOnDrop(stop);
+        // `ip netns exec` execs the program: the child's pid is barrier-leaf's.
+        let child = bed
+            .command(EXE)
+            .args([
+                "--iface",
+                &bed.a,
+                "--group",
+                "7",
+                "--count",
+                "1000000000",
+                "--gap-us",
+                "200",
+                "--json",
+            ])
+            .arg("--records")
+            .arg(&records)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let kill = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        child.wait_with_output().unwrap()
+    });
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("interrupted"), "{v}");
+    let completed = v["completed"].as_u64().unwrap();
+    assert!(completed > 0, "{v}");
+    let text = std::fs::read_to_string(&records).unwrap();
+    let _ = std::fs::remove_file(&records);
+    let recs = barrier_leaf::records::parse_records(&text).unwrap();
+    assert_eq!(
+        recs.len() as u64,
+        completed,
+        "every completed barrier is in the records"
+    );
+}

@@ -198,6 +198,8 @@ fn io_status(e: &io::Error) -> c_int {
 fn error_status(e: &Error) -> c_int {
     match e {
         Error::Timeout { .. } => status::ETIMEDOUT,
+        // The C API sets no interrupt flag; should a Rust caller, it reads as a timeout.
+        Error::Interrupted { .. } => status::ETIMEDOUT,
         Error::UnknownGroup(_) => status::ENOGROUP,
         Error::GroupAlreadyOpen(_) | Error::AlreadyWaiting { .. } => status::EBUSY,
         Error::GroupOutOfRange(_) => status::EINVAL,

@@ -145,8 +145,9 @@ impl RawSocket {
 
     /// Receives one frame of this socket's EtherType into `buf`, waiting at most `timeout`
     /// (`None`: wait forever; `Some(ZERO)`: do not wait). Returns the frame length (a frame
-    /// longer than `buf` is truncated to it), or `None` when the time ran out. Frames sent by
-    /// this host are skipped.
+    /// longer than `buf` is truncated to it), or `None` when the time ran out or a signal
+    /// handler ran meanwhile (so callers see flags their handlers set). Frames sent by this
+    /// host are skipped.
     pub fn recv(&self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<Option<usize>> {
         let deadline = timeout.map(|t| monotonic_now() + t);
         loop {
@@ -187,7 +188,10 @@ impl RawSocket {
                     Some(d - now)
                 }
             };
-            wait_fd(self.fd.as_fd(), libc::POLLIN, left)?;
+            if !wait_fd(self.fd.as_fd(), libc::POLLIN, left)? {
+                // A signal: return early so the caller can look at what its handler set.
+                return Ok(None);
+            }
         }
     }
 
@@ -237,8 +241,13 @@ pub fn effective_uid_is_root() -> bool {
 }
 
 /// Waits until `fd` has one of `events`, or `timeout` passed (`None`: forever). Nanosecond
-/// resolution (ppoll), because leaf re-send timers are tens of microseconds.
-fn wait_fd(fd: BorrowedFd<'_>, events: libc::c_short, timeout: Option<Duration>) -> io::Result<()> {
+/// resolution (ppoll), because leaf re-send timers are tens of microseconds. Returns false when
+/// a signal handler interrupted the wait (ppoll is never restarted after one).
+fn wait_fd(
+    fd: BorrowedFd<'_>,
+    events: libc::c_short,
+    timeout: Option<Duration>,
+) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events,
@@ -259,8 +268,9 @@ fn wait_fd(fd: BorrowedFd<'_>, events: libc::c_short, timeout: Option<Duration>)
         if err.kind() != io::ErrorKind::Interrupted {
             return Err(err);
         }
+        return Ok(false);
     }
-    Ok(())
+    Ok(true)
 }
 
 fn ifname_c(ifname: &str) -> io::Result<CString> {
