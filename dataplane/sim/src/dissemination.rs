@@ -104,7 +104,16 @@ pub fn run(
         n,
         rounds: rounds_for(n),
         barriers,
-        net: Network::new(link, topo.links.len(), |_| Faults::none(), seed),
+        // Lossless: this model has no retransmission, so it gets queues without limit.
+        net: Network::new(
+            LinkParams {
+                queue_frames: 0,
+                ..link
+            },
+            topo.links.len(),
+            |_| Faults::none(),
+            seed,
+        ),
         queue: EventQueue::new(),
         leaves: vec![LeafState::default(); n as usize],
         tracks: vec![Track::default(); barriers as usize],
@@ -282,6 +291,7 @@ mod tests {
             latency_ns: 1000,
             jitter_ns: 0,
             gbps: 0.0,
+            queue_frames: 0,
         };
         let compute = ComputeModel {
             min_ns: 0,

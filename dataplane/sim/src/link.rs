@@ -19,6 +19,11 @@ pub struct LinkParams {
     pub jitter_ns: u64,
     /// Link rate; 0 means infinitely fast (no serialization, no queueing).
     pub gbps: f64,
+    /// Transmit queue of each link direction, in frames; a frame that finds it full is
+    /// dropped (tail drop). 0: unbounded. Bounded by default: with an unbounded queue, leaves
+    /// that re-send faster than the link drains bury their newest reduce behind an ever longer
+    /// backlog of old ones, and no real port buffers without limit.
+    pub queue_frames: u64,
 }
 
 impl Default for LinkParams {
@@ -27,12 +32,18 @@ impl Default for LinkParams {
             latency_ns: 1_000,
             jitter_ns: 100,
             gbps: 100.0,
+            queue_frames: 1024,
         }
     }
 }
 
 impl LinkParams {
     /// Time one frame holds the link, rounded up to whole ns.
+    /// Longest wait in one full transmit queue.
+    pub fn max_queueing_ns(&self) -> u64 {
+        self.queue_frames.saturating_mul(self.serialization_ns())
+    }
+
     pub fn serialization_ns(&self) -> u64 {
         if self.gbps <= 0.0 {
             0
@@ -84,6 +95,7 @@ pub struct Transmission {
     pub arrivals: [Option<Time>; 2],
     pub lost: bool,
     pub down: bool,
+    pub queue_full: bool,
     pub duplicated: bool,
     pub reordered: bool,
     pub delayed: bool,
@@ -160,6 +172,13 @@ impl Network {
         let l = &mut self.links[link as usize];
         let d = &mut l.dirs[dir as usize];
         let mut tx = Transmission::default();
+        if ser_ns > 0
+            && params.queue_frames > 0
+            && d.free_at.saturating_sub(now) >= params.queue_frames * ser_ns
+        {
+            tx.queue_full = true;
+            return tx;
+        }
         // The sender serializes the frame whatever happens to it on the wire.
         let start = now.max(d.free_at);
         d.free_at = start + ser_ns;
@@ -218,6 +237,7 @@ mod tests {
             latency_ns: 1000,
             jitter_ns: 500,
             gbps: 100.0,
+            queue_frames: 0,
         };
         let mut n = net(Faults::none(), p);
         let mut last = Time(0);
@@ -261,6 +281,7 @@ mod tests {
                 latency_ns: 100,
                 jitter_ns: 0,
                 gbps: 0.0,
+                queue_frames: 0,
             },
         );
         let (mut lost, mut dup, mut overtaken) = (0, 0, 0);
@@ -281,6 +302,24 @@ mod tests {
         assert!((1_700..2_300).contains(&lost), "{lost}");
         assert!((700..1_100).contains(&dup), "{dup}");
         assert!(overtaken > 100, "{overtaken}");
+    }
+
+    #[test]
+    fn a_full_queue_drops_the_newest_frame() {
+        let p = LinkParams {
+            latency_ns: 10,
+            jitter_ns: 0,
+            gbps: 1.0,
+            queue_frames: 4,
+        };
+        let mut n = net(Faults::none(), p);
+        let fates: Vec<bool> = (0..6)
+            .map(|_| n.transmit(Time(0), 0, Dir::Up, false).queue_full)
+            .collect();
+        assert_eq!(fates, [false, false, false, false, true, true]);
+        // One frame time later one slot is free again.
+        assert!(!n.transmit(Time(672), 0, Dir::Up, false).queue_full);
+        assert!(n.transmit(Time(672), 0, Dir::Up, false).queue_full);
     }
 
     #[test]

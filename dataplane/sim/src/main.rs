@@ -57,6 +57,10 @@ struct LinkArgs {
     /// Link rate in Gb/s (0: infinite).
     #[arg(long, default_value_t = 100.0)]
     gbps: f64,
+    /// Transmit queue per link direction, frames (tail drop when full; 0: unbounded). The
+    /// dissemination model is always lossless.
+    #[arg(long, default_value_t = 1024)]
+    queue_frames: u64,
     /// Leaf compute time between barriers, minimum, ns.
     #[arg(long, default_value_t = 0)]
     compute_min_ns: u64,
@@ -115,6 +119,10 @@ struct RunArgs {
     /// Switch restarts at random switches and barriers.
     #[arg(long, default_value_t = 0)]
     restarts: u32,
+    /// Restart switch S at modelled time T ns (repeatable): "S@T", e.g. "0@250000" restarts
+    /// the root at 250 µs. Switch 0 is the root, the others are numbered depth-first.
+    #[arg(long = "restart", value_name = "SWITCH@NS", value_parser = parse_restart)]
+    scheduled_restarts: Vec<(u32, u64)>,
     /// A restarting switch drops frames for this long, ns.
     #[arg(long, default_value_t = 5_000)]
     restart_down_ns: u64,
@@ -160,6 +168,14 @@ struct CompareArgs {
     barriers: u64,
 }
 
+fn parse_restart(s: &str) -> Result<(u32, u64), String> {
+    let (sw, at) = s.split_once('@').ok_or("expected SWITCH@NS")?;
+    Ok((
+        sw.trim().parse().map_err(|e| format!("switch: {e}"))?,
+        at.trim().parse().map_err(|e| format!("time: {e}"))?,
+    ))
+}
+
 fn tree_spec(t: &TreeArgs) -> Result<Option<TreeSpec>, String> {
     if let Some(s) = &t.tree {
         return TreeSpec::parse_fanouts(s).map(Some);
@@ -178,6 +194,7 @@ fn link_params(l: &LinkArgs, default_late: f64) -> (LinkParams, ComputeModel) {
             latency_ns: l.latency_ns,
             jitter_ns: l.jitter_ns,
             gbps: l.gbps,
+            queue_frames: l.queue_frames,
         },
         ComputeModel {
             min_ns: l.compute_min_ns,
@@ -241,6 +258,7 @@ fn run(a: RunArgs) -> ExitCode {
             _ => FaultStop::Never,
         },
         restarts: a.restarts,
+        scheduled_restarts: a.scheduled_restarts,
         restart_down_ns: a.restart_down_ns,
         outages: a.outages,
         outage_ns: a.outage_ns,

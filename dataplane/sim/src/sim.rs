@@ -76,6 +76,9 @@ pub struct SimConfig {
     pub faults_stop: FaultStop,
     /// Switch restarts, at random switches and random barriers (while faults are on).
     pub restarts: u32,
+    /// Restarts at given times: `(switch, ns)`. Switch 0 is the root; the others are numbered
+    /// depth-first.
+    pub scheduled_restarts: Vec<(u32, u64)>,
     /// How long a restarting switch drops every frame.
     pub restart_down_ns: u64,
     /// Link outages (both directions down), at random links and barriers.
@@ -112,6 +115,7 @@ impl Default for SimConfig {
             vary_faults_per_link: false,
             faults_stop: FaultStop::Never,
             restarts: 0,
+            scheduled_restarts: Vec::new(),
             restart_down_ns: 5_000,
             outages: 0,
             outage_ns: 50_000,
@@ -167,6 +171,8 @@ pub struct FrameStats {
     pub delayed: u64,
     pub dropped_link_down: u64,
     pub dropped_switch_restarting: u64,
+    /// Dropped because the link's transmit queue was full.
+    pub dropped_queue_full: u64,
     pub delivered: u64,
     /// Frames of a group the receiving switch or leaf has no configuration for.
     pub unknown_group: u64,
@@ -253,8 +259,10 @@ enum Ev {
         seq: Seq,
         epoch: u32,
     },
+    /// `scheduled`: given by time in the configuration, carried out even after faults stop.
     Restart {
         switch: u32,
+        scheduled: bool,
     },
     Outage {
         link: u32,
@@ -400,9 +408,12 @@ impl<'a> Sim<'a> {
     fn new(cfg: &'a SimConfig, topo: Topology) -> Result<Self, String> {
         let (leaf_timeout_ns, switch_timeout_ns) = timeouts(cfg, &topo)?;
         let rtt = round_trip_ns(cfg, &topo);
-        let stall_ns = cfg
-            .stall_ns
-            .unwrap_or(100 * leaf_timeout_ns.max(switch_timeout_ns) + cfg.compute.worst_ns());
+        let stall_ns = cfg.stall_ns.unwrap_or(
+            100 * leaf_timeout_ns.max(switch_timeout_ns)
+                    + cfg.compute.worst_ns()
+                    // Full transmit queues on every hop, twice over.
+                    + 4 * topo.max_leaf_depth() as u64 * cfg.link.max_queueing_ns(),
+        );
         let est_barrier_ns = rtt + cfg.compute.max_ns;
 
         let mut fault_rng = Rng::stream(cfg.seed, 0xFA17);
@@ -533,6 +544,15 @@ impl<'a> Sim<'a> {
     }
 
     fn run(&mut self) {
+        for &(switch, at_ns) in &self.cfg.scheduled_restarts {
+            self.queue.push(
+                Time(at_ns),
+                Ev::Restart {
+                    switch,
+                    scheduled: true,
+                },
+            );
+        }
         if let FaultStop::AtTime(t) = self.cfg.faults_stop {
             self.queue.push(Time(t), Ev::StopFaults);
         }
@@ -616,8 +636,13 @@ impl<'a> Sim<'a> {
                 self.actions.extend(actions.iter().copied());
                 self.perform(now, switch, slot);
             }
-            Ev::Restart { switch } => {
-                if !self.faults_active {
+            Ev::Restart { switch, scheduled } => {
+                if !self.faults_active && !scheduled {
+                    return;
+                }
+                if switch as usize >= self.switches.len() {
+                    let msg = format!("scheduled restart of sw{switch}, which does not exist");
+                    self.violation(now, ViolationKind::Model, msg, vec![]);
                     return;
                 }
                 let down_until = now + self.cfg.restart_down_ns;
@@ -678,9 +703,13 @@ impl<'a> Sim<'a> {
             // all need to be covered.
             let cycle = self.cycle_ns.max(self.est_barrier_ns).max(1) as f64;
             match d {
-                Disruption::Restart { switch, at } => self
-                    .queue
-                    .push(now + (at * cycle) as u64, Ev::Restart { switch }),
+                Disruption::Restart { switch, at } => self.queue.push(
+                    now + (at * cycle) as u64,
+                    Ev::Restart {
+                        switch,
+                        scheduled: false,
+                    },
+                ),
                 Disruption::Outage { link, at, duration } => self
                     .queue
                     .push(now + (at * cycle) as u64, Ev::Outage { link, duration }),
@@ -1105,7 +1134,10 @@ impl<'a> Sim<'a> {
             Kind::Release => self.frames.releases_sent += 1,
         }
         let tx = self.net.transmit(now, link, dir, self.faults_active);
-        let fate = if tx.down {
+        let fate = if tx.queue_full {
+            self.frames.dropped_queue_full += 1;
+            Fate::QueueFull
+        } else if tx.down {
             self.frames.dropped_link_down += 1;
             Fate::LinkDown
         } else if tx.lost {
@@ -1342,8 +1374,8 @@ impl RunReport {
         }
         let f = &self.faults;
         s += &format!(
-            "link {} ns + 0..{} ns jitter, {} Gb/s; faults: loss {} dup {} reorder {} (<= {} ns) delay {} ({} ns){}; stop {:?}{}\n",
-            self.link.latency_ns, self.link.jitter_ns, self.link.gbps, f.loss, f.dup, f.reorder, f.reorder_ns, f.delay, f.delay_ns,
+            "link {} ns + 0..{} ns jitter, {} Gb/s, queue {} frames; faults: loss {} dup {} reorder {} (<= {} ns) delay {} ({} ns){}; stop {:?}{}\n",
+            self.link.latency_ns, self.link.jitter_ns, self.link.gbps, self.link.queue_frames, f.loss, f.dup, f.reorder, f.reorder_ns, f.delay, f.delay_ns,
             if self.vary_faults_per_link { ", varied per link" } else { "" },
             self.faults_stop,
             match self.faults_stopped_at_ns { Some(n) => format!(" (stopped at {})", us(n as f64)), None => String::new() },
@@ -1369,10 +1401,10 @@ impl RunReport {
         );
         let fr = &self.frames;
         s += &format!(
-            "frames: {} sent ({:.1} per barrier), {} lost, {} duplicated, {} reordered, {} delayed, {} on down links, {} at restarting switches; retransmits: leaf {}, switch {}\n",
+            "frames: {} sent ({:.1} per barrier), {} lost, {} duplicated, {} reordered, {} delayed, {} on down links, {} at restarting switches, {} at full queues; retransmits: leaf {}, switch {}\n",
             thousands(fr.sent), self.frames_per_barrier, thousands(fr.lost), thousands(fr.duplicated), thousands(fr.reordered),
             thousands(fr.delayed), thousands(fr.dropped_link_down), thousands(fr.dropped_switch_restarting),
-            thousands(fr.leaf_retransmits), thousands(fr.switch_retransmits)
+            thousands(fr.dropped_queue_full), thousands(fr.leaf_retransmits), thousands(fr.switch_retransmits)
         );
         let o = &self.outcomes;
         s += &format!(

@@ -85,6 +85,7 @@ pub enum Fate {
     Delayed,
     Lost,
     LinkDown,
+    QueueFull,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -165,6 +166,7 @@ pub fn format_entry(e: &TraceEntry) -> String {
                 Fate::Delayed => "sent, DELAYED",
                 Fate::Lost => "LOST",
                 Fate::LinkDown => "LINK DOWN",
+                Fate::QueueFull => "QUEUE FULL, dropped",
             }
         ),
         TraceWhat::Deliver {

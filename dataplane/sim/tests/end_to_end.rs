@@ -243,6 +243,7 @@ fn link_rate_and_latency_shape_the_latency() {
             latency_ns: 500,
             jitter_ns: 0,
             gbps: 0.0,
+            queue_frames: 1024,
         },
         ..SimConfig::default()
     };
@@ -255,6 +256,7 @@ fn link_rate_and_latency_shape_the_latency() {
             latency_ns: 500,
             jitter_ns: 0,
             gbps: 1.0,
+            queue_frames: 1024,
         },
         ..base
     })
@@ -265,4 +267,55 @@ fn link_rate_and_latency_shape_the_latency() {
         (slow.latency.min_ns, slow.latency.max_ns),
         (4 * 1_172, 4 * 1_172)
     );
+}
+
+#[test]
+fn scheduled_restarts_of_the_root_and_an_intermediate_mid_run() {
+    // Restarts every 7 µs for a while, at the root and at an intermediate switch, with no other
+    // fault: every phase of the barrier cycle gets hit at least once.
+    let scheduled: Vec<(u32, u64)> = (0..200u64)
+        .map(|i| ((i % 2) as u32, 3_000 + i * 7_013))
+        .collect();
+    let cfg = SimConfig {
+        tree: TreeSpec::Fanouts(vec![3, 3, 3]),
+        barriers: 400,
+        scheduled_restarts: scheduled,
+        ..SimConfig::default()
+    };
+    let r = run(&cfg).unwrap();
+    assert!(r.ok, "{}", r.table());
+    assert_eq!(r.restarts, 200);
+    assert!(r.frames.dropped_switch_restarting > 0);
+}
+
+#[test]
+fn resends_faster_than_the_link_drains_need_a_bounded_queue() {
+    // Found by the proptest: one leaf in two groups re-sends every 300 ns over a 1 Gb/s link
+    // (672 ns a frame). With an unbounded queue the newest reduce sits behind an ever longer
+    // backlog of old ones and the barrier never completes; with a bounded queue (tail drop)
+    // the backlog is capped and every barrier completes.
+    let cfg = |queue_frames| SimConfig {
+        tree: TreeSpec::Fanouts(vec![1]),
+        groups: 2,
+        barriers: 18,
+        link: LinkParams {
+            latency_ns: 50,
+            jitter_ns: 347,
+            gbps: 1.0,
+            queue_frames,
+        },
+        compute: ComputeModel {
+            min_ns: 0,
+            max_ns: 0,
+            late: 0.0,
+            late_ns: 0,
+        },
+        leaf_timeout_ns: Some(300),
+        ..SimConfig::default()
+    };
+    let bounded = run(&cfg(16)).unwrap();
+    assert!(bounded.ok, "{}", bounded.table());
+    assert!(bounded.frames.dropped_queue_full > 0);
+    let unbounded = run(&cfg(0)).unwrap();
+    assert!(unbounded.stuck_barriers > 0, "{}", unbounded.table());
 }

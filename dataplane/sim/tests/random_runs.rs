@@ -2,6 +2,10 @@
 //! outages, random timeouts and sequence starts, several groups. Every run must be safe, and,
 //! since every fault schedule here stops, every barrier must complete.
 //!
+//! Transmit queues are always bounded here: with unbounded queues and re-send timeouts shorter
+//! than the time a link takes to send one frame per group, the backlog grows without end and
+//! the newest reduce never gets through (congestion collapse; docs/simulator.md).
+//!
 //! The default run has 10,000 cases (about ten seconds in a debug build); set BARRIER_SIM_CASES for more (or fewer).
 
 use barrier_sim::{run, ComputeModel, FaultStop, Faults, LinkParams, SimConfig, TreeSpec};
@@ -22,9 +26,10 @@ prop_compose! {
 }
 
 prop_compose! {
-    fn link()(latency_ns in 50u64..5_000, jitter_ns in 0u64..2_000, gbps in prop_oneof![Just(0.0), 1.0f64..400.0])
+    fn link()(latency_ns in 50u64..5_000, jitter_ns in 0u64..2_000, gbps in prop_oneof![Just(0.0), 1.0f64..400.0],
+              queue_frames in prop_oneof![1u64..64, Just(1024u64)])
         -> LinkParams {
-        LinkParams { latency_ns, jitter_ns, gbps }
+        LinkParams { latency_ns, jitter_ns, gbps, queue_frames }
     }
 }
 
