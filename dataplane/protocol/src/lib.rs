@@ -22,6 +22,33 @@
 //! call [`table::GroupTable::on_timer`] later.
 //!
 //! `docs/wire-format.md` and `docs/protocol.md` are the reference for the frame and the rules.
+//!
+//! ## Example: a root switch with two children
+//!
+//! ```
+//! use barrier_protocol::switch::{Action, Event, GroupConfig, Outcome};
+//! use barrier_protocol::table::GroupTable;
+//! use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr};
+//! use barrier_protocol::{GroupId, PortIdx, PortSet, Seq};
+//!
+//! let (p1, p2) = (PortIdx::new(1).unwrap(), PortIdx::new(2).unwrap());
+//! let table = GroupTable::new(16);
+//! table.configure(GroupId(7), GroupConfig::root(PortSet::single(p1).union(PortSet::single(p2)))).unwrap();
+//!
+//! // a leaf's reduce for barrier 0 arrives on port 1, the other on port 2
+//! let reduce = FrameRepr {
+//!     dst: MacAddr::BROADCAST, src: MacAddr([2, 0, 0, 0, 0, 1]), kind: Kind::Reduce,
+//!     flags: Flags::empty(), group: GroupId(7), seq: Seq(0), tx_timestamp: None,
+//! };
+//! let bytes = reduce.to_bytes();
+//! let f = FrameRepr::parse(&bytes).unwrap();
+//! let (out, _) = table.apply(f.group, Event::Reduce { port: p1, seq: f.seq }).unwrap();
+//! assert_eq!(out, Outcome::Recorded);
+//! let (out, actions) = table.apply(f.group, Event::Reduce { port: p2, seq: f.seq }).unwrap();
+//! assert_eq!(out, Outcome::Completed);
+//! let release = actions.iter().next().unwrap();
+//! assert!(matches!(release, Action::SendRelease { seq: Seq(0), ports, .. } if ports.len() == 2));
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
