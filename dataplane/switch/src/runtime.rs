@@ -308,10 +308,13 @@ pub const NET_RING_QUEUES: usize = 16;
 
 /// Create the net_ring devices for `tree` and hand out their queues as wires. For a switch with
 /// k children: device "down" carries switch -> child i on queue i, device "up" child i -> switch.
+/// Device names carry the run number: net_ring leaves its rings behind when a device closes, and
+/// a second run under the same names would attach to them instead of getting fresh ones.
 fn net_ring_wires(
     eal: &Eal,
     tree: &Tree,
     pool: &Mempool,
+    run: u32,
 ) -> Result<(Wires<DpdkRx, DpdkTx>, Vec<Port>), String> {
     let switches = tree.switches();
     if switches.len() * 2 > 32 {
@@ -340,8 +343,8 @@ fn net_ring_wires(
             p.start().map_err(|e| format!("{name}: {e}"))?;
             Ok(p)
         };
-        let down = open(format!("net_ring{}", 2 * k))?;
-        let up = open(format!("net_ring{}", 2 * k + 1))?;
+        let down = open(format!("net_ring_{run}_{}", 2 * k))?;
+        let up = open(format!("net_ring_{run}_{}", 2 * k + 1))?;
         for (i, &c) in children.iter().enumerate() {
             let q = QueueId(i as u16);
             let e = |e: dpdk::DpdkError| e.to_string();
@@ -428,7 +431,7 @@ pub fn run_demo_on(
     let mbufs = (in_flight + 8192).next_power_of_two().min(1 << 20) as u32 - 1;
     let pool = Mempool::new_pktmbuf(eal, &format!("demo{run}"), mbufs, 256, SMALL_DATA_ROOM)
         .map_err(|e| format!("mempool: {e}"))?;
-    let (wires, ports) = net_ring_wires(eal, &tree, &pool)?;
+    let (wires, ports) = net_ring_wires(eal, &tree, &pool, run)?;
     let demo = build_demo(opts, &tree, wires, clock.now_ns())?;
     let switches = demo.switches.clone();
     let report_slot = demo.report.clone();
