@@ -12,12 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub fn run_tree(fanout: &[usize], groups: u32, count: u64) {
+    run_tree_on(fanout, groups, count, 2)
+}
+
+/// As `run_tree`, on `loops` busy lcores.
+pub fn run_tree_on(fanout: &[usize], groups: u32, count: u64, loops: usize) {
     let opts = DemoOpts {
         fanout: fanout.to_vec(),
         groups,
         count: Some(count),
         duration: Duration::from_secs(600),
-        loops: 2,
+        loops,
         ..DemoOpts::default()
     };
     let tree = Tree::new(fanout).unwrap();
