@@ -317,7 +317,7 @@ pub fn run_on_threads(
             crate::poll::run_loop(pollers, &quit, clock, &c)
         }));
     }
-    wait_until_done(&demo.done, opts, start, &quit);
+    wait_until_done(&demo.done, opts, start, &[&quit]);
     let elapsed = start.elapsed();
     quit.store(true, Ordering::Relaxed);
     let mut all: Vec<Box<dyn Poller>> = Vec::new();
@@ -334,10 +334,11 @@ pub fn run_on_threads(
     DemoResult { elapsed, report }
 }
 
-/// The management side of a demo: sleep until the count is reached, the time is up, or `quit`.
-pub fn wait_until_done(done: &AtomicBool, opts: &DemoOpts, start: Instant, quit: &AtomicBool) {
+/// The management side of a demo: sleep until the count is reached, the time is up, or one of
+/// the `stop` flags is set (a signal, a loop that ended early).
+pub fn wait_until_done(done: &AtomicBool, opts: &DemoOpts, start: Instant, stop: &[&AtomicBool]) {
     loop {
-        if done.load(Ordering::Relaxed) || quit.load(Ordering::Relaxed) {
+        if done.load(Ordering::Relaxed) || stop.iter().any(|f| f.load(Ordering::Relaxed)) {
             return;
         }
         if opts.count.is_none() && start.elapsed() >= opts.duration {

@@ -35,6 +35,15 @@ impl Signals {
     }
 }
 
+/// Sets the flag when dropped, also while unwinding from a panic.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Loops to run: lcore -> pollers.
 pub type Placement = BTreeMap<u32, Vec<Box<dyn Poller>>>;
 
@@ -64,6 +73,8 @@ where
         }
         let q = quit.clone();
         let j = dpdk::launch_on(eal, LcoreId(lcore), move || {
+            // A loop that ends for any reason, a panic included, stops the others too.
+            let _stop_all = StopOnDrop(q.clone());
             run_loop(pollers, &q, clock, &counters)
         })
         .map_err(|e| {
@@ -81,14 +92,21 @@ where
         })
         .map_err(|e| e.to_string())?;
     let mut all: Vec<Box<dyn Poller>> = Vec::new();
+    let mut errors = Vec::new();
     if let Some((pollers, counters)) = main_loop {
-        all.extend(run_loop(pollers, &quit, clock, &counters));
+        let _stop_all = StopOnDrop(quit.clone());
+        let q = quit.clone();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            run_loop(pollers, &q, clock, &counters)
+        })) {
+            Ok(p) => all.extend(p),
+            Err(_) => errors.push(format!("lcore{main} (main): a poller panicked")),
+        }
     } else {
         while !quit.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
-    let mut errors = Vec::new();
     for j in joins {
         let lcore = j.lcore();
         match j.join() {
@@ -454,8 +472,9 @@ pub fn run_demo_on(
     let q = quit.clone();
     // The loops stop on this run's own flag; `quit` (a signal) only ends the wait early.
     let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
     let loops = run_placement(eal, placement, stop, clock, move || {
-        wait_until_done(&done, &o, start, &q);
+        wait_until_done(&done, &o, start, &[&q, &stopped]);
     })?;
     let elapsed = start.elapsed();
     let report = report_slot
