@@ -1,0 +1,288 @@
+//! What a run measured, as numbers (serialised to JSON with `--json`) and as text. Latencies come
+//! out of hdrhistograms as fixed percentiles.
+
+use crate::fault::FaultCounts;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Latency histograms cover 1 ns .. 60 s at 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// A histogram's summary, in nanoseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    pub samples: u64,
+    pub min_ns: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub p99_99_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            samples: h.len(),
+            min_ns: h.min(),
+            mean_ns: h.mean(),
+            p50_ns: h.value_at_quantile(0.50),
+            p90_ns: h.value_at_quantile(0.90),
+            p99_ns: h.value_at_quantile(0.99),
+            p99_9_ns: h.value_at_quantile(0.999),
+            p99_99_ns: h.value_at_quantile(0.9999),
+            max_ns: h.max(),
+        }
+    }
+
+    fn line(&self) -> String {
+        if self.samples == 0 {
+            return "no samples".into();
+        }
+        format!(
+            "p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}  (min {}, mean {}, {} samples)",
+            ns(self.p50_ns),
+            ns(self.p90_ns),
+            ns(self.p99_ns),
+            ns(self.p99_9_ns),
+            ns(self.p99_99_ns),
+            ns(self.max_ns),
+            ns(self.min_ns),
+            ns(self.mean_ns as u64),
+            self.samples
+        )
+    }
+}
+
+/// Nanoseconds in a readable unit.
+pub fn ns(v: u64) -> String {
+    match v {
+        0..=9_999 => format!("{v}ns"),
+        10_000..=9_999_999 => format!("{:.1}µs", v as f64 / 1e3),
+        10_000_000..=9_999_999_999 => format!("{:.2}ms", v as f64 / 1e6),
+        _ => format!("{:.2}s", v as f64 / 1e9),
+    }
+}
+
+/// A rate with a metric prefix.
+pub fn rate(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.3}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FrameCounts {
+    /// Frames handed to the devices (first reduces, re-sends, injected duplicates).
+    pub tx: u64,
+    /// Frames received (before RX fault injection).
+    pub rx: u64,
+    pub tx_per_s: f64,
+    pub rx_per_s: f64,
+    /// First reduces (one per leaf per barrier).
+    pub tx_reduce: u64,
+    /// Reduces re-sent after the leaf's timer expired.
+    pub tx_resend: u64,
+    /// Releases parsed and accepted for a known group.
+    pub rx_release: u64,
+    /// Releases the leaf ignored (duplicate, or for a barrier already over).
+    pub rx_release_ignored: u64,
+    /// Frames that were not releases of our groups (parse error, reduce, foreign group).
+    pub rx_other: u64,
+    /// Times a transmit had to wait: device ring full or mempool empty.
+    pub tx_blocked: u64,
+}
+
+/// Barrier counts. A barrier is *lost* when it did not complete by the end of the drain
+/// (incomplete), took longer than the deadline, or needed a re-send; the rate search accepts a
+/// rate only with no lost barrier.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BarrierCounts {
+    pub started: u64,
+    pub completed: u64,
+    pub per_s: f64,
+    pub incomplete: u64,
+    pub needed_resend: u64,
+    pub over_deadline: u64,
+    pub lost: u64,
+    /// Releases that reached a leaf before every leaf of the group had sent its reduce (a
+    /// broken switch, or undetectable corruption): must be 0.
+    pub early_releases: u64,
+    /// Completions of barriers started in an earlier trial (search mode), not counted above.
+    pub carried_over: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PortCounts {
+    pub name: String,
+    pub tx: u64,
+    pub rx: u64,
+    pub faults_tx: FaultCounts,
+    pub faults_rx: FaultCounts,
+}
+
+/// One trial (a plain run is one trial).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TrialReport {
+    /// "closed" or "open".
+    pub mode: String,
+    /// Open loop: the rate offered, first reduces per second.
+    pub offered_fps: Option<u64>,
+    /// Open loop: first reduces sent per second / offered.
+    pub achieved_ratio: Option<f64>,
+    pub ports: usize,
+    pub groups: u32,
+    /// Seconds from the first arrival to the end of the trial (drain included): the rates'
+    /// denominator.
+    pub elapsed_s: f64,
+    /// Seconds spent waiting for outstanding barriers after arrivals stopped.
+    pub drain_s: f64,
+    pub frames: FrameCounts,
+    pub barriers: BarrierCounts,
+    /// Per leaf: its first reduce to its release (`Released::waited_ns` of the leaf state machine).
+    pub latency_leaf: Percentiles,
+    /// Per barrier: the last leaf's first reduce to the last leaf's release.
+    pub latency_barrier: Percentiles,
+    /// Release's echoed tx timestamp to its arrival, when the switch echoes timestamps.
+    pub latency_echo: Option<Percentiles>,
+    pub faults_tx: FaultCounts,
+    pub faults_rx: FaultCounts,
+    pub per_port: Vec<PortCounts>,
+    pub interrupted: bool,
+}
+
+/// What the search requires of a trial.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize)]
+pub struct PassRule {
+    /// Open loop must reach at least this fraction of the offered rate.
+    pub min_achieved_ratio: f64,
+}
+
+impl TrialReport {
+    /// No lost barrier, no early release, and (open loop) the offered rate really offered.
+    pub fn passes(&self, rule: &PassRule) -> bool {
+        self.barriers.lost == 0
+            && self.barriers.early_releases == 0
+            && self.barriers.completed > 0
+            && !self.interrupted
+            && self.achieved_ratio.is_none_or(|r| r >= rule.min_achieved_ratio)
+    }
+
+    /// The report for people.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let b = &self.barriers;
+        let f = &self.frames;
+        let _ = writeln!(
+            s,
+            "barrier-gen: {} loop{}, {} ports x {} groups, {:.3} s ({:.3} s drain){}",
+            self.mode,
+            self.offered_fps.map(|r| format!(" at {} frames/s", rate(r as f64))).unwrap_or_default(),
+            self.ports,
+            self.groups,
+            self.elapsed_s,
+            self.drain_s,
+            if self.interrupted { ", interrupted" } else { "" }
+        );
+        let _ = writeln!(
+            s,
+            "frames:   tx {} ({}/s)  rx {} ({}/s)  reduces {}  re-sends {}  releases {} (+{} ignored)  other rx {}  tx waits {}",
+            f.tx,
+            rate(f.tx_per_s),
+            f.rx,
+            rate(f.rx_per_s),
+            f.tx_reduce,
+            f.tx_resend,
+            f.rx_release,
+            f.rx_release_ignored,
+            f.rx_other,
+            f.tx_blocked
+        );
+        if let Some(r) = self.achieved_ratio {
+            let _ = writeln!(s, "offered:  {:.1}% of the set rate reached", r * 100.0);
+        }
+        let _ = writeln!(
+            s,
+            "barriers: {} completed ({}/s) of {} started; lost {} (incomplete {}, needed re-send {}, over deadline {}); early releases {}{}",
+            b.completed,
+            rate(b.per_s),
+            b.started,
+            b.lost,
+            b.incomplete,
+            b.needed_resend,
+            b.over_deadline,
+            b.early_releases,
+            if b.carried_over > 0 { format!("; {} carried over from the previous trial", b.carried_over) } else { String::new() }
+        );
+        let _ = writeln!(s, "latency (leaf: first reduce -> release):           {}", self.latency_leaf.line());
+        let _ = writeln!(s, "latency (barrier: last first reduce -> last release): {}", self.latency_barrier.line());
+        if let Some(e) = &self.latency_echo {
+            let _ = writeln!(s, "latency (echoed tx timestamp -> release):          {}", e.line());
+        }
+        let fault = |c: &FaultCounts| {
+            format!("dropped {} duplicated {} reordered {} corrupted {}", c.dropped, c.duplicated, c.reordered, c.corrupted)
+        };
+        if self.faults_tx != FaultCounts::default() || self.faults_rx != FaultCounts::default() {
+            let _ = writeln!(s, "faults:   tx {}; rx {}", fault(&self.faults_tx), fault(&self.faults_rx));
+        }
+        for p in &self.per_port {
+            let _ = writeln!(s, "  port {}: tx {} rx {}", p.name, p.tx, p.rx);
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_known_values() {
+        let mut h = new_histogram();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let p = Percentiles::of(&h);
+        assert_eq!(p.samples, 1000);
+        assert!((499_000..=501_000).contains(&p.p50_ns), "{}", p.p50_ns);
+        assert!((989_000..=991_000).contains(&p.p99_ns), "{}", p.p99_ns);
+        assert!(p.max_ns >= 999_000);
+        assert_eq!(Percentiles::of(&new_histogram()).samples, 0);
+    }
+
+    #[test]
+    fn pass_rule() {
+        let rule = PassRule { min_achieved_ratio: 0.98 };
+        let mut r = TrialReport { achieved_ratio: Some(0.99), ..Default::default() };
+        r.barriers.completed = 10;
+        assert!(r.passes(&rule));
+        r.achieved_ratio = Some(0.9);
+        assert!(!r.passes(&rule), "a rate the generator could not offer is not a pass");
+        r.achieved_ratio = None;
+        r.barriers.lost = 1;
+        assert!(!r.passes(&rule));
+        r.barriers.lost = 0;
+        r.barriers.early_releases = 1;
+        assert!(!r.passes(&rule));
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(ns(950), "950ns");
+        assert_eq!(ns(12_345), "12.3µs");
+        assert_eq!(ns(12_345_678), "12.35ms");
+        assert_eq!(rate(2_500_000.0), "2.500M");
+    }
+}
