@@ -1437,3 +1437,54 @@ impl RunReport {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compute_times_stay_in_their_bounds() {
+        let m = ComputeModel {
+            min_ns: 100,
+            max_ns: 200,
+            late: 0.5,
+            late_ns: 1_000,
+        };
+        let mut rng = Rng::new(1);
+        let draws: Vec<u64> = (0..1_000).map(|_| m.draw(&mut rng)).collect();
+        assert!(draws.iter().all(|&d| (100..=1_200).contains(&d)));
+        assert!(draws.iter().any(|&d| d > 200), "stragglers happen");
+        assert_eq!(m.worst_ns(), 1_200);
+    }
+
+    #[test]
+    fn macs_are_unique_locally_administered_unicast() {
+        let a = mac_of(NodeRef::Leaf(7));
+        let b = mac_of(NodeRef::Switch(7));
+        assert_ne!(a, b);
+        assert_eq!(a.0[0] & 0b11, 0b10);
+    }
+
+    #[test]
+    fn sequence_numbers_map_to_barriers_across_the_wrap() {
+        let cfg = SimConfig {
+            first_seq: u32::MAX - 1,
+            barriers: 5,
+            ..SimConfig::default()
+        };
+        let topo = Topology::build(&cfg.tree).unwrap();
+        let sim = Sim::new(&cfg, topo).unwrap();
+        assert_eq!(sim.barrier_of(Seq(u32::MAX - 1)), 0);
+        assert_eq!(sim.barrier_of(Seq(u32::MAX)), 1);
+        assert_eq!(sim.barrier_of(Seq(0)), 2);
+        assert_eq!(sim.barrier_of(Seq(2)), 4);
+    }
+
+    #[test]
+    fn default_timeouts_follow_the_round_trip() {
+        let cfg = SimConfig::default(); // 4,4,4: 3 links deep, 1,000 + 100 + 7 ns a hop
+        let (leaf, switch) = resolved_timeouts(&cfg).unwrap();
+        assert_eq!(leaf, 4 * 2 * 3 * 1_107);
+        assert_eq!(switch, leaf);
+    }
+}

@@ -93,3 +93,31 @@ proptest! {
         prop_assert_eq!(a, b);
     }
 }
+
+prop_compose! {
+    /// Wide trees: switches with up to 64 children (the root) and 63 (intermediates), the
+    /// protocol's limits, with fewer barriers so each case stays short.
+    fn wide_config()(
+        seed in any::<u64>(), max_depth in 1u32..=3, max_fanout in 40usize..=64, max_leaves in 64usize..=300,
+        faults in faults(), restarts in 0u32..=4, barriers in 2u64..=12, stop_frac in 0.0f64..=1.0,
+        first_seq in any::<u32>(),
+    ) -> SimConfig {
+        SimConfig {
+            tree: TreeSpec::Random { seed, max_depth, max_fanout, max_leaves },
+            barriers, seed, faults, restarts, first_seq,
+            faults_stop: FaultStop::AtTime((barriers as f64 * stop_frac * 60_000.0) as u64),
+            ..SimConfig::default()
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(10_000) / 50, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn wide_trees_are_safe_and_live(cfg in wide_config()) {
+        let r = run(&cfg).unwrap();
+        prop_assert!(r.ok, "{:?}\n{}", cfg, r.table());
+        prop_assert_eq!(r.barriers_completed, cfg.barriers);
+    }
+}
