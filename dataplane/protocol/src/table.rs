@@ -395,7 +395,7 @@ mod tests {
     use super::*;
     use crate::switch::{Action, Phase, Reject};
     use crate::MAX_GROUPS;
-    use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering};
+    use std::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicUsize, Ordering};
     use std::sync::{Arc, Barrier};
 
     fn p(i: u8) -> PortIdx {
@@ -604,8 +604,11 @@ mod tests {
         let per_group: Arc<Vec<StdAtomicU64>> =
             Arc::new((0..GROUPS).map(|_| StdAtomicU64::new(0)).collect());
         let start = Arc::new(Barrier::new(THREADS));
+        let delivered: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..BARRIERS).map(|_| AtomicUsize::new(0)).collect());
         let handles: Vec<_> = (0..THREADS)
             .map(|ti| {
+                let delivered = delivered.clone();
                 let (t, completions, per_group, start) = (
                     t.clone(),
                     completions.clone(),
@@ -647,11 +650,17 @@ mod tests {
                                 }
                             }
                         }
-                        // lockstep: nobody reduces b+1 before... nothing requires it, but the
-                        // next reduce would be "ahead" and resync instead of counting; wait
-                        // until this thread sees its groups past b
+                        // Lockstep: a reduce for b+1 before b completed would be "ahead" and
+                        // resync instead of counting. Once every thread has delivered all its
+                        // reduces for b, a group still at b lost a completion: fail instead of
+                        // waiting forever.
+                        delivered[b as usize].fetch_add(1, Ordering::SeqCst);
                         for g in 0..GROUPS {
                             while t.state(GroupId(g)).unwrap().seq == Seq(b) {
+                                if delivered[b as usize].load(Ordering::SeqCst) == THREADS {
+                                    let st = t.state(GroupId(g)).unwrap();
+                                    assert_ne!(st.seq, Seq(b), "group{g} lost barrier {b}: {st:?}");
+                                }
                                 std::thread::yield_now();
                             }
                         }
