@@ -19,6 +19,7 @@ use barrier_protocol::leaf::{Leaf, LeafConfig, LeafState};
 use barrier_protocol::switch::{
     self, Action, Actions, Event, GroupConfig, GroupState, Outcome, Phase,
 };
+use barrier_protocol::table::GroupTable;
 use barrier_protocol::{GroupId, PortIdx, PortSet, Seq, Time};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -77,6 +78,9 @@ struct Model {
     completed: Vec<u32>,
     now: u64,
     healing: bool,
+    /// run the switches through a shared `GroupTable` (one group per switch) instead of
+    /// calling the rule directly
+    table: Option<GroupTable>,
     /// feed the coverage counters (only the real rule does)
     count: bool,
     trace: Vec<String>,
@@ -146,6 +150,7 @@ impl Model {
             now: 0,
             healing: false,
             count: false,
+            table: None,
             trace: vec![],
         };
         let root_children = shape.direct_leaves + shape.intermediates.len();
@@ -248,7 +253,14 @@ impl Model {
                     },
                 };
                 let sw = &self.switches[s];
-                let (next, out, acts) = (self.rule)(&sw.cfg, sw.state, ev);
+                let (next, out, acts) = match &self.table {
+                    Some(t) => {
+                        let g = GroupId(s as u32);
+                        let (o, a) = t.apply(g, ev).unwrap();
+                        (t.state(g).unwrap(), o, a)
+                    }
+                    None => (self.rule)(&sw.cfg, sw.state, ev),
+                };
                 self.trace.push(format!(
                     "  switch{s} {:?} -> {next:?} {out:?} {acts:?}",
                     sw.state
@@ -327,7 +339,13 @@ impl Model {
         let timers = std::mem::take(&mut self.switches[s].timers);
         for seq in timers {
             let sw = &self.switches[s];
-            let (next, acts) = switch::on_timer(&sw.cfg, sw.state, seq);
+            let (next, acts) = match &self.table {
+                Some(t) => {
+                    let a = t.on_timer(GroupId(s as u32), seq);
+                    (t.state(GroupId(s as u32)).unwrap(), a)
+                }
+                None => switch::on_timer(&sw.cfg, sw.state, seq),
+            };
             self.trace
                 .push(format!("timer switch{s} {seq:?} -> {acts:?}"));
             self.switches[s].state = next;
@@ -378,6 +396,9 @@ impl Model {
                     RESTARTS_MID_BARRIER.fetch_add(1, Relaxed);
                 }
                 self.switches[s].state = GroupState::fresh();
+                if let Some(t) = &self.table {
+                    t.reset(GroupId(s as u32)).unwrap();
+                }
                 self.switches[s].timers.clear();
             }
             _ => {}
@@ -459,6 +480,33 @@ fn restart_rule_is_safe_and_live() {
         r > 0 && d > 0 && c > 0 && st > 0,
         "the random phase exercised too little"
     );
+}
+
+/// The same model with every switch's state in a `GroupTable` (apply, on_timer, reset): the
+/// table adds nothing to and loses nothing from the rule.
+#[test]
+fn restart_rule_through_the_group_table() {
+    let mut runner = TestRunner::new(Config {
+        cases: cases(2000) / 4,
+        ..Config::default()
+    });
+    runner
+        .run(
+            &(shape(), proptest::collection::vec(op(), 0..300)),
+            |(shape, ops)| {
+                let mut m = Model::new(&shape, switch::on_event);
+                let t = GroupTable::new(m.switches.len() as u32);
+                for (i, sw) in m.switches.iter().enumerate() {
+                    t.configure(GroupId(i as u32), sw.cfg).unwrap();
+                }
+                m.table = Some(t);
+                for &o in &ops {
+                    m.step(o)?;
+                }
+                m.heal(2)
+            },
+        )
+        .unwrap();
 }
 
 #[test]
