@@ -1,1 +1,366 @@
-fn main() {}
+//! barrier-gen: `barrier-gen [run|search] [EAL args] -- [options]`. Runs the generator on DPDK
+//! ports (or on ring pairs to a barrier-switch in this process), prints progress once a second
+//! and a final report (text, or JSON with --json); `search` finds the highest open-loop rate
+//! with no lost barrier.
+
+use barrier_gen::engine::{Clock, Engine, GenConfig, Load, TrialSpec};
+use barrier_gen::fault::{CorruptScope, FaultRates};
+use barrier_gen::hdrlog::HdrLog;
+use barrier_gen::report::{PassRule, TrialReport};
+use barrier_gen::search::{search, SearchParams};
+use barrier_gen::wiring::{self, PortPlan};
+use clap::{Parser, ValueEnum};
+use dpdk::Eal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+enum Mode {
+    /// Arrive at the next barrier as soon as the release is back.
+    Closed,
+    /// First reduces at --rate frames/s.
+    Open,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+enum Dir {
+    Tx,
+    Rx,
+    Both,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+enum Scope {
+    /// magic/version/kind/flags: refused by the parser (a counted loss)
+    Detectable,
+    /// any barrier-header byte, group and sequence included (undetectable; see docs/faults.md)
+    Header,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "barrier-gen",
+    version,
+    about = "Line-rate load generator for barrier switches",
+    after_help = "Usage: barrier-gen [run|search] [EAL args] -- [options]. Without EAL args, virtual-device defaults \
+                  are used (--no-huge, --no-pci, -l 0,1)."
+)]
+struct Opts {
+    /// A DPDK port to use as a child of the switch (device name, or a vdev spec with arguments).
+    /// Repeat for more ports. Port i is the switch's child port i in every group.
+    #[arg(long = "port", value_name = "NAME")]
+    port: Vec<String>,
+    /// Run a barrier-switch root in this process, joined to the generator by net_ring pairs.
+    #[arg(long, conflicts_with = "port")]
+    inproc_switch: bool,
+    /// With --inproc-switch: how many ports (children).
+    #[arg(long, default_value_t = 4)]
+    ports: usize,
+    /// Groups emulated at once (every port is a child in every group).
+    #[arg(long, default_value_t = 1024)]
+    groups: u32,
+    #[arg(long, default_value_t = 0)]
+    first_group: u32,
+    /// Sequence number of each group's first barrier (must match the switch's state).
+    #[arg(long, default_value_t = 0)]
+    first_seq: u32,
+    #[arg(long, value_enum, default_value_t = Mode::Closed)]
+    mode: Mode,
+    /// Open loop: first reduces per second (all ports together).
+    #[arg(long, default_value_t = 1_000_000)]
+    rate: u64,
+    /// Open loop: token bucket depth (frames).
+    #[arg(long, default_value_t = 64)]
+    burst: u64,
+    /// Seconds of load per run (per trial in search).
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Run exactly this many barriers per group, then stop.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Seconds to wait for outstanding barriers after the load stops.
+    #[arg(long, default_value_t = 2.0)]
+    drain: f64,
+    /// Leaf re-send timer, microseconds.
+    #[arg(long, default_value_t = 10_000)]
+    resend_timeout_us: u64,
+    /// A barrier slower than this (first reduce to last release) counts as lost, milliseconds.
+    #[arg(long, default_value_t = 1_000)]
+    deadline_ms: u64,
+    /// With --inproc-switch: the switch's re-send timer, microseconds (a root arms none).
+    #[arg(long, default_value_t = 20_000)]
+    switch_resend_us: u64,
+    /// Drop probability per frame.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Duplicate probability per frame.
+    #[arg(long, default_value_t = 0.0)]
+    dup: f64,
+    /// Reorder probability per frame (held back behind the next frame).
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// Corrupt probability per frame.
+    #[arg(long, default_value_t = 0.0)]
+    corrupt: f64,
+    #[arg(long, value_enum, default_value_t = Scope::Detectable)]
+    corrupt_scope: Scope,
+    /// Which direction faults apply to: frames the generator sends, receives, or both.
+    #[arg(long, value_enum, default_value_t = Dir::Both)]
+    fault_dir: Dir,
+    /// Apply faults only on these port indices (repeat); default all ports.
+    #[arg(long = "fault-port")]
+    fault_port: Vec<usize>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Destination MAC of reduces (default broadcast).
+    #[arg(long, value_parser = parse_mac)]
+    dst_mac: Option<[u8; 6]>,
+    /// Leave the tx timestamp out of reduces.
+    #[arg(long)]
+    no_timestamp: bool,
+    /// Print the final report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Write an hdrhistogram interval log (one histogram per second, tags leaf and barrier).
+    #[arg(long, value_name = "FILE")]
+    hdr_log: Option<PathBuf>,
+    /// No progress lines.
+    #[arg(long, short)]
+    quiet: bool,
+    /// search: lowest rate (frames/s).
+    #[arg(long, default_value_t = 1_000)]
+    min_rate: u64,
+    /// search: highest rate (frames/s); default: 1.25 x what a closed-loop trial reaches.
+    #[arg(long)]
+    max_rate: Option<u64>,
+    /// search: stop when pass and fail are this close (frames/s); default 1% of max.
+    #[arg(long)]
+    resolution: Option<u64>,
+    #[arg(long, default_value_t = 20)]
+    max_trials: u32,
+    /// search: open loop must reach this fraction of the offered rate to pass.
+    #[arg(long, default_value_t = 0.98)]
+    min_achieved: f64,
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("{s:?} is not a MAC address"));
+    }
+    let mut m = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        m[i] = u8::from_str_radix(p, 16).map_err(|_| format!("{s:?} is not a MAC address"))?;
+    }
+    Ok(m)
+}
+
+/// EAL arguments for virtual devices on a machine without NIC or hugepages.
+fn default_eal(prog: &str) -> Vec<String> {
+    [
+        "--no-huge", "-m", "512", "--no-shconf", "--no-pci", "--iova-mode=va", "--no-telemetry",
+        "--log-level=*:warning", "-l", "0,1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(["--file-prefix".to_string(), format!("{prog}-{}", std::process::id())])
+    .collect()
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("barrier-gen: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn real_main() -> Result<ExitCode, String> {
+    let mut argv: Vec<String> = std::env::args().collect();
+    let prog = "barrier-gen".to_string();
+    let mut is_search = false;
+    if let Some(first) = argv.get(1) {
+        if first == "search" || first == "run" {
+            is_search = first == "search";
+            argv.remove(1);
+        }
+    }
+    if argv.iter().skip(1).any(|a| a == "-h" || a == "--help" || a == "-V" || a == "--version")
+        && !argv.iter().any(|a| a == "--")
+    {
+        let _ = Opts::parse_from(std::iter::once(prog.clone()).chain(argv.into_iter().skip(1)));
+        return Ok(ExitCode::SUCCESS);
+    }
+    // `prog [EAL] -- [app]`; with no EAL arguments, defaults for virtual devices.
+    let dash = argv.iter().position(|a| a == "--");
+    let (eal_part, app_part): (Vec<String>, Vec<String>) = match dash {
+        Some(i) => (argv[1..i].to_vec(), argv[i + 1..].to_vec()),
+        None => (Vec::new(), argv[1..].to_vec()),
+    };
+    let opts = Opts::try_parse_from(std::iter::once(prog.clone()).chain(app_part)).map_err(|e| {
+        let _ = e.print();
+        "bad arguments".to_string()
+    })?;
+    if !opts.inproc_switch && opts.port.is_empty() {
+        return Err("give --port NAME (one per child port) or --inproc-switch".into());
+    }
+    let eal_args = if eal_part.is_empty() { default_eal(&prog) } else { eal_part };
+    let (eal, _) = Eal::init(std::iter::once(prog).chain(eal_args)).map_err(|e| format!("EAL: {e}"))?;
+
+    let rates = FaultRates {
+        drop: opts.loss,
+        duplicate: opts.dup,
+        reorder: opts.reorder,
+        corrupt: opts.corrupt,
+        corrupt_scope: match opts.corrupt_scope {
+            Scope::Detectable => CorruptScope::Detectable,
+            Scope::Header => CorruptScope::Header,
+        },
+    };
+    let nports = if opts.inproc_switch { opts.ports } else { opts.port.len() };
+    let faults: Vec<(FaultRates, FaultRates)> = (0..nports)
+        .map(|i| {
+            let on = opts.fault_port.is_empty() || opts.fault_port.contains(&i);
+            let pick = |d: bool| if on && d { rates } else { FaultRates::default() };
+            (pick(opts.fault_dir != Dir::Rx), pick(opts.fault_dir != Dir::Tx))
+        })
+        .collect();
+    let plan = if opts.inproc_switch {
+        PortPlan::Inproc { ports: opts.ports, switch_resend_ns: opts.switch_resend_us * 1000 }
+    } else {
+        PortPlan::Named(opts.port.clone())
+    };
+    let groups = opts.first_group..opts.first_group.checked_add(opts.groups).ok_or("group range overflows")?;
+    if groups.end > barrier_protocol::MAX_GROUPS || opts.groups == 0 {
+        return Err(format!("groups {groups:?}: need 1 or more, below {}", barrier_protocol::MAX_GROUPS));
+    }
+    let (mut wiring, gen_ports) = wiring::open(eal, &plan, groups, &faults)?;
+
+    let cfg = GenConfig {
+        first_group: opts.first_group,
+        groups: opts.groups,
+        first_seq: opts.first_seq,
+        resend_timeout_ns: opts.resend_timeout_us * 1000,
+        barrier_deadline_ns: opts.deadline_ms * 1_000_000,
+        dst_mac: opts.dst_mac.unwrap_or([0xff; 6]),
+        timestamps: !opts.no_timestamp,
+        seed: opts.seed,
+        progress: !opts.quiet,
+        ..GenConfig::default()
+    };
+    let mut engine = Engine::new(cfg, gen_ports, Clock::tsc());
+    if let Some(sw) = &mut wiring.switch {
+        if let Some((pollers, clock)) = sw.inline.take() {
+            engine.set_inline_pollers(pollers, clock);
+        }
+    }
+    let quit = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, quit.clone()).map_err(|e| e.to_string())?;
+    }
+    engine.set_quit(quit.clone());
+    if let Some(path) = &opts.hdr_log {
+        let comment = format!("barrier-gen: {} ports x {} groups, values in ns", nports, opts.groups);
+        engine.set_hdr_log(HdrLog::create(path, &comment).map_err(|e| format!("{}: {e}", path.display()))?);
+    }
+    let duration = Duration::from_secs_f64(opts.duration);
+    let drain = Duration::from_secs_f64(opts.drain);
+    let load = match opts.mode {
+        Mode::Closed => Load::Closed,
+        Mode::Open => Load::Open { rate: opts.rate, burst: opts.burst },
+    };
+
+    let ok;
+    let output = if is_search {
+        let rule = PassRule { min_achieved_ratio: opts.min_achieved };
+        let max_rate = match opts.max_rate {
+            Some(r) => r,
+            None => {
+                let probe = engine.run_trial(&TrialSpec { load: Load::Closed, duration, count: None, drain });
+                let r = (probe.frames.tx_reduce as f64 / (probe.elapsed_s - probe.drain_s).max(1e-9) * 1.25) as u64;
+                eprintln!("barrier-gen search: closed loop reached {:.0} reduces/s; searching up to {r}", r as f64 / 1.25);
+                r.max(opts.min_rate)
+            }
+        };
+        let params = SearchParams {
+            min_rate: opts.min_rate.min(max_rate),
+            max_rate,
+            resolution: opts.resolution.unwrap_or((max_rate / 100).max(1)),
+            max_trials: opts.max_trials,
+        };
+        let q = quit.clone();
+        let result = search(&params, |rate| {
+            if q.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
+            let r = engine.run_trial(&TrialSpec { load: Load::Open { rate, burst: opts.burst }, duration, count: None, drain });
+            let pass = r.passes(&rule);
+            if !opts.quiet {
+                eprintln!(
+                    "barrier-gen search: {rate} frames/s: {} (lost {}, early {}, reached {:.1}%)",
+                    if pass { "pass" } else { "FAIL" },
+                    r.barriers.lost,
+                    r.barriers.early_releases,
+                    r.achieved_ratio.unwrap_or(0.0) * 100.0
+                );
+            }
+            Some((pass, r))
+        });
+        ok = result.best_rate.is_some() && result.steps.iter().all(|s| s.detail.barriers.early_releases == 0);
+        if opts.json {
+            serde_json::to_string_pretty(&serde_json::json!({ "search": { "params": params, "rule": rule, "result": result } }))
+                .map_err(|e| e.to_string())?
+        } else {
+            let mut s = String::new();
+            for st in &result.steps {
+                s += &format!(
+                    "{:>12} frames/s  {}  lost {}  barriers/s {:.0}  leaf p99 {}\n",
+                    st.rate,
+                    if st.passed { "pass" } else { "FAIL" },
+                    st.detail.barriers.lost,
+                    st.detail.barriers.per_s,
+                    barrier_gen::report::ns(st.detail.latency_leaf.p99_ns)
+                );
+            }
+            s += &match result.best_rate {
+                Some(r) => format!("highest rate with no lost barrier: {r} frames/s ({} reduces/s per port){}\n", r / nports as u64, if result.cut_short { " (search cut short)" } else { "" }),
+                None => "no rate passed\n".into(),
+            };
+            s
+        }
+    } else {
+        let r: TrialReport = engine.run_trial(&TrialSpec { load, duration, count: opts.count, drain });
+        ok = r.barriers.incomplete == 0 && r.barriers.early_releases == 0 && !r.interrupted;
+        let switch_report = wiring.switch.as_ref().map(|s| s.stats.report());
+        if opts.json {
+            serde_json::to_string_pretty(&serde_json::json!({ "report": r, "switch": switch_report })).map_err(|e| e.to_string())?
+        } else {
+            r.text() + &switch_report.unwrap_or_default()
+        }
+    };
+
+    // Shutdown: stop the switch (flushing toward us), drain our side, drop every queue handle,
+    // close the ports, and check every mbuf came back.
+    let inline = engine.take_inline_pollers();
+    let switch_pollers = wiring.stop_switch(inline)?;
+    engine.drain_rx();
+    if let Some(log) = engine.take_hdr_log() {
+        log.finish().map_err(|e| format!("hdr log: {e}"))?;
+    }
+    drop(engine);
+    drop(switch_pollers);
+    let closed = wiring.close()?;
+    // A closed pipe (`| head`) is not an error worth a panic.
+    use std::io::Write as _;
+    let mut so = std::io::stdout().lock();
+    let _ = writeln!(so, "{output}");
+    if !opts.json {
+        let _ = writeln!(so, "{closed}");
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(3) })
+}

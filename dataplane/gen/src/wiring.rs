@@ -1,1 +1,194 @@
-//! placeholder
+//! DPDK set-up around the engine: EAL, one mempool, the generator's ports (opened by name, or
+//! created as `net_ring` pairs whose far ends belong to a `barrier-switch` root built in this
+//! process from the switch crate's library), where the switch's pollers run, and shutdown in
+//! the order that returns every mbuf.
+
+use crate::engine::GenPort;
+use crate::fault::FaultRates;
+use barrier_switch::config::{GroupRole, GroupSpec};
+use barrier_switch::counters::LoopCounters;
+use barrier_switch::dpdk_io::{DpdkRx, DpdkTx};
+use barrier_switch::engine::{build_switch, build_table, PortIo, SwitchStats};
+use barrier_switch::poll::{finish_all, run_loop, Clock, Poller};
+use dpdk::{Eal, LcoreJoin, Mempool, Port, QueueId};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Descriptors per queue (and ring size of net_ring pairs).
+pub const QUEUE_DEPTH: u16 = 1024;
+
+/// A `barrier-switch` root in this process, on the far ends of the generator's ring pairs.
+pub struct InprocSwitch {
+    pub stats: SwitchStats,
+    /// Its pollers when they run inside the generator's loop (one lcore given)...
+    pub inline: Option<(Vec<Box<dyn Poller>>, Clock)>,
+    /// ...or the worker lcore running them.
+    running: Option<LcoreJoin<Vec<Box<dyn Poller>>>>,
+    quit: Arc<AtomicBool>,
+}
+
+/// Everything DPDK the generator holds.
+pub struct Wiring {
+    pub eal: Eal,
+    pub pool: Mempool,
+    ports: Vec<Port>,
+    pub switch: Option<InprocSwitch>,
+}
+
+/// How the ports are made.
+pub enum PortPlan {
+    /// Existing ports by device name (`0000:3b:00.0`, `net_memif0`), or a vdev spec with
+    /// arguments (`net_af_packet0,iface=veth0`) created now.
+    Named(Vec<String>),
+    /// `n` ring pairs to an in-process barrier-switch root that has every group, resend timer
+    /// in ns.
+    Inproc { ports: usize, switch_resend_ns: u64 },
+}
+
+fn mbufs_for(ports: usize) -> u32 {
+    // Rings or descriptors in both directions, burst buffers, slack.
+    let n = ports as u32 * (2 * u32::from(QUEUE_DEPTH) + 256) + 4096;
+    n.next_power_of_two() - 1
+}
+
+fn start(port: &mut Port, pool: &Mempool) -> Result<(), String> {
+    let name = port.name().to_string();
+    port.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, pool).map_err(|e| format!("port {name}: {e}"))?;
+    port.start().map_err(|e| format!("port {name}: {e}"))?;
+    // Releases go to our MAC or broadcast; a device that cannot do promiscuous is fine too.
+    let _ = port.set_promiscuous(true);
+    Ok(())
+}
+
+fn mac_of(port: &Port, i: usize) -> [u8; 6] {
+    match port.mac_address() {
+        Ok(m) if m != [0; 6] => m,
+        _ => [0x02, 0, 0, 0, 0x9e, i as u8],
+    }
+}
+
+/// Opens the ports of `plan`; returns the wiring and the generator's side of each port.
+pub fn open(
+    eal: Eal,
+    plan: &PortPlan,
+    groups: std::ops::Range<u32>,
+    faults: &[(FaultRates, FaultRates)],
+) -> Result<(Wiring, Vec<GenPort<DpdkRx, DpdkTx>>), String> {
+    let n = match plan {
+        PortPlan::Named(v) => v.len(),
+        PortPlan::Inproc { ports, .. } => *ports,
+    };
+    if n == 0 || n > 64 {
+        return Err(format!("{n} ports: the generator needs 1..=64 (a switch has at most 64 children per group)"));
+    }
+    let pool = Mempool::new_pktmbuf(&eal, "gen", mbufs_for(n), 256, dpdk::MBUF_DEFAULT_BUF_SIZE)
+        .map_err(|e| format!("mempool: {e}"))?;
+    let mut w = Wiring { eal: eal.clone(), pool: pool.clone(), ports: Vec::new(), switch: None };
+    let mut gen_side = Vec::new();
+    let mut switch_side = Vec::new();
+    match plan {
+        PortPlan::Named(names) => {
+            for name in names {
+                let mut p = if name.contains(',') { Port::attach_vdev(&eal, name) } else { Port::open_by_name(&eal, name) }
+                    .map_err(|e| format!("port {name}: {e}"))?;
+                start(&mut p, &pool)?;
+                gen_side.push(p);
+            }
+        }
+        PortPlan::Inproc { ports, .. } => {
+            for i in 0..*ports {
+                let (mut a, mut b) = Port::ring_pair(&eal, &format!("gen{i}"), &format!("sut{i}"), 1, u32::from(QUEUE_DEPTH))
+                    .map_err(|e| format!("ring pair {i}: {e}"))?;
+                start(&mut a, &pool)?;
+                start(&mut b, &pool)?;
+                gen_side.push(a);
+                switch_side.push(b);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (i, p) in gen_side.iter().enumerate() {
+        let (ftx, frx) = faults.get(i).copied().unwrap_or_default();
+        out.push(GenPort {
+            name: p.name().to_string(),
+            mac: mac_of(p, i),
+            rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?),
+            tx: DpdkTx::new(p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?, pool.clone()),
+            faults_tx: ftx,
+            faults_rx: frx,
+        });
+    }
+    if let PortPlan::Inproc { ports, switch_resend_ns } = plan {
+        let spec = GroupSpec {
+            numbers: groups,
+            role: GroupRole::Root,
+            children: if *ports == 64 { u64::MAX } else { (1u64 << ports) - 1 },
+            resend_timeout_ns: *switch_resend_ns,
+        };
+        let table = Arc::new(build_table(&[spec])?);
+        let mut io = Vec::new();
+        for (i, p) in switch_side.iter().enumerate() {
+            io.push(PortIo {
+                name: p.name().to_string(),
+                rx: vec![DpdkRx::new(p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?)],
+                tx: DpdkTx::new(p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?, pool.clone()),
+                peer_mac: out[i].mac,
+            });
+        }
+        let clock = Clock::new();
+        let sw = build_switch("sut", [0x02, 0, 0, 0, 0x5e, 0], io, table, clock.now_ns());
+        let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
+        pollers.push(sw.sched);
+        let quit = Arc::new(AtomicBool::new(false));
+        let (inline, running) = match eal.worker_lcores().first() {
+            Some(&lcore) => {
+                let q = quit.clone();
+                let j = dpdk::launch_on(&eal, lcore, move || run_loop(pollers, &q, clock, &LoopCounters::default()))
+                    .map_err(|e| format!("switch lcore: {e}"))?;
+                (None, Some(j))
+            }
+            None => (Some((pollers, clock)), None),
+        };
+        w.switch = Some(InprocSwitch { stats: sw.stats, inline, running, quit });
+    }
+    w.ports = gen_side.into_iter().chain(switch_side).collect();
+    Ok((w, out))
+}
+
+impl Wiring {
+    /// Stops the in-process switch (if any) and hands its pollers back flushed, so the caller
+    /// can drain the generator's side next.
+    pub fn stop_switch(&mut self, inline_back: Vec<Box<dyn Poller>>) -> Result<Vec<Box<dyn Poller>>, String> {
+        let Some(sw) = &mut self.switch else { return Ok(inline_back) };
+        sw.quit.store(true, Ordering::Relaxed);
+        let mut pollers = match sw.running.take() {
+            Some(j) => j.join().map_err(|e| format!("switch lcore: {e}"))?,
+            None => inline_back,
+        };
+        finish_all(&mut pollers);
+        Ok(pollers)
+    }
+
+    /// Stops and closes every port; then every mbuf must be back in the pool.
+    pub fn close(self) -> Result<String, String> {
+        let mut errs = Vec::new();
+        for mut p in self.ports {
+            let name = p.name().to_string();
+            if let Err(e) = p.stop() {
+                errs.push(format!("stop {name}: {e}"));
+            }
+            if let Err(e) = p.close() {
+                errs.push(format!("close {name}: {e}"));
+            }
+        }
+        if !errs.is_empty() {
+            return Err(errs.join("; "));
+        }
+        let in_use = self.pool.in_use_count();
+        if in_use == 0 {
+            Ok(format!("mempool {}: all {} mbufs back", self.pool.name(), self.pool.avail_count()))
+        } else {
+            Err(format!("mempool {}: {in_use} mbufs not returned", self.pool.name()))
+        }
+    }
+}

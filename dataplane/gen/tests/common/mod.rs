@@ -1,0 +1,33 @@
+//! Shared by the end-to-end tests: run the barrier-gen binary (each test file is its own
+//! process, and each run of the binary its own EAL) with the DESIGN.md test flags.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+/// EAL flags for a machine without NIC or hugepages, a unique file prefix, and `lcores`.
+pub fn eal(tag: &str, lcores: &str) -> Vec<String> {
+    [
+        "--no-huge", "-m", "256", "--no-shconf", "--no-pci", "--iova-mode=va", "--no-telemetry",
+        "--log-level=*:warning", "-l", lcores, "--file-prefix",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!("nb-gen-{tag}-{}", std::process::id())])
+    .collect()
+}
+
+/// Runs `barrier-gen [sub] <eal> -- <args>`; panics with its output if it could not run.
+pub fn gen(sub: Option<&str>, eal: &[String], args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_barrier-gen"));
+    if let Some(s) = sub {
+        c.arg(s);
+    }
+    c.args(eal).arg("--").args(args);
+    let out = c.output().expect("barrier-gen runs");
+    eprintln!("--- barrier-gen stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
