@@ -94,14 +94,19 @@ fn p(i: usize) -> PortIdx {
 #[derive(Clone, Debug)]
 struct Shape {
     direct_leaves: usize,
-    intermediates: Vec<usize>,
+    /// per intermediate under the root: its leaf count, and optionally one intermediate below
+    /// it with that many leaves (a third level)
+    intermediates: Vec<(usize, Option<usize>)>,
     first: u32,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
     (
         0usize..3,
-        proptest::collection::vec(1usize..4, 0..3),
+        proptest::collection::vec(
+            (1usize..4, proptest::option::weighted(0.3, 1usize..3)),
+            0..3,
+        ),
         prop_oneof![Just(0u32), Just(u32::MAX - 1), Just(1000)],
     )
         .prop_filter("root needs a child", |(d, i, _)| d + i.len() > 0)
@@ -168,27 +173,42 @@ impl Model {
             m.switches[0].children.push((p(port), Node::Leaf(l)));
             port += 1;
         }
-        for &n in &shape.intermediates {
-            let s = m.switches.len();
-            // port 0 is the parent, children on 1..=n
-            m.switches.push(SwitchNode {
-                cfg: GroupConfig::intermediate(p(0), PortSet(((1u64 << n) - 1) << 1), 10),
-                state: GroupState::fresh(),
-                children: vec![],
-                up: Some((0, p(port))),
-                timers: vec![],
-                leaves_below: vec![],
-            });
+        for &(n, sub) in &shape.intermediates {
+            let s = m.add_intermediate(0, p(port), n);
             m.switches[0].children.push((p(port), Node::Switch(s)));
             port += 1;
-            for c in 1..=n {
-                let l = m.add_leaf(s, p(c));
-                m.switches[s].children.push((p(c), Node::Leaf(l)));
-                m.switches[s].leaves_below.push(l);
+            if let Some(k) = sub {
+                // the sub-intermediate hangs on port n+1 of `s`
+                let c = p(n + 1);
+                let sub = m.add_intermediate(s, c, k);
+                m.switches[s].cfg.children.insert(c);
+                m.switches[s].children.push((c, Node::Switch(sub)));
+                let below = m.switches[sub].leaves_below.clone();
+                m.switches[s].leaves_below.extend(below);
             }
         }
         m.switches[0].leaves_below = (0..m.leaves.len()).collect();
         m
+    }
+
+    /// An intermediate under switch `parent` (on the parent's port `parent_port`) with `n` leaves
+    /// on its ports 1..=n; port 0 leads to the parent.
+    fn add_intermediate(&mut self, parent: usize, parent_port: PortIdx, n: usize) -> usize {
+        let s = self.switches.len();
+        self.switches.push(SwitchNode {
+            cfg: GroupConfig::intermediate(p(0), PortSet(((1u64 << n) - 1) << 1), 10),
+            state: GroupState::fresh(),
+            children: vec![],
+            up: Some((parent, parent_port)),
+            timers: vec![],
+            leaves_below: vec![],
+        });
+        for c in 1..=n {
+            let l = self.add_leaf(s, p(c));
+            self.switches[s].children.push((p(c), Node::Leaf(l)));
+            self.switches[s].leaves_below.push(l);
+        }
+        s
     }
 
     fn add_leaf(&mut self, parent: usize, port: PortIdx) -> usize {
@@ -513,7 +533,7 @@ fn restart_rule_through_the_group_table() {
 fn fault_free_tree_completes_many_barriers() {
     let shape = Shape {
         direct_leaves: 2,
-        intermediates: vec![3, 1, 2],
+        intermediates: vec![(3, None), (1, Some(2)), (2, Some(1))],
         first: u32::MAX - 3,
     };
     let mut m = Model::new(&shape, switch::on_event);
