@@ -24,21 +24,23 @@ pub enum BrokenSwitch {
 }
 
 /// The switch control step, correct when `broken` is `None`. Actions are appended to `out`.
+/// The flag says whether the broken rule changed this step (the trace marks it).
 pub fn control(
     broken: Option<BrokenSwitch>,
     cfg: &GroupConfig,
     state: GroupState,
     ev: Event,
     out: &mut Vec<Action>,
-) -> (GroupState, Outcome) {
+) -> (GroupState, Outcome, bool) {
     let mark = out.len();
     let (mut s, mut o, actions) = switch::on_event(cfg, state, ev);
     out.extend(actions.iter().copied());
     let Event::Reduce { port, seq } = ev else {
-        return (s, o);
+        return (s, o, false);
     };
+    let mut bent = true;
     match broken {
-        None => {}
+        None => bent = false,
         Some(BrokenSwitch::FirstReduce) if matches!(o, Outcome::Recorded) => {
             fabricate_rest(cfg, &mut s, &mut o, seq, out);
         }
@@ -66,9 +68,9 @@ pub fn control(
             s = s2;
             o = o2;
         }
-        Some(_) => {}
+        Some(_) => bent = false,
     }
-    (s, o)
+    (s, o, bent)
 }
 
 /// Feeds the real logic a reduce for `seq` from every child not yet recorded, until the

@@ -154,6 +154,11 @@ pub struct Violation {
     pub details: Vec<String>,
     /// The last events before the violation, oldest first.
     pub trace: Vec<String>,
+    /// The last decisive events, further back: switch steps other than recording or ignoring
+    /// a duplicate (completions, releases, stale frames, rejections), broken-rule
+    /// applications, restarts, outages. The cause of a violation is often older than the
+    /// plain trace reaches.
+    pub decisions: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -180,6 +185,9 @@ pub struct FrameStats {
     /// Of `sent`: frames for the barrier after the last counted one (leaves go on past the
     /// end of the run); left out of `frames_per_barrier`.
     pub past_last_barrier: u64,
+    /// Longest time a frame took over one link (queueing, serialization, latency, delays),
+    /// from the tx timestamp it carried.
+    pub max_hop_ns: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -328,6 +336,7 @@ struct Sim<'a> {
     net: Network,
     queue: EventQueue<Ev>,
     trace: Trace,
+    decisions: Trace,
     switches: Vec<SwitchSim>,
     leaves: Vec<Vec<LeafSlot>>,
     groups: Vec<GroupSim>,
@@ -515,6 +524,7 @@ impl<'a> Sim<'a> {
             net,
             queue: EventQueue::new(),
             trace: Trace::new(cfg.trace_len),
+            decisions: Trace::new(cfg.trace_len),
             switches,
             leaves,
             groups,
@@ -655,6 +665,7 @@ impl<'a> Sim<'a> {
                 self.restarts += 1;
                 self.quiet_since = self.quiet_since.max(down_until);
                 self.trace.push(now, TraceWhat::Restart { switch });
+                self.decisions.push(now, TraceWhat::Restart { switch });
             }
             Ev::Outage { link, duration } => {
                 if !self.faults_active {
@@ -665,6 +676,7 @@ impl<'a> Sim<'a> {
                 self.outages += 1;
                 self.quiet_since = self.quiet_since.max(until);
                 self.trace.push(now, TraceWhat::Outage { link, until });
+                self.decisions.push(now, TraceWhat::Outage { link, until });
             }
             Ev::StopFaults => self.stop_faults(now),
         }
@@ -676,6 +688,7 @@ impl<'a> Sim<'a> {
             self.faults_stopped_at = Some(now);
             self.quiet_since = self.quiet_since.max(now);
             self.trace.push(now, TraceWhat::FaultsStopped);
+            self.decisions.push(now, TraceWhat::FaultsStopped);
         }
     }
 
@@ -965,21 +978,34 @@ impl<'a> Sim<'a> {
         let g = &mut self.switches[switch as usize].groups[slot];
         let before = g.state;
         self.actions.clear();
-        let (after, outcome) =
+        let (after, outcome, bent) =
             broken::control(self.cfg.broken, &g.cfg, before, ev, &mut self.actions);
         g.state = after;
         let gid = self.groups[g.group as usize].id;
-        self.count_outcome(&outcome);
-        self.trace.push(
-            now,
-            TraceWhat::Control {
+        if let (true, Some(kind)) = (bent, self.cfg.broken) {
+            let what = TraceWhat::BrokenRule {
                 switch,
                 group: gid,
-                before,
-                after,
-                outcome,
-            },
-        );
+                kind,
+                kind_of_frame: repr.kind,
+                port,
+                seq: repr.seq,
+            };
+            self.trace.push(now, what);
+            self.decisions.push(now, what);
+        }
+        self.count_outcome(&outcome);
+        let what = TraceWhat::Control {
+            switch,
+            group: gid,
+            before,
+            after,
+            outcome,
+        };
+        self.trace.push(now, what);
+        if !matches!(outcome, Outcome::Recorded | Outcome::Duplicate) {
+            self.decisions.push(now, what);
+        }
         self.perform(now, switch, slot as u16);
     }
 
@@ -1121,7 +1147,8 @@ impl<'a> Sim<'a> {
             },
             group,
             seq,
-            tx_timestamp: None,
+            // Exercises the optional timestamp field; the receiver checks it came back.
+            tx_timestamp: Some(now.nanos()),
         };
         let mut frame = [0u8; FRAME_LEN];
         repr.emit(&mut frame);
@@ -1174,7 +1201,21 @@ impl<'a> Sim<'a> {
 
     fn parse(&mut self, now: Time, at: NodeRef, frame: &[u8]) -> Option<FrameRepr> {
         match FrameRepr::parse(frame) {
-            Ok(r) => Some(r),
+            Ok(r) => match r.tx_timestamp {
+                Some(ts) if ts <= now.nanos() => {
+                    let hop = now.nanos() - ts;
+                    self.frames.max_hop_ns = self.frames.max_hop_ns.max(hop);
+                    Some(r)
+                }
+                other => {
+                    let msg = format!(
+                        "{at} parsed a frame sent at {other:?} ns, now is {} ns",
+                        now.nanos()
+                    );
+                    self.violation(now, ViolationKind::Model, msg, vec![]);
+                    None
+                }
+            },
             Err(e) => {
                 let msg = format!("{at} could not parse a frame the model emitted: {e:?}");
                 self.violation(now, ViolationKind::Model, msg, vec![]);
@@ -1273,6 +1314,7 @@ impl<'a> Sim<'a> {
                 message,
                 details,
                 trace: self.trace.lines(),
+                decisions: self.decisions.lines(),
             });
         }
         if !self.cfg.keep_going || kind == ViolationKind::Model {
@@ -1428,6 +1470,10 @@ impl RunReport {
             s += &format!("\n{:?} at {}: {}\n", v.kind, us(v.at_ns as f64), v.message);
             for d in &v.details {
                 s += &format!("    {d}\n");
+            }
+            s += &format!("  last {} decisive events:\n", v.decisions.len());
+            for line in &v.decisions {
+                s += &format!("  {line}\n");
             }
             s += &format!("  last {} events:\n", v.trace.len());
             for line in &v.trace {

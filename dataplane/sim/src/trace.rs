@@ -70,6 +70,16 @@ pub enum TraceWhat {
     Restart {
         switch: u32,
     },
+    /// The `--broken-switch` rule changed the next control step.
+    BrokenRule {
+        switch: u32,
+        group: GroupId,
+        kind: crate::broken::BrokenSwitch,
+        /// The frame it bent the rule on.
+        kind_of_frame: Kind,
+        port: PortIdx,
+        seq: Seq,
+    },
     Outage {
         link: u32,
         until: Time,
@@ -239,6 +249,18 @@ pub fn format_entry(e: &TraceEntry) -> String {
                 seq.0, leaf_seq.0
             )
         }
+        TraceWhat::BrokenRule {
+            switch,
+            group,
+            kind,
+            kind_of_frame,
+            port,
+            seq,
+        } => format!(
+            "sw{switch} {group:?}: BROKEN RULE {kind:?} applies to the {} seq {} from {port:?}",
+            kind_name(kind_of_frame),
+            seq.0
+        ),
         TraceWhat::Restart { switch } => {
             format!("sw{switch} RESTARTS: every group back to fresh, timers dropped")
         }

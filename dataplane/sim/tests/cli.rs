@@ -53,6 +53,10 @@ fn broken_switch_is_reported_with_its_trace_and_exit_2() {
     assert!(out.contains("ReleaseBeforeAllArrived"), "{out}");
     assert!(out.contains("last 10 events:"), "{out}");
     assert!(out.contains("has not sent its reduce"), "{out}");
+    assert!(
+        out.contains("BROKEN RULE StaleReduceCompletes applies to the reduce"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -153,6 +153,14 @@ fn broken_switch_first_reduce_is_caught() {
         let v = &r.violations[0];
         assert_eq!(v.kind, ViolationKind::ReleaseBeforeAllArrived);
         assert!(!v.trace.is_empty() && !v.details.is_empty());
+        // The completion the rule fabricated is the last decisive event.
+        assert!(
+            v.decisions
+                .iter()
+                .any(|d| d.contains("BROKEN RULE FirstReduce")),
+            "{:#?}",
+            v.decisions
+        );
     }
 }
 
