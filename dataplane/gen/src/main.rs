@@ -72,9 +72,10 @@ struct Opts {
     /// Open loop: first reduces per second (all ports together).
     #[arg(long, default_value_t = 1_000_000)]
     rate: u64,
-    /// Open loop: token bucket depth (frames).
-    #[arg(long, default_value_t = 64)]
-    burst: u64,
+    /// Open loop: token bucket depth (frames): how far the generator may catch up after its core
+    /// was taken away. Default: 10 ms worth of frames, at least 64.
+    #[arg(long)]
+    burst: Option<u64>,
     /// Seconds of load per run (per trial in search).
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
@@ -133,7 +134,7 @@ struct Opts {
     /// search: lowest rate (frames/s).
     #[arg(long, default_value_t = 1_000)]
     min_rate: u64,
-    /// search: highest rate (frames/s); default: 1.25 x what a closed-loop trial reaches.
+    /// search: highest rate (frames/s); default: twice what a closed-loop trial reaches.
     #[arg(long)]
     max_rate: Option<u64>,
     /// search: stop when pass and fail are this close (frames/s); default 1% of max.
@@ -268,11 +269,12 @@ fn real_main() -> Result<ExitCode, String> {
         let comment = format!("barrier-gen: {} ports x {} groups, values in ns", nports, opts.groups);
         engine.set_hdr_log(HdrLog::create(path, &comment).map_err(|e| format!("{}: {e}", path.display()))?);
     }
+    let burst_for = |rate: u64| opts.burst.unwrap_or((rate / 100).max(64));
     let duration = Duration::from_secs_f64(opts.duration);
     let drain = Duration::from_secs_f64(opts.drain);
     let load = match opts.mode {
         Mode::Closed => Load::Closed,
-        Mode::Open => Load::Open { rate: opts.rate, burst: opts.burst },
+        Mode::Open => Load::Open { rate: opts.rate, burst: burst_for(opts.rate) },
     };
 
     let ok;
@@ -282,8 +284,8 @@ fn real_main() -> Result<ExitCode, String> {
             Some(r) => r,
             None => {
                 let probe = engine.run_trial(&TrialSpec { load: Load::Closed, duration, count: None, drain });
-                let r = (probe.frames.tx_reduce as f64 / (probe.elapsed_s - probe.drain_s).max(1e-9) * 1.25) as u64;
-                eprintln!("barrier-gen search: closed loop reached {:.0} reduces/s; searching up to {r}", r as f64 / 1.25);
+                let r = (probe.frames.tx_reduce as f64 / (probe.elapsed_s - probe.drain_s).max(1e-9) * 2.0) as u64;
+                eprintln!("barrier-gen search: closed loop reached {:.0} reduces/s; searching up to {r}", r as f64 / 2.0);
                 r.max(opts.min_rate)
             }
         };
@@ -298,7 +300,7 @@ fn real_main() -> Result<ExitCode, String> {
             if q.load(std::sync::atomic::Ordering::Relaxed) {
                 return None;
             }
-            let r = engine.run_trial(&TrialSpec { load: Load::Open { rate, burst: opts.burst }, duration, count: None, drain });
+            let r = engine.run_trial(&TrialSpec { load: Load::Open { rate, burst: burst_for(rate) }, duration, count: None, drain });
             let pass = r.passes(&rule);
             if !opts.quiet {
                 eprintln!(
