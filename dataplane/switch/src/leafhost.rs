@@ -66,6 +66,8 @@ pub struct LeafPoller<R: RxQueue, T: TxQueue> {
     copies: Vec<u32>,
     frames: Vec<R::Frame>,
     next_timer_scan: u64,
+    /// Time between two scans of every leaf's timer.
+    timer_scan_ns: u64,
     report: LeafReport,
     /// Barriers completed over all groups, for progress and the stop condition.
     pub progress: Arc<AtomicU64>,
@@ -113,6 +115,9 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
             copies: vec![1; g],
             frames: Vec::with_capacity(BURST),
             next_timer_scan: 0,
+            // A scan visits every (leaf, group) machine: do it often enough that a re-send is
+            // at most 1/16 of the timeout late, and no more often than every 100 µs.
+            timer_scan_ns: (resend_timeout_ns / 16).clamp(100_000, 1_000_000),
             report: LeafReport {
                 latency: Histogram::new_with_bounds(1, 60_000_000_000, 3)
                     .expect("histogram bounds"),
@@ -291,11 +296,10 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
     }
 
     fn timers(&mut self, now: u64) {
-        // A scan every 100 µs: leaf timeouts are milliseconds, and the scan is cheap per leaf.
         if now < self.next_timer_scan {
             return;
         }
-        self.next_timer_scan = now + 100_000;
+        self.next_timer_scan = now + self.timer_scan_ns;
         let groups = self.groups as usize;
         for i in 0..self.machines.len() {
             if let Some(send) = self.machines[i].poll(Time::from_nanos(now)) {
