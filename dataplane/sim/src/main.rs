@@ -1,6 +1,7 @@
 //! `barrier-sim`: command line of the simulator. `run` drives the protocol over a modelled
 //! tree with faults and checks safety and liveness; `compare` puts the in-network barrier next
 //! to a dissemination barrier on the same model.
+#![forbid(unsafe_code)]
 
 use barrier_sim::compare::{self, CompareConfig};
 use barrier_sim::{BrokenSwitch, ComputeModel, FaultStop, Faults, LinkParams, SimConfig, TreeSpec};
