@@ -74,6 +74,7 @@ struct LinkArgs {
     /// A straggler computes up to this much longer, ns.
     #[arg(long, default_value_t = 50_000)]
     late_ns: u64,
+    /// Seed of every random choice of the run (faults, compute times, groups, restarts).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print JSON instead of the table.
