@@ -405,6 +405,50 @@ mod tests {
     }
 
     #[test]
+    fn switches_that_lose_their_state_never_release_early() {
+        // Every 0.5 ms one switch of the tree "restarts" (its table goes back to fresh state);
+        // the leaves' and intermediates' re-send timers (1 ms, 0.5 ms) bring the tree back.
+        let opts = DemoOpts {
+            fanout: vec![2, 3],
+            groups: 8,
+            count: Some(600),
+            loops: 2,
+            leaf_timeout_ns: 1_000_000,
+            switch_timeout_ns: 500_000,
+            ..DemoOpts::default()
+        };
+        let tree = Tree::new(&opts.fanout).unwrap();
+        let clock = Clock::new();
+        let demo = build_demo(&opts, &tree, mem_wires(&tree), clock.now_ns()).unwrap();
+        let tables: Vec<_> = demo.switches.iter().map(|s| s.table.clone()).collect();
+        let done = demo.done.clone();
+        let resetter = std::thread::spawn(move || {
+            let mut resets = 0;
+            while !done.load(Ordering::Relaxed) && resets < 2000 {
+                std::thread::sleep(Duration::from_micros(500));
+                tables[resets % tables.len()].reset_all();
+                resets += 1;
+            }
+            resets
+        });
+        let r = run_on_threads(demo, &opts, clock, Arc::new(AtomicBool::new(false)));
+        let resets = resetter.join().unwrap();
+        assert!(resets > 10, "only {resets} resets during the run");
+        assert_eq!(
+            r.report.early_releases, 0,
+            "a release came before every leaf arrived"
+        );
+        assert!(
+            r.report.completed.iter().all(|&c| c == 600),
+            "{:?}",
+            r.report.completed
+        );
+        for &n in &r.report.releases_per_leaf {
+            assert_eq!(n, 600 * 8);
+        }
+    }
+
+    #[test]
     fn tree_shapes() {
         let t = Tree::new(&[2, 4]).unwrap();
         assert_eq!(t.switches().len(), 3);
