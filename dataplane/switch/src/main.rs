@@ -154,6 +154,13 @@ fn demo(a: DemoArgs) -> ExitCode {
         switch_timeout_ns: a.switch_timeout_us * 1000,
         ..DemoOpts::default()
     };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if opts.loops > cores {
+        eprintln!(
+            "barrier-switch demo: warning: {} busy lcores on {cores} core(s): the loops will preempt each other and latency will be scheduler time slices",
+            opts.loops
+        );
+    }
     let tree = match Tree::new(&opts.fanout) {
         Ok(t) => t,
         Err(e) => {
