@@ -66,8 +66,16 @@ impl Tree {
         if fanout.is_empty() {
             return Err("fanout needs at least one level".into());
         }
-        if let Some(f) = fanout.iter().find(|&&f| f == 0 || f > 64) {
-            return Err(format!("fanout {f}: each level needs 1..=64 children"));
+        // A switch has at most 64 ports: the root can use all of them for children, an
+        // intermediate needs one for its parent.
+        for (i, &f) in fanout.iter().enumerate() {
+            let max = if i == 0 { 64 } else { 63 };
+            if f == 0 || f > max {
+                return Err(format!(
+                    "fanout {f} at level {}: 1..={max} children there",
+                    i + 1
+                ));
+            }
         }
         let mut nodes = vec![Node {
             parent: None,
@@ -455,5 +463,10 @@ mod tests {
         assert_eq!(t.leaves().len(), 8);
         assert!(Tree::new(&[]).is_err());
         assert!(Tree::new(&[65]).is_err());
+        assert!(Tree::new(&[64]).is_ok());
+        assert!(
+            Tree::new(&[2, 64]).is_err(),
+            "an intermediate needs a port for its parent"
+        );
     }
 }

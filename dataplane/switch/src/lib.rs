@@ -1,8 +1,19 @@
 //! barrier-switch: the switch of the barrier method on DPDK.
 //!
-//! Layers, each in its own module: `config` (TOML -> validated `Config`, before DPDK starts),
-//! `scheduler` (per-port round-robin across groups, timer wheel; pure), `counters` (per-lcore
-//! cells summed by the management thread), and the DPDK-facing poll loops.
+//! | module | role |
+//! | --- | --- |
+//! | `config` | TOML file -> validated `Config`, every refusal naming its key, before DPDK starts |
+//! | `io` | the I/O seam: an RX queue and a TX queue behind two traits; in-memory wires |
+//! | `dpdk_io` | the same traits on DPDK queue handles and mbufs |
+//! | `rx` | RX poller: parse, apply to the shared group table, hand actions to the scheduler |
+//! | `scheduler`, `wheel` | pure logic: per-port round-robin across groups; the re-send timer wheel |
+//! | `sched` | the scheduler poller: rings in, timers, frames built and sent with backpressure |
+//! | `engine` | one switch assembled from ports, table, RX pollers and scheduler |
+//! | `poll` | pollers and the busy loop that runs several on one lcore |
+//! | `counters` | per-owner counter cells, summed and printed by the management thread |
+//! | `runtime` | EAL, ports, lcore placement, signals, shutdown; `run` and the DPDK demo |
+//! | `demo`, `leafhost` | a whole tree in one process; emulated leaves that check every release |
+//! | `fairness` | the slow-group-next-to-a-flood measurement behind `perf/fairness.rs` |
 #![forbid(unsafe_code)]
 
 pub mod config;
