@@ -128,7 +128,10 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match run_config(&cfg, &eal, signals) {
+            let name = config
+                .file_stem()
+                .map_or("switch".into(), |s| s.to_string_lossy().into_owned());
+            match run_config(&name, &cfg, &eal, signals) {
                 Ok(out) => {
                     println!("{}", out.report);
                     ExitCode::SUCCESS

@@ -196,8 +196,10 @@ pub fn eal_args(cfg: &Config, overrides: &[String]) -> Vec<String> {
     args
 }
 
-/// Run the switch of `cfg` until `signals.quit`. Counters are printed on SIGUSR1.
+/// Run the switch of `cfg` (called `name` in reports) until `signals.quit`. Counters are
+/// printed on SIGUSR1.
 pub fn run_config(
+    name: &str,
     cfg: &Config,
     eal_overrides: &[String],
     signals: Signals,
@@ -262,7 +264,7 @@ pub fn run_config(
         ports.push(port);
     }
     let table = Arc::new(build_table(&cfg.groups)?);
-    let sw = build_switch("switch", cfg.mac, io, table, clock.now_ns());
+    let sw = build_switch(name, cfg.mac, io, table, clock.now_ns());
     let stats = sw.stats.clone();
 
     // Place the pollers: each RX queue on the lcore the file names, the scheduler on its own.
