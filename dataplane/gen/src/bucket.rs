@@ -18,7 +18,13 @@ impl TokenBucket {
     pub fn new(rate_per_s: u64, burst: u64, hz: u64, now: u64) -> Self {
         assert!(hz > 0, "tick rate must be known");
         let burst = burst.max(1);
-        TokenBucket { rate: rate_per_s, hz, credit: 0, cap: u128::from(burst) * u128::from(hz), last: now }
+        TokenBucket {
+            rate: rate_per_s,
+            hz,
+            credit: 0,
+            cap: u128::from(burst) * u128::from(hz),
+            last: now,
+        }
     }
 
     /// Tokens per second.

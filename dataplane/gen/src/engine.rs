@@ -7,7 +7,9 @@
 use crate::bucket::TokenBucket;
 use crate::fault::{FaultCounts, FaultRates, Injector, Pkt};
 use crate::hdrlog::HdrLog;
-use crate::report::{new_histogram, BarrierCounts, FrameCounts, Percentiles, PortCounts, TrialReport};
+use crate::report::{
+    new_histogram, BarrierCounts, FrameCounts, Percentiles, PortCounts, TrialReport,
+};
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend, LeafState};
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq, Time};
@@ -41,12 +43,24 @@ impl Clock {
     pub fn tsc() -> Clock {
         let hz = dpdk::tsc_hz();
         assert!(hz > 0, "TSC rate unknown: EAL not initialised");
-        Clock { tsc: true, origin_tick: dpdk::tsc(), origin: Instant::now(), hz, mult: (1_000_000_000u128 << 32) / u128::from(hz) }
+        Clock {
+            tsc: true,
+            origin_tick: dpdk::tsc(),
+            origin: Instant::now(),
+            hz,
+            mult: (1_000_000_000u128 << 32) / u128::from(hz),
+        }
     }
 
     /// `Instant`, in nanoseconds (no EAL needed).
     pub fn instant() -> Clock {
-        Clock { tsc: false, origin_tick: 0, origin: Instant::now(), hz: 1_000_000_000, mult: 1u128 << 32 }
+        Clock {
+            tsc: false,
+            origin_tick: 0,
+            origin: Instant::now(),
+            hz: 1_000_000_000,
+            mult: 1u128 << 32,
+        }
     }
 
     #[inline]
@@ -281,7 +295,11 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
 
     /// Pollers run in the generator's own loop after its own work (e.g. an in-process switch
     /// when only one lcore is given), with their own clock.
-    pub fn set_inline_pollers(&mut self, pollers: Vec<Box<dyn Poller>>, clock: barrier_switch::poll::Clock) {
+    pub fn set_inline_pollers(
+        &mut self,
+        pollers: Vec<Box<dyn Poller>>,
+        clock: barrier_switch::poll::Clock,
+    ) {
         self.inline = pollers;
         self.inline_clock = clock;
     }
@@ -316,7 +334,13 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
     pub fn run_trial(&mut self, spec: &TrialSpec) -> TrialReport {
         self.trial += 1;
         self.t = Totals::default();
-        for h in [&mut self.hist_leaf, &mut self.hist_barrier, &mut self.hist_echo, &mut self.iv_leaf, &mut self.iv_barrier] {
+        for h in [
+            &mut self.hist_leaf,
+            &mut self.hist_barrier,
+            &mut self.hist_echo,
+            &mut self.iv_leaf,
+            &mut self.iv_barrier,
+        ] {
             h.reset();
         }
         for p in &mut self.ports {
@@ -337,7 +361,9 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         let end_ns = start_ns + spec.duration.as_nanos() as u64;
         let drain_ns = spec.drain.as_nanos() as u64;
         let mut bucket = match spec.load {
-            Load::Open { rate, burst } => Some(TokenBucket::new(rate, burst, self.clock.hz(), start_tick)),
+            Load::Open { rate, burst } => {
+                Some(TokenBucket::new(rate, burst, self.clock.hz(), start_tick))
+            }
             Load::Closed => None,
         };
         let scan_every = (self.cfg.resend_timeout_ns / 8).clamp(20_000, 1_000_000);
@@ -351,7 +377,8 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             let now = self.clock.ns(tick);
             if running {
                 let quit = self.quit.load(Ordering::Relaxed);
-                let counted_out = spec.count.is_some() && self.ready.is_empty() && self.outstanding == 0;
+                let counted_out =
+                    spec.count.is_some() && self.ready.is_empty() && self.outstanding == 0;
                 if now >= end_ns || quit || counted_out {
                     running = false;
                     stop_ns = now;
@@ -385,7 +412,12 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             if !running && self.cursor == 0 && self.outstanding == 0 {
                 break;
             }
-            if !running && (now >= stop_ns + drain_ns || (interrupted && self.quit.load(Ordering::Relaxed) && now >= stop_ns + drain_ns.min(200_000_000))) {
+            if !running
+                && (now >= stop_ns + drain_ns
+                    || (interrupted
+                        && self.quit.load(Ordering::Relaxed)
+                        && now >= stop_ns + drain_ns.min(200_000_000)))
+            {
                 break;
             }
         }
@@ -396,14 +428,29 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         }
         self.transmit(end);
         self.tick_progress(&mut progress, end);
-        self.report(spec, end.saturating_sub(start_ns), end.saturating_sub(stop_ns), interrupted)
+        self.report(
+            spec,
+            end.saturating_sub(start_ns),
+            end.saturating_sub(stop_ns),
+            interrupted,
+        )
     }
 
-    fn report(&self, spec: &TrialSpec, elapsed_ns: u64, drain_ns: u64, interrupted: bool) -> TrialReport {
+    fn report(
+        &self,
+        spec: &TrialSpec,
+        elapsed_ns: u64,
+        drain_ns: u64,
+        interrupted: bool,
+    ) -> TrialReport {
         let secs = (elapsed_ns as f64 / 1e9).max(1e-9);
         let t = &self.t;
         // Barriers still open now never completed in this trial.
-        let incomplete = self.groups.iter().filter(|g| g.arrived > 0 && g.trial == self.trial).count() as u64;
+        let incomplete = self
+            .groups
+            .iter()
+            .filter(|g| g.arrived > 0 && g.trial == self.trial)
+            .count() as u64;
         let mut faults_tx = FaultCounts::default();
         let mut faults_rx = FaultCounts::default();
         let per_port = self
@@ -507,12 +554,19 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
     }
 
     fn reduce_pkt(&self, port: usize, send: LeafSend, now: u64) -> Pkt {
-        let mut pkt = Pkt { len: FRAME_LEN as u8, bytes: [0; crate::fault::PKT_MAX] };
+        let mut pkt = Pkt {
+            len: FRAME_LEN as u8,
+            bytes: [0; crate::fault::PKT_MAX],
+        };
         FrameRepr {
             dst: MacAddr(self.cfg.dst_mac),
             src: MacAddr(self.ports[port].mac),
             kind: Kind::Reduce,
-            flags: if send.retransmit { Flags::RETRANSMIT } else { Flags::empty() },
+            flags: if send.retransmit {
+                Flags::RETRANSMIT
+            } else {
+                Flags::empty()
+            },
             group: send.group,
             seq: send.seq,
             tx_timestamp: self.cfg.timestamps.then_some(now),
@@ -581,7 +635,8 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             if self.ports[port].inj_rx.is_active() {
                 let p = &mut self.ports[port];
                 for f in frames.drain(..) {
-                    p.inj_rx.push(Pkt::from_slice(f.as_ref()), now, &mut p.rx_pkts);
+                    p.inj_rx
+                        .push(Pkt::from_slice(f.as_ref()), now, &mut p.rx_pkts);
                 }
                 p.inj_rx.tick(now, &mut p.rx_pkts);
                 while let Some(pkt) = self.ports[port].rx_pkts.pop_front() {
@@ -754,7 +809,14 @@ struct Progress {
 
 impl Progress {
     fn new(start_ns: u64) -> Progress {
-        Progress { start_ns, last_ns: start_ns, next: start_ns + 1_000_000_000, tx: 0, rx: 0, completed: 0 }
+        Progress {
+            start_ns,
+            last_ns: start_ns,
+            next: start_ns + 1_000_000_000,
+            tx: 0,
+            rx: 0,
+            completed: 0,
+        }
     }
 }
 
@@ -774,7 +836,12 @@ mod tests {
     }
 
     fn cfg(groups: u32) -> GenConfig {
-        GenConfig { groups, resend_timeout_ns: 2 * MS, barrier_deadline_ns: 500 * MS, ..GenConfig::default() }
+        GenConfig {
+            groups,
+            resend_timeout_ns: 2 * MS,
+            barrier_deadline_ns: 500 * MS,
+            ..GenConfig::default()
+        }
     }
 
     /// The generator's `n` ports wired to a barrier-switch root (in-memory wires), whose pollers
@@ -786,8 +853,20 @@ mod tests {
             let (up_tx, up_rx) = mem_wire(1024);
             let (down_tx, down_rx) = mem_wire(1024);
             let mac = [2, 0, 0, 0, 1, i as u8];
-            gen_ports.push(GenPort { name: format!("g{i}"), mac, rx: down_rx, tx: up_tx, faults_tx: faults, faults_rx: faults });
-            sw_ports.push(PortIo { name: format!("s{i}"), rx: vec![up_rx], tx: down_tx, peer_mac: mac });
+            gen_ports.push(GenPort {
+                name: format!("g{i}"),
+                mac,
+                rx: down_rx,
+                tx: up_tx,
+                faults_tx: faults,
+                faults_rx: faults,
+            });
+            sw_ports.push(PortIo {
+                name: format!("s{i}"),
+                rx: vec![up_rx],
+                tx: down_tx,
+                peer_mac: mac,
+            });
         }
         let spec = GroupSpec {
             numbers: gcfg.first_group..gcfg.first_group + gcfg.groups,
@@ -806,7 +885,12 @@ mod tests {
     }
 
     fn closed(count: u64) -> TrialSpec {
-        TrialSpec { load: Load::Closed, duration: Duration::from_secs(60), count: Some(count), drain: Duration::from_secs(5) }
+        TrialSpec {
+            load: Load::Closed,
+            duration: Duration::from_secs(60),
+            count: Some(count),
+            drain: Duration::from_secs(5),
+        }
     }
 
     #[test]
@@ -817,13 +901,21 @@ mod tests {
         let b = &r.barriers;
         assert_eq!(b.started, 16 * 50);
         assert_eq!(b.completed, 16 * 50);
-        assert_eq!((b.lost, b.incomplete, b.early_releases, b.needed_resend), (0, 0, 0, 0), "{}", r.text());
+        assert_eq!(
+            (b.lost, b.incomplete, b.early_releases, b.needed_resend),
+            (0, 0, 0, 0),
+            "{}",
+            r.text()
+        );
         assert_eq!(r.frames.tx_reduce, 3 * 16 * 50);
         assert_eq!(r.frames.rx_release, 3 * 16 * 50);
         assert_eq!(r.latency_leaf.samples, 3 * 16 * 50);
         assert_eq!(r.latency_barrier.samples, 16 * 50);
         assert!(r.latency_leaf.p50_ns > 0 && r.latency_leaf.p50_ns <= r.latency_leaf.max_ns);
-        assert!(r.latency_echo.is_none(), "barrier-switch does not echo timestamps");
+        assert!(
+            r.latency_echo.is_none(),
+            "barrier-switch does not echo timestamps"
+        );
         // A second trial goes on from where the first stopped.
         let r2 = e.run_trial(&closed(10));
         assert_eq!(r2.barriers.completed, 160);
@@ -833,39 +925,68 @@ mod tests {
     #[test]
     fn faults_both_ways_still_complete_every_barrier() {
         let _serial = serial();
-        let faults = FaultRates { drop: 0.05, duplicate: 0.02, reorder: 0.02, corrupt: 0.01, ..Default::default() };
+        let faults = FaultRates {
+            drop: 0.05,
+            duplicate: 0.02,
+            reorder: 0.02,
+            corrupt: 0.01,
+            ..Default::default()
+        };
         let mut e = with_switch(4, cfg(32), faults);
         let r = e.run_trial(&closed(40));
         let b = &r.barriers;
         assert_eq!(b.completed, 32 * 40, "{}", r.text());
         assert_eq!((b.incomplete, b.early_releases), (0, 0), "{}", r.text());
         assert!(r.faults_tx.dropped > 0 && r.faults_rx.dropped > 0);
-        assert!(r.faults_tx.duplicated > 0 && r.faults_tx.reordered > 0 && r.faults_tx.corrupted > 0);
+        assert!(
+            r.faults_tx.duplicated > 0 && r.faults_tx.reordered > 0 && r.faults_tx.corrupted > 0
+        );
         // Losses were made good by re-sends, and such barriers count as lost for the search.
         assert!(b.needed_resend > 0 && r.frames.tx_resend > 0);
         assert!(b.lost >= b.needed_resend);
-        assert!(r.frames.rx_release_ignored > 0, "duplicated releases are ignored");
+        assert!(
+            r.frames.rx_release_ignored > 0,
+            "duplicated releases are ignored"
+        );
     }
 
     #[test]
     fn open_loop_offers_the_set_rate() {
         let _serial = serial();
         // A generous leaf timer: a test machine may deschedule the loop for milliseconds.
-        let mut e = with_switch(2, GenConfig { resend_timeout_ns: 200 * MS, ..cfg(64) }, FaultRates::default());
+        let mut e = with_switch(
+            2,
+            GenConfig {
+                resend_timeout_ns: 200 * MS,
+                ..cfg(64)
+            },
+            FaultRates::default(),
+        );
         let spec = TrialSpec {
-            load: Load::Open { rate: 20_000, burst: 2_000 },
+            load: Load::Open {
+                rate: 20_000,
+                burst: 2_000,
+            },
             duration: Duration::from_secs(1),
             count: None,
             drain: Duration::from_secs(2),
         };
         let r = e.run_trial(&spec);
         let ratio = r.achieved_ratio.unwrap();
-        assert!((0.9..=1.05).contains(&ratio), "achieved {ratio}: {}", r.text());
+        assert!(
+            (0.9..=1.05).contains(&ratio),
+            "achieved {ratio}: {}",
+            r.text()
+        );
         assert_eq!(r.barriers.lost, 0, "{}", r.text());
         assert_eq!(r.barriers.completed, r.barriers.started);
         // The reduces sent are what the bucket allowed: rate x time, give or take a burst.
         let expect = 20_000.0 * (r.elapsed_s - r.drain_s);
-        assert!((r.frames.tx_reduce as f64 - expect).abs() <= 0.1 * expect + 64.0, "{} vs {expect}", r.frames.tx_reduce);
+        assert!(
+            (r.frames.tx_reduce as f64 - expect).abs() <= 0.1 * expect + 64.0,
+            "{} vs {expect}",
+            r.frames.tx_reduce
+        );
     }
 
     /// A "switch" that releases a group as soon as the first port's reduce arrives: the
@@ -884,7 +1005,13 @@ mod tests {
             }
             for f in &frames {
                 let r = FrameRepr::parse(f).unwrap();
-                let rel = FrameRepr { kind: Kind::Release, flags: Flags::empty(), tx_timestamp: None, ..r }.to_bytes();
+                let rel = FrameRepr {
+                    kind: Kind::Release,
+                    flags: Flags::empty(),
+                    tx_timestamp: None,
+                    ..r
+                }
+                .to_bytes();
                 for tx in &mut self.tx {
                     let _ = tx.offer(&rel);
                     tx.flush();
@@ -894,7 +1021,11 @@ mod tests {
         }
     }
 
-    fn with_poller(n: usize, gcfg: GenConfig, make: impl FnOnce(Vec<MemRx>, Vec<MemTx>) -> Box<dyn Poller>) -> Engine<MemRx, MemTx> {
+    fn with_poller(
+        n: usize,
+        gcfg: GenConfig,
+        make: impl FnOnce(Vec<MemRx>, Vec<MemTx>) -> Box<dyn Poller>,
+    ) -> Engine<MemRx, MemTx> {
         let (mut gp, mut srx, mut stx) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
             let (up_tx, up_rx) = mem_wire(1024);
@@ -920,7 +1051,14 @@ mod tests {
         let _serial = serial();
         let mut e = with_poller(3, cfg(4), |rx, tx| Box::new(EagerSwitch { rx, tx }));
         // One reduce per millisecond: the eager release overtakes the next leaf's arrival.
-        let spec = TrialSpec { load: Load::Open { rate: 1000, burst: 1 }, duration: Duration::from_millis(100), ..closed(20) };
+        let spec = TrialSpec {
+            load: Load::Open {
+                rate: 1000,
+                burst: 1,
+            },
+            duration: Duration::from_millis(100),
+            ..closed(20)
+        };
         let r = e.run_trial(&spec);
         assert!(r.barriers.early_releases > 0, "{}", r.text());
     }
@@ -942,7 +1080,11 @@ mod tests {
     fn silent_switch_loses_every_barrier_and_drain_bounds_the_trial() {
         let _serial = serial();
         let mut e = with_poller(2, cfg(8), |rx, _tx| Box::new(BlackHole(rx)));
-        let spec = TrialSpec { duration: Duration::from_millis(50), drain: Duration::from_millis(100), ..closed(5) };
+        let spec = TrialSpec {
+            duration: Duration::from_millis(50),
+            drain: Duration::from_millis(100),
+            ..closed(5)
+        };
         let t0 = Instant::now();
         let r = e.run_trial(&spec);
         assert!(t0.elapsed() < Duration::from_secs(5));
@@ -951,7 +1093,9 @@ mod tests {
         assert_eq!(r.barriers.incomplete, 8);
         assert_eq!(r.barriers.lost, 8);
         assert!(r.frames.tx_resend > 0, "leaves re-send while waiting");
-        assert!(!r.passes(&crate::report::PassRule { min_achieved_ratio: 0.9 }));
+        assert!(!r.passes(&crate::report::PassRule {
+            min_achieved_ratio: 0.9
+        }));
     }
 
     #[test]
@@ -959,7 +1103,15 @@ mod tests {
         let _serial = serial();
         let mut e = with_poller(1, cfg(1), |rx, _tx| Box::new(BlackHole(rx)));
         let now = 123_456_789;
-        let pkt = e.reduce_pkt(0, LeafSend { group: GroupId(0), seq: Seq(7), retransmit: true }, now);
+        let pkt = e.reduce_pkt(
+            0,
+            LeafSend {
+                group: GroupId(0),
+                seq: Seq(7),
+                retransmit: true,
+            },
+            now,
+        );
         let r = FrameRepr::parse(pkt.as_slice()).unwrap();
         assert_eq!(r.kind, Kind::Reduce);
         assert_eq!(r.seq, Seq(7));
@@ -967,7 +1119,19 @@ mod tests {
         assert!(r.flags.contains(Flags::RETRANSMIT) && r.flags.contains(Flags::HAS_TIMESTAMP));
         assert_eq!(r.src, MacAddr([2, 0, 0, 0, 1, 0]));
         e.cfg.timestamps = false;
-        let r = FrameRepr::parse(e.reduce_pkt(0, LeafSend { group: GroupId(0), seq: Seq(7), retransmit: false }, now).as_slice()).unwrap();
+        let r = FrameRepr::parse(
+            e.reduce_pkt(
+                0,
+                LeafSend {
+                    group: GroupId(0),
+                    seq: Seq(7),
+                    retransmit: false,
+                },
+                now,
+            )
+            .as_slice(),
+        )
+        .unwrap();
         assert_eq!(r.tx_timestamp, None);
     }
 }

@@ -20,7 +20,10 @@ impl Pkt {
         let n = frame.len().min(PKT_MAX);
         let mut bytes = [0u8; PKT_MAX];
         bytes[..n].copy_from_slice(&frame[..n]);
-        Pkt { len: n as u8, bytes }
+        Pkt {
+            len: n as u8,
+            bytes,
+        }
     }
 
     pub fn as_slice(&self) -> &[u8] {
@@ -51,7 +54,9 @@ impl Rng {
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^ (z >> 31)
         };
-        Rng { s: [next(), next(), next(), next()] }
+        Rng {
+            s: [next(), next(), next(), next()],
+        }
     }
 
     #[inline]
@@ -81,7 +86,8 @@ struct Chance(u64);
 
 impl Chance {
     fn new(p: f64) -> Chance {
-        if !(p > 0.0) {
+        // NaN and non-positive rates mean never.
+        if p.is_nan() || p <= 0.0 {
             Chance(0)
         } else if p >= 1.0 {
             Chance(u64::MAX)
@@ -275,7 +281,10 @@ mod tests {
     fn near(count: u64, p: f64, n: u64) {
         let mean = p * n as f64;
         let sd = (n as f64 * p * (1.0 - p)).sqrt();
-        assert!((count as f64 - mean).abs() <= 5.0 * sd + 1.0, "{count} vs expected {mean:.0} ± {sd:.0}");
+        assert!(
+            (count as f64 - mean).abs() <= 5.0 * sd + 1.0,
+            "{count} vs expected {mean:.0} ± {sd:.0}"
+        );
     }
 
     #[test]
@@ -288,7 +297,13 @@ mod tests {
 
     #[test]
     fn drop_rate_within_tolerance() {
-        let (inj, out) = run(FaultRates { drop: 0.01, ..Default::default() }, 7);
+        let (inj, out) = run(
+            FaultRates {
+                drop: 0.01,
+                ..Default::default()
+            },
+            7,
+        );
         near(inj.counts.dropped, 0.01, u64::from(N));
         assert_eq!(out.len() as u64, u64::from(N) - inj.counts.dropped);
         // Order kept, nothing invented.
@@ -297,7 +312,13 @@ mod tests {
 
     #[test]
     fn duplicate_rate_within_tolerance() {
-        let (inj, out) = run(FaultRates { duplicate: 0.05, ..Default::default() }, 8);
+        let (inj, out) = run(
+            FaultRates {
+                duplicate: 0.05,
+                ..Default::default()
+            },
+            8,
+        );
         near(inj.counts.duplicated, 0.05, u64::from(N));
         assert_eq!(out.len() as u64, u64::from(N) + inj.counts.duplicated);
         let adjacent_pairs = out.windows(2).filter(|w| id(&w[0]) == id(&w[1])).count() as u64;
@@ -306,7 +327,13 @@ mod tests {
 
     #[test]
     fn reorder_swaps_neighbours_and_loses_nothing() {
-        let (inj, out) = run(FaultRates { reorder: 0.02, ..Default::default() }, 9);
+        let (inj, out) = run(
+            FaultRates {
+                reorder: 0.02,
+                ..Default::default()
+            },
+            9,
+        );
         // A frame is held only when none is held already, so the rate seen is slightly lower.
         near(inj.counts.reordered, 0.02 * (1.0 - 0.02), u64::from(N));
         assert_eq!(out.len(), N as usize);
@@ -319,7 +346,14 @@ mod tests {
 
     #[test]
     fn held_frame_leaves_after_max_hold() {
-        let mut inj = Injector::new(&FaultRates { reorder: 1.0, ..Default::default() }, 1, 100);
+        let mut inj = Injector::new(
+            &FaultRates {
+                reorder: 1.0,
+                ..Default::default()
+            },
+            1,
+            100,
+        );
         let mut out = VecDeque::new();
         inj.push(pkt(0), 0, &mut out);
         assert!(out.is_empty());
@@ -331,30 +365,56 @@ mod tests {
 
     #[test]
     fn corrupt_rate_and_scope() {
-        let (inj, out) = run(FaultRates { corrupt: 0.03, ..Default::default() }, 10);
+        let (inj, out) = run(
+            FaultRates {
+                corrupt: 0.03,
+                ..Default::default()
+            },
+            10,
+        );
         near(inj.counts.corrupted, 0.03, u64::from(N));
         // Detectable scope: only bytes 14..18 changed, each by XOR 0xFF.
-        let damaged = out.iter().filter(|p| p.bytes[14..18] != [0xBA, 0, 0, 0]).count() as u64;
+        let damaged = out
+            .iter()
+            .filter(|p| p.bytes[14..18] != [0xBA, 0, 0, 0])
+            .count() as u64;
         assert_eq!(damaged, inj.counts.corrupted);
         assert!(out.iter().all(|p| p.bytes[18..22] == [0; 4]));
 
-        let (inj, out) =
-            run(FaultRates { corrupt: 1.0, corrupt_scope: CorruptScope::Header, ..Default::default() }, 11);
+        let (inj, out) = run(
+            FaultRates {
+                corrupt: 1.0,
+                corrupt_scope: CorruptScope::Header,
+                ..Default::default()
+            },
+            11,
+        );
         assert_eq!(inj.counts.corrupted, u64::from(N));
         let mut hit = [false; 34];
         for (i, p) in out.iter().enumerate() {
             let clean = pkt(i as u32);
-            let diffs: Vec<usize> = (0..FRAME_LEN).filter(|&b| p.bytes[b] != clean.bytes[b]).collect();
+            let diffs: Vec<usize> = (0..FRAME_LEN)
+                .filter(|&b| p.bytes[b] != clean.bytes[b])
+                .collect();
             assert_eq!(diffs.len(), 1);
             assert!((14..34).contains(&diffs[0]));
             hit[diffs[0]] = true;
         }
-        assert!(hit[14..34].iter().all(|&h| h), "every header byte can be hit");
+        assert!(
+            hit[14..34].iter().all(|&h| h),
+            "every header byte can be hit"
+        );
     }
 
     #[test]
     fn same_seed_same_faults_other_seed_other_faults() {
-        let r = FaultRates { drop: 0.1, duplicate: 0.1, reorder: 0.1, corrupt: 0.1, ..Default::default() };
+        let r = FaultRates {
+            drop: 0.1,
+            duplicate: 0.1,
+            reorder: 0.1,
+            corrupt: 0.1,
+            ..Default::default()
+        };
         let (_, a) = run(r, 42);
         let (_, b) = run(r, 42);
         let (_, c) = run(r, 43);

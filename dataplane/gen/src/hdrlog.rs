@@ -30,32 +30,49 @@ impl HdrLog {
         let (tx, rx) = mpsc::channel::<Interval>();
         let base = SystemTime::now();
         let comment = comment.to_string();
-        let thread = std::thread::Builder::new().name("hdr-log".into()).spawn(move || -> std::io::Result<u64> {
-            let mut ser = V2DeflateSerializer::new();
-            // The header goes out once; later writers are begun with no header lines of their
-            // own (no comment, no times), so each interval is a plain log line.
-            IntervalLogWriterBuilder::new()
-                .add_comment(&comment)
-                .with_start_time(base)
-                .with_base_time(base)
-                .begin_log_with(&mut file, &mut ser)?;
-            let mut written = 0;
-            for iv in rx {
-                let mut w = IntervalLogWriterBuilder::new().begin_log_with(&mut file, &mut ser)?;
-                w.write_histogram(&iv.hist, iv.start, iv.length, Tag::new(iv.tag))
-                    .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-                written += 1;
-            }
-            file.flush()?;
-            Ok(written)
-        })?;
-        Ok(HdrLog { tx: Some(tx), thread: Some(thread) })
+        let thread = std::thread::Builder::new().name("hdr-log".into()).spawn(
+            move || -> std::io::Result<u64> {
+                let mut ser = V2DeflateSerializer::new();
+                // The header goes out once; later writers are begun with no header lines of their
+                // own (no comment, no times), so each interval is a plain log line.
+                IntervalLogWriterBuilder::new()
+                    .add_comment(&comment)
+                    .with_start_time(base)
+                    .with_base_time(base)
+                    .begin_log_with(&mut file, &mut ser)?;
+                let mut written = 0;
+                for iv in rx {
+                    let mut w =
+                        IntervalLogWriterBuilder::new().begin_log_with(&mut file, &mut ser)?;
+                    w.write_histogram(&iv.hist, iv.start, iv.length, Tag::new(iv.tag))
+                        .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+                    written += 1;
+                }
+                file.flush()?;
+                Ok(written)
+            },
+        )?;
+        Ok(HdrLog {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
     }
 
     /// Queues one interval (`tag`: no spaces, commas or colons).
-    pub fn record(&self, start: Duration, length: Duration, tag: &'static str, hist: Histogram<u64>) {
+    pub fn record(
+        &self,
+        start: Duration,
+        length: Duration,
+        tag: &'static str,
+        hist: Histogram<u64>,
+    ) {
         if let Some(tx) = &self.tx {
-            let _ = tx.send(Interval { start, length, tag, hist });
+            let _ = tx.send(Interval {
+                start,
+                length,
+                tag,
+                hist,
+            });
         }
     }
 
@@ -104,7 +121,12 @@ mod tests {
             if let LogEntry::Interval(iv) = e.unwrap() {
                 let bytes = base64_decode(iv.encoded_histogram());
                 let h: Histogram<u64> = Deserializer::new().deserialize(&mut &bytes[..]).unwrap();
-                seen.push((iv.start_timestamp().as_secs(), iv.tag().map(|t| t.as_str().to_string()), h.len(), h.max()));
+                seen.push((
+                    iv.start_timestamp().as_secs(),
+                    iv.tag().map(|t| t.as_str().to_string()),
+                    h.len(),
+                    h.max(),
+                ));
             }
         }
         assert_eq!(seen.len(), 3);

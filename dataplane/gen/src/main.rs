@@ -162,12 +162,23 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
 /// EAL arguments for virtual devices on a machine without NIC or hugepages.
 fn default_eal(prog: &str) -> Vec<String> {
     [
-        "--no-huge", "-m", "512", "--no-shconf", "--no-pci", "--iova-mode=va", "--no-telemetry",
-        "--log-level=*:warning", "-l", "0,1",
+        "--no-huge",
+        "-m",
+        "512",
+        "--no-shconf",
+        "--no-pci",
+        "--iova-mode=va",
+        "--no-telemetry",
+        "--log-level=*:warning",
+        "-l",
+        "0,1",
     ]
     .iter()
     .map(|s| s.to_string())
-    .chain(["--file-prefix".to_string(), format!("{prog}-{}", std::process::id())])
+    .chain([
+        "--file-prefix".to_string(),
+        format!("{prog}-{}", std::process::id()),
+    ])
     .collect()
 }
 
@@ -191,7 +202,10 @@ fn real_main() -> Result<ExitCode, String> {
             argv.remove(1);
         }
     }
-    if argv.iter().skip(1).any(|a| a == "-h" || a == "--help" || a == "-V" || a == "--version")
+    if argv
+        .iter()
+        .skip(1)
+        .any(|a| a == "-h" || a == "--help" || a == "-V" || a == "--version")
         && !argv.iter().any(|a| a == "--")
     {
         let _ = Opts::parse_from(std::iter::once(prog.clone()).chain(argv.into_iter().skip(1)));
@@ -203,15 +217,21 @@ fn real_main() -> Result<ExitCode, String> {
         Some(i) => (argv[1..i].to_vec(), argv[i + 1..].to_vec()),
         None => (Vec::new(), argv[1..].to_vec()),
     };
-    let opts = Opts::try_parse_from(std::iter::once(prog.clone()).chain(app_part)).map_err(|e| {
-        let _ = e.print();
-        "bad arguments".to_string()
-    })?;
+    let opts =
+        Opts::try_parse_from(std::iter::once(prog.clone()).chain(app_part)).map_err(|e| {
+            let _ = e.print();
+            "bad arguments".to_string()
+        })?;
     if !opts.inproc_switch && opts.port.is_empty() {
         return Err("give --port NAME (one per child port) or --inproc-switch".into());
     }
-    let eal_args = if eal_part.is_empty() { default_eal(&prog) } else { eal_part };
-    let (eal, _) = Eal::init(std::iter::once(prog).chain(eal_args)).map_err(|e| format!("EAL: {e}"))?;
+    let eal_args = if eal_part.is_empty() {
+        default_eal(&prog)
+    } else {
+        eal_part
+    };
+    let (eal, _) =
+        Eal::init(std::iter::once(prog).chain(eal_args)).map_err(|e| format!("EAL: {e}"))?;
 
     let rates = FaultRates {
         drop: opts.loss,
@@ -223,22 +243,45 @@ fn real_main() -> Result<ExitCode, String> {
             Scope::Header => CorruptScope::Header,
         },
     };
-    let nports = if opts.inproc_switch { opts.ports } else { opts.port.len() };
+    let nports = if opts.inproc_switch {
+        opts.ports
+    } else {
+        opts.port.len()
+    };
     let faults: Vec<(FaultRates, FaultRates)> = (0..nports)
         .map(|i| {
             let on = opts.fault_port.is_empty() || opts.fault_port.contains(&i);
-            let pick = |d: bool| if on && d { rates } else { FaultRates::default() };
-            (pick(opts.fault_dir != Dir::Rx), pick(opts.fault_dir != Dir::Tx))
+            let pick = |d: bool| {
+                if on && d {
+                    rates
+                } else {
+                    FaultRates::default()
+                }
+            };
+            (
+                pick(opts.fault_dir != Dir::Rx),
+                pick(opts.fault_dir != Dir::Tx),
+            )
         })
         .collect();
     let plan = if opts.inproc_switch {
-        PortPlan::Inproc { ports: opts.ports, switch_resend_ns: opts.switch_resend_us * 1000 }
+        PortPlan::Inproc {
+            ports: opts.ports,
+            switch_resend_ns: opts.switch_resend_us * 1000,
+        }
     } else {
         PortPlan::Named(opts.port.clone())
     };
-    let groups = opts.first_group..opts.first_group.checked_add(opts.groups).ok_or("group range overflows")?;
+    let groups = opts.first_group
+        ..opts
+            .first_group
+            .checked_add(opts.groups)
+            .ok_or("group range overflows")?;
     if groups.end > barrier_protocol::MAX_GROUPS || opts.groups == 0 {
-        return Err(format!("groups {groups:?}: need 1 or more, below {}", barrier_protocol::MAX_GROUPS));
+        return Err(format!(
+            "groups {groups:?}: need 1 or more, below {}",
+            barrier_protocol::MAX_GROUPS
+        ));
     }
     let (mut wiring, gen_ports) = wiring::open(eal, &plan, groups, &faults)?;
 
@@ -266,26 +309,46 @@ fn real_main() -> Result<ExitCode, String> {
     }
     engine.set_quit(quit.clone());
     if let Some(path) = &opts.hdr_log {
-        let comment = format!("barrier-gen: {} ports x {} groups, values in ns", nports, opts.groups);
-        engine.set_hdr_log(HdrLog::create(path, &comment).map_err(|e| format!("{}: {e}", path.display()))?);
+        let comment = format!(
+            "barrier-gen: {} ports x {} groups, values in ns",
+            nports, opts.groups
+        );
+        engine.set_hdr_log(
+            HdrLog::create(path, &comment).map_err(|e| format!("{}: {e}", path.display()))?,
+        );
     }
     let burst_for = |rate: u64| opts.burst.unwrap_or((rate / 100).max(64));
     let duration = Duration::from_secs_f64(opts.duration);
     let drain = Duration::from_secs_f64(opts.drain);
     let load = match opts.mode {
         Mode::Closed => Load::Closed,
-        Mode::Open => Load::Open { rate: opts.rate, burst: burst_for(opts.rate) },
+        Mode::Open => Load::Open {
+            rate: opts.rate,
+            burst: burst_for(opts.rate),
+        },
     };
 
     let ok;
     let output = if is_search {
-        let rule = PassRule { min_achieved_ratio: opts.min_achieved };
+        let rule = PassRule {
+            min_achieved_ratio: opts.min_achieved,
+        };
         let max_rate = match opts.max_rate {
             Some(r) => r,
             None => {
-                let probe = engine.run_trial(&TrialSpec { load: Load::Closed, duration, count: None, drain });
-                let r = (probe.frames.tx_reduce as f64 / (probe.elapsed_s - probe.drain_s).max(1e-9) * 2.0) as u64;
-                eprintln!("barrier-gen search: closed loop reached {:.0} reduces/s; searching up to {r}", r as f64 / 2.0);
+                let probe = engine.run_trial(&TrialSpec {
+                    load: Load::Closed,
+                    duration,
+                    count: None,
+                    drain,
+                });
+                let r = (probe.frames.tx_reduce as f64
+                    / (probe.elapsed_s - probe.drain_s).max(1e-9)
+                    * 2.0) as u64;
+                eprintln!(
+                    "barrier-gen search: closed loop reached {:.0} reduces/s; searching up to {r}",
+                    r as f64 / 2.0
+                );
                 r.max(opts.min_rate)
             }
         };
@@ -300,7 +363,18 @@ fn real_main() -> Result<ExitCode, String> {
             if q.load(std::sync::atomic::Ordering::Relaxed) {
                 return None;
             }
-            let r = engine.run_trial(&TrialSpec { load: Load::Open { rate, burst: burst_for(rate) }, duration, count: None, drain });
+            let r = engine.run_trial(&TrialSpec {
+                load: Load::Open {
+                    rate,
+                    burst: burst_for(rate),
+                },
+                duration,
+                count: None,
+                drain,
+            });
+            if r.interrupted {
+                return None; // not a verdict on this rate
+            }
             let pass = r.passes(&rule);
             if !opts.quiet {
                 eprintln!(
@@ -313,7 +387,11 @@ fn real_main() -> Result<ExitCode, String> {
             }
             Some((pass, r))
         });
-        ok = result.best_rate.is_some() && result.steps.iter().all(|s| s.detail.barriers.early_releases == 0);
+        ok = result.best_rate.is_some()
+            && result
+                .steps
+                .iter()
+                .all(|s| s.detail.barriers.early_releases == 0);
         if opts.json {
             serde_json::to_string_pretty(&serde_json::json!({ "search": { "params": params, "rule": rule, "result": result } }))
                 .map_err(|e| e.to_string())?
@@ -330,17 +408,33 @@ fn real_main() -> Result<ExitCode, String> {
                 );
             }
             s += &match result.best_rate {
-                Some(r) => format!("highest rate with no lost barrier: {r} frames/s ({} reduces/s per port){}\n", r / nports as u64, if result.cut_short { " (search cut short)" } else { "" }),
+                Some(r) => format!(
+                    "highest rate with no lost barrier: {r} frames/s ({} reduces/s per port){}\n",
+                    r / nports as u64,
+                    if result.cut_short {
+                        " (search cut short)"
+                    } else {
+                        ""
+                    }
+                ),
                 None => "no rate passed\n".into(),
             };
             s
         }
     } else {
-        let r: TrialReport = engine.run_trial(&TrialSpec { load, duration, count: opts.count, drain });
+        let r: TrialReport = engine.run_trial(&TrialSpec {
+            load,
+            duration,
+            count: opts.count,
+            drain,
+        });
         ok = r.barriers.incomplete == 0 && r.barriers.early_releases == 0 && !r.interrupted;
         let switch_report = wiring.switch.as_ref().map(|s| s.stats.report());
         if opts.json {
-            serde_json::to_string_pretty(&serde_json::json!({ "report": r, "switch": switch_report })).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "report": r, "switch": switch_report }),
+            )
+            .map_err(|e| e.to_string())?
         } else {
             r.text() + &switch_report.unwrap_or_default()
         }
@@ -364,5 +458,9 @@ fn real_main() -> Result<ExitCode, String> {
     if !opts.json {
         let _ = writeln!(so, "{closed}");
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(3) })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
 }

@@ -177,7 +177,9 @@ impl TrialReport {
             && self.barriers.early_releases == 0
             && self.barriers.completed > 0
             && !self.interrupted
-            && self.achieved_ratio.is_none_or(|r| r >= rule.min_achieved_ratio)
+            && self
+                .achieved_ratio
+                .is_none_or(|r| r >= rule.min_achieved_ratio)
     }
 
     /// The report for people.
@@ -189,12 +191,18 @@ impl TrialReport {
             s,
             "barrier-gen: {} loop{}, {} ports x {} groups, {:.3} s ({:.3} s drain){}",
             self.mode,
-            self.offered_fps.map(|r| format!(" at {} frames/s", rate(r as f64))).unwrap_or_default(),
+            self.offered_fps
+                .map(|r| format!(" at {} frames/s", rate(r as f64)))
+                .unwrap_or_default(),
             self.ports,
             self.groups,
             self.elapsed_s,
             self.drain_s,
-            if self.interrupted { ", interrupted" } else { "" }
+            if self.interrupted {
+                ", interrupted"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             s,
@@ -226,16 +234,36 @@ impl TrialReport {
             b.early_releases,
             if b.carried_over > 0 { format!("; {} carried over from the previous trial", b.carried_over) } else { String::new() }
         );
-        let _ = writeln!(s, "latency (leaf: first reduce -> release):           {}", self.latency_leaf.line());
-        let _ = writeln!(s, "latency (barrier: last first reduce -> last release): {}", self.latency_barrier.line());
+        let _ = writeln!(
+            s,
+            "latency (leaf: first reduce -> release):           {}",
+            self.latency_leaf.line()
+        );
+        let _ = writeln!(
+            s,
+            "latency (barrier: last first reduce -> last release): {}",
+            self.latency_barrier.line()
+        );
         if let Some(e) = &self.latency_echo {
-            let _ = writeln!(s, "latency (echoed tx timestamp -> release):          {}", e.line());
+            let _ = writeln!(
+                s,
+                "latency (echoed tx timestamp -> release):          {}",
+                e.line()
+            );
         }
         let fault = |c: &FaultCounts| {
-            format!("dropped {} duplicated {} reordered {} corrupted {}", c.dropped, c.duplicated, c.reordered, c.corrupted)
+            format!(
+                "dropped {} duplicated {} reordered {} corrupted {}",
+                c.dropped, c.duplicated, c.reordered, c.corrupted
+            )
         };
         if self.faults_tx != FaultCounts::default() || self.faults_rx != FaultCounts::default() {
-            let _ = writeln!(s, "faults:   tx {}; rx {}", fault(&self.faults_tx), fault(&self.faults_rx));
+            let _ = writeln!(
+                s,
+                "faults:   tx {}; rx {}",
+                fault(&self.faults_tx),
+                fault(&self.faults_rx)
+            );
         }
         for p in &self.per_port {
             let _ = writeln!(s, "  port {}: tx {} rx {}", p.name, p.tx, p.rx);
@@ -264,12 +292,20 @@ mod tests {
 
     #[test]
     fn pass_rule() {
-        let rule = PassRule { min_achieved_ratio: 0.98 };
-        let mut r = TrialReport { achieved_ratio: Some(0.99), ..Default::default() };
+        let rule = PassRule {
+            min_achieved_ratio: 0.98,
+        };
+        let mut r = TrialReport {
+            achieved_ratio: Some(0.99),
+            ..Default::default()
+        };
         r.barriers.completed = 10;
         assert!(r.passes(&rule));
         r.achieved_ratio = Some(0.9);
-        assert!(!r.passes(&rule), "a rate the generator could not offer is not a pass");
+        assert!(
+            !r.passes(&rule),
+            "a rate the generator could not offer is not a pass"
+        );
         r.achieved_ratio = None;
         r.barriers.lost = 1;
         assert!(!r.passes(&rule));

@@ -39,10 +39,18 @@ pub struct SearchResult<T> {
 
 /// Runs the search. `trial(rate)` returns `Some((passed, detail))`, or `None` to stop early
 /// (interrupted); the result then says `cut_short`.
-pub fn search<T>(p: &SearchParams, mut trial: impl FnMut(u64) -> Option<(bool, T)>) -> SearchResult<T> {
+pub fn search<T>(
+    p: &SearchParams,
+    mut trial: impl FnMut(u64) -> Option<(bool, T)>,
+) -> SearchResult<T> {
     assert!(p.min_rate <= p.max_rate, "min_rate above max_rate");
     let resolution = p.resolution.max(1);
-    let mut r = SearchResult { best_rate: None, failed_rate: None, steps: Vec::new(), cut_short: false };
+    let mut r = SearchResult {
+        best_rate: None,
+        failed_rate: None,
+        steps: Vec::new(),
+        cut_short: false,
+    };
     let mut run = |rate: u64, r: &mut SearchResult<T>| -> Option<bool> {
         if r.steps.len() as u32 >= p.max_trials {
             r.cut_short = true;
@@ -52,7 +60,11 @@ pub fn search<T>(p: &SearchParams, mut trial: impl FnMut(u64) -> Option<(bool, T
             r.cut_short = true;
             return None;
         };
-        r.steps.push(Step { rate, passed, detail });
+        r.steps.push(Step {
+            rate,
+            passed,
+            detail,
+        });
         Some(passed)
     };
     // RFC 2544: start at the maximum; most systems either pass there or fail well below.
@@ -100,7 +112,12 @@ mod tests {
     use super::*;
 
     fn params(min: u64, max: u64, res: u64) -> SearchParams {
-        SearchParams { min_rate: min, max_rate: max, resolution: res, max_trials: 64 }
+        SearchParams {
+            min_rate: min,
+            max_rate: max,
+            resolution: res,
+            max_trials: 64,
+        }
     }
 
     /// A system that passes up to `capacity` frames/s.
@@ -147,7 +164,7 @@ mod tests {
         let mut n = 0u32;
         let r = search(&params(1_000, 1_000_000, 1_000), |rate| {
             n += 1;
-            Some((rate <= 600_000 && n % 3 != 0, ()))
+            Some((rate <= 600_000 && !n.is_multiple_of(3), ()))
         });
         let best = r.best_rate.unwrap();
         assert!(r.steps.iter().any(|s| s.rate == best && s.passed));
@@ -159,12 +176,19 @@ mod tests {
         let mut calls = 0;
         let r = search(&params(1, 1 << 30, 1), |rate| {
             calls += 1;
-            if calls == 4 { None } else { Some((rate < 1000, ())) }
+            if calls == 4 {
+                None
+            } else {
+                Some((rate < 1000, ()))
+            }
         });
         assert!(r.cut_short);
         assert_eq!(r.steps.len(), 3);
 
-        let p = SearchParams { max_trials: 5, ..params(1, 1 << 30, 1) };
+        let p = SearchParams {
+            max_trials: 5,
+            ..params(1, 1 << 30, 1)
+        };
         let r = search(&p, sut(1000));
         assert!(r.cut_short);
         assert_eq!(r.steps.len(), 5);

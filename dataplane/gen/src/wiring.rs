@@ -53,7 +53,8 @@ fn mbufs_for(ports: usize) -> u32 {
 
 fn start(port: &mut Port, pool: &Mempool) -> Result<(), String> {
     let name = port.name().to_string();
-    port.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, pool).map_err(|e| format!("port {name}: {e}"))?;
+    port.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, pool)
+        .map_err(|e| format!("port {name}: {e}"))?;
     port.start().map_err(|e| format!("port {name}: {e}"))?;
     // Releases go to our MAC or broadcast; a device that cannot do promiscuous is fine too.
     let _ = port.set_promiscuous(true);
@@ -79,26 +80,43 @@ pub fn open(
         PortPlan::Inproc { ports, .. } => *ports,
     };
     if n == 0 || n > 64 {
-        return Err(format!("{n} ports: the generator needs 1..=64 (a switch has at most 64 children per group)"));
+        return Err(format!(
+            "{n} ports: the generator needs 1..=64 (a switch has at most 64 children per group)"
+        ));
     }
     let pool = Mempool::new_pktmbuf(&eal, "gen", mbufs_for(n), 256, dpdk::MBUF_DEFAULT_BUF_SIZE)
         .map_err(|e| format!("mempool: {e}"))?;
-    let mut w = Wiring { eal: eal.clone(), pool: pool.clone(), ports: Vec::new(), switch: None };
+    let mut w = Wiring {
+        eal: eal.clone(),
+        pool: pool.clone(),
+        ports: Vec::new(),
+        switch: None,
+    };
     let mut gen_side = Vec::new();
     let mut switch_side = Vec::new();
     match plan {
         PortPlan::Named(names) => {
             for name in names {
-                let mut p = if name.contains(',') { Port::attach_vdev(&eal, name) } else { Port::open_by_name(&eal, name) }
-                    .map_err(|e| format!("port {name}: {e}"))?;
+                let mut p = if name.contains(',') {
+                    Port::attach_vdev(&eal, name)
+                } else {
+                    Port::open_by_name(&eal, name)
+                }
+                .map_err(|e| format!("port {name}: {e}"))?;
                 start(&mut p, &pool)?;
                 gen_side.push(p);
             }
         }
         PortPlan::Inproc { ports, .. } => {
             for i in 0..*ports {
-                let (mut a, mut b) = Port::ring_pair(&eal, &format!("gen{i}"), &format!("sut{i}"), 1, u32::from(QUEUE_DEPTH))
-                    .map_err(|e| format!("ring pair {i}: {e}"))?;
+                let (mut a, mut b) = Port::ring_pair(
+                    &eal,
+                    &format!("gen{i}"),
+                    &format!("sut{i}"),
+                    1,
+                    u32::from(QUEUE_DEPTH),
+                )
+                .map_err(|e| format!("ring pair {i}: {e}"))?;
                 start(&mut a, &pool)?;
                 start(&mut b, &pool)?;
                 gen_side.push(a);
@@ -113,16 +131,27 @@ pub fn open(
             name: p.name().to_string(),
             mac: mac_of(p, i),
             rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?),
-            tx: DpdkTx::new(p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?, pool.clone()),
+            tx: DpdkTx::new(
+                p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?,
+                pool.clone(),
+            ),
             faults_tx: ftx,
             faults_rx: frx,
         });
     }
-    if let PortPlan::Inproc { ports, switch_resend_ns } = plan {
+    if let PortPlan::Inproc {
+        ports,
+        switch_resend_ns,
+    } = plan
+    {
         let spec = GroupSpec {
             numbers: groups,
             role: GroupRole::Root,
-            children: if *ports == 64 { u64::MAX } else { (1u64 << ports) - 1 },
+            children: if *ports == 64 {
+                u64::MAX
+            } else {
+                (1u64 << ports) - 1
+            },
             resend_timeout_ns: *switch_resend_ns,
         };
         let table = Arc::new(build_table(&[spec])?);
@@ -130,8 +159,13 @@ pub fn open(
         for (i, p) in switch_side.iter().enumerate() {
             io.push(PortIo {
                 name: p.name().to_string(),
-                rx: vec![DpdkRx::new(p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?)],
-                tx: DpdkTx::new(p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?, pool.clone()),
+                rx: vec![DpdkRx::new(
+                    p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?,
+                )],
+                tx: DpdkTx::new(
+                    p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?,
+                    pool.clone(),
+                ),
                 peer_mac: out[i].mac,
             });
         }
@@ -143,13 +177,20 @@ pub fn open(
         let (inline, running) = match eal.worker_lcores().first() {
             Some(&lcore) => {
                 let q = quit.clone();
-                let j = dpdk::launch_on(&eal, lcore, move || run_loop(pollers, &q, clock, &LoopCounters::default()))
-                    .map_err(|e| format!("switch lcore: {e}"))?;
+                let j = dpdk::launch_on(&eal, lcore, move || {
+                    run_loop(pollers, &q, clock, &LoopCounters::default())
+                })
+                .map_err(|e| format!("switch lcore: {e}"))?;
                 (None, Some(j))
             }
             None => (Some((pollers, clock)), None),
         };
-        w.switch = Some(InprocSwitch { stats: sw.stats, inline, running, quit });
+        w.switch = Some(InprocSwitch {
+            stats: sw.stats,
+            inline,
+            running,
+            quit,
+        });
     }
     w.ports = gen_side.into_iter().chain(switch_side).collect();
     Ok((w, out))
@@ -158,8 +199,13 @@ pub fn open(
 impl Wiring {
     /// Stops the in-process switch (if any) and hands its pollers back flushed, so the caller
     /// can drain the generator's side next.
-    pub fn stop_switch(&mut self, inline_back: Vec<Box<dyn Poller>>) -> Result<Vec<Box<dyn Poller>>, String> {
-        let Some(sw) = &mut self.switch else { return Ok(inline_back) };
+    pub fn stop_switch(
+        &mut self,
+        inline_back: Vec<Box<dyn Poller>>,
+    ) -> Result<Vec<Box<dyn Poller>>, String> {
+        let Some(sw) = &mut self.switch else {
+            return Ok(inline_back);
+        };
         sw.quit.store(true, Ordering::Relaxed);
         let mut pollers = match sw.running.take() {
             Some(j) => j.join().map_err(|e| format!("switch lcore: {e}"))?,
@@ -186,9 +232,16 @@ impl Wiring {
         }
         let in_use = self.pool.in_use_count();
         if in_use == 0 {
-            Ok(format!("mempool {}: all {} mbufs back", self.pool.name(), self.pool.avail_count()))
+            Ok(format!(
+                "mempool {}: all {} mbufs back",
+                self.pool.name(),
+                self.pool.avail_count()
+            ))
         } else {
-            Err(format!("mempool {}: {in_use} mbufs not returned", self.pool.name()))
+            Err(format!(
+                "mempool {}: {in_use} mbufs not returned",
+                self.pool.name()
+            ))
         }
     }
 }

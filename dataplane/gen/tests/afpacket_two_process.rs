@@ -22,12 +22,36 @@ struct Netns {
 impl Netns {
     fn create() -> Netns {
         let name = format!("nbgen-{}", std::process::id());
-        let ns = Netns { name, children: Vec::new() };
+        let ns = Netns {
+            name,
+            children: Vec::new(),
+        };
         ns.sh(&["ip", "netns", "add", &ns.name], false);
-        ns.sh(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"], true);
+        ns.sh(
+            &[
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ],
+            true,
+        );
         ns.sh(&["ip", "link", "set", "lo", "up"], true);
         for i in 0..2 {
-            ns.sh(&["ip", "link", "add", &format!("sw{i}"), "type", "veth", "peer", "name", &format!("gen{i}")], true);
+            ns.sh(
+                &[
+                    "ip",
+                    "link",
+                    "add",
+                    &format!("sw{i}"),
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &format!("gen{i}"),
+                ],
+                true,
+            );
             ns.sh(&["ip", "link", "set", &format!("sw{i}"), "up"], true);
             ns.sh(&["ip", "link", "set", &format!("gen{i}"), "up"], true);
         }
@@ -61,15 +85,26 @@ impl Drop for Netns {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 
 fn switch_binary() -> PathBuf {
     // tests run from <target>/<profile>/deps/; the workspace's binaries sit in <target>/<profile>/
     let me = std::env::current_exe().unwrap();
-    let p = me.parent().unwrap().parent().unwrap().join("barrier-switch");
-    assert!(p.exists(), "{} not found: build the workspace first (cargo build --workspace)", p.display());
+    let p = me
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("barrier-switch");
+    assert!(
+        p.exists(),
+        "{} not found: build the workspace first (cargo build --workspace)",
+        p.display()
+    );
     p
 }
 
@@ -135,8 +170,25 @@ children = ["p0", "p1"]
     let out = ns
         .command(std::path::Path::new(env!("CARGO_BIN_EXE_barrier-gen")))
         .args(&eal)
-        .args(["--", "--port", "net_af_packet0,iface=gen0,qdisc_bypass=0", "--port", "net_af_packet1,iface=gen1,qdisc_bypass=0"])
-        .args(["--groups", "32", "--count", "50", "--duration", "60", "--drain", "20", "--loss", "0.01"])
+        .args([
+            "--",
+            "--port",
+            "net_af_packet0,iface=gen0,qdisc_bypass=0",
+            "--port",
+            "net_af_packet1,iface=gen1,qdisc_bypass=0",
+        ])
+        .args([
+            "--groups",
+            "32",
+            "--count",
+            "50",
+            "--duration",
+            "60",
+            "--drain",
+            "20",
+            "--loss",
+            "0.01",
+        ])
         .args(["--resend-timeout-us", "20000", "--json", "-q"])
         .output()
         .expect("run barrier-gen");
@@ -154,7 +206,10 @@ children = ["p0", "p1"]
     assert!(v["switch"].is_null(), "no in-process switch here");
 
     // The switch stops cleanly on SIGTERM and reports its completions.
-    let st = Command::new("kill").args(["-TERM", &sw_pid.to_string()]).status().unwrap();
+    let st = Command::new("kill")
+        .args(["-TERM", &sw_pid.to_string()])
+        .status()
+        .unwrap();
     assert!(st.success());
     let sw = ns.children.pop().unwrap();
     let so = sw.wait_with_output().unwrap();

@@ -10,10 +10,30 @@ fn all_fault_kinds_switch_on_its_own_lcore() {
         Some("run"),
         &common::eal("faults", "0,1"),
         &[
-            "--inproc-switch", "--ports", "3", "--groups", "100", "--count", "40", "--duration", "120",
-            "--loss", "0.02", "--dup", "0.02", "--reorder", "0.02", "--corrupt", "0.01",
+            "--inproc-switch",
+            "--ports",
+            "3",
+            "--groups",
+            "100",
+            "--count",
+            "40",
+            "--duration",
+            "120",
+            "--loss",
+            "0.02",
+            "--dup",
+            "0.02",
+            "--reorder",
+            "0.02",
+            "--corrupt",
+            "0.01",
             // A generous leaf timer: the two lcores share a busy machine.
-            "--resend-timeout-us", "20000", "--drain", "30", "--seed", "3",
+            "--resend-timeout-us",
+            "20000",
+            "--drain",
+            "30",
+            "--seed",
+            "3",
         ],
     );
     let text = common::stdout(&out);
@@ -22,13 +42,35 @@ fn all_fault_kinds_switch_on_its_own_lcore() {
     assert!(text.contains("of 4000 started"), "{text}");
     assert!(text.contains("incomplete 0"), "{text}");
     assert!(text.contains("early releases 0"), "{text}");
-    for key in ["frames:", "/s)", "latency (leaf", "p50", "p99", "p99.9", "max", "faults:", "duplicated", "reordered", "corrupted"] {
+    for key in [
+        "frames:",
+        "/s)",
+        "latency (leaf",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "faults:",
+        "duplicated",
+        "reordered",
+        "corrupted",
+    ] {
         assert!(text.contains(key), "{key} missing:\n{text}");
     }
     // The switch refused the corrupted frames (bad magic/version/kind/flags) and saw duplicates.
     assert!(text.contains("== switch sut"), "{text}");
     assert!(text.contains("duplicates="), "{text}");
-    assert!(["drop_bad_magic", "drop_bad_version", "drop_bad_kind", "drop_reserved_flags"].iter().any(|c| text.contains(c)), "{text}");
+    assert!(
+        [
+            "drop_bad_magic",
+            "drop_bad_version",
+            "drop_bad_kind",
+            "drop_reserved_flags"
+        ]
+        .iter()
+        .any(|c| text.contains(c)),
+        "{text}"
+    );
     // Every mbuf came back after shutdown.
     assert!(text.contains("mbufs back"), "{text}");
 }

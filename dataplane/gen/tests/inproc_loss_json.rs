@@ -16,9 +16,26 @@ fn one_percent_loss_every_barrier_completes() {
         None,
         &common::eal("loss", "0"),
         &[
-            "--inproc-switch", "--ports", "4", "--groups", "256", "--count", "60", "--duration", "120",
-            "--loss", "0.01", "--resend-timeout-us", "5000", "--drain", "30", "--seed", "7", "--json",
-            "--hdr-log", hlog_s,
+            "--inproc-switch",
+            "--ports",
+            "4",
+            "--groups",
+            "256",
+            "--count",
+            "60",
+            "--duration",
+            "120",
+            "--loss",
+            "0.01",
+            "--resend-timeout-us",
+            "5000",
+            "--drain",
+            "30",
+            "--seed",
+            "7",
+            "--json",
+            "--hdr-log",
+            hlog_s,
         ],
     );
     let text = common::stdout(&out);
@@ -46,21 +63,40 @@ fn one_percent_loss_every_barrier_completes() {
     assert_eq!(n(&r["frames"]["tx_reduce"]), ports * groups * count);
     let lat = &r["latency_leaf"];
     assert_eq!(n(&lat["samples"]), ports * groups * count);
-    let p: Vec<u64> = ["min_ns", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "p99_99_ns", "max_ns"].iter().map(|k| n(&lat[k])).collect();
+    let p: Vec<u64> = [
+        "min_ns",
+        "p50_ns",
+        "p90_ns",
+        "p99_ns",
+        "p99_9_ns",
+        "p99_99_ns",
+        "max_ns",
+    ]
+    .iter()
+    .map(|k| n(&lat[k]))
+    .collect();
     assert!(p[0] > 0 && p.windows(2).all(|w| w[0] <= w[1]), "{p:?}");
     // A lost frame costs at least one leaf timer: the tail shows it.
     assert!(n(&lat["max_ns"]) >= 5_000_000);
     assert_eq!(n(&r["latency_barrier"]["samples"]), groups * count);
     // The in-process switch completed each barrier exactly once.
     let sw = v["switch"].as_str().unwrap();
-    assert!(sw.contains(&format!("completions={}", groups * count)), "{sw}");
+    assert!(
+        sw.contains(&format!("completions={}", groups * count)),
+        "{sw}"
+    );
 
     let log = std::fs::read(&hlog).unwrap();
     let tags: Vec<String> = IntervalLogIterator::new(&log)
         .filter_map(|e| match e.unwrap() {
-            LogEntry::Interval(iv) => Some(iv.tag().map(|t| t.as_str().to_string()).unwrap_or_default()),
+            LogEntry::Interval(iv) => {
+                Some(iv.tag().map(|t| t.as_str().to_string()).unwrap_or_default())
+            }
             _ => None,
         })
         .collect();
-    assert!(tags.iter().any(|t| t == "leaf") && tags.iter().any(|t| t == "barrier"), "{tags:?}");
+    assert!(
+        tags.iter().any(|t| t == "leaf") && tags.iter().any(|t| t == "barrier"),
+        "{tags:?}"
+    );
 }

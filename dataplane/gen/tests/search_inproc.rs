@@ -9,9 +9,25 @@ fn search_reports_a_passing_best_rate() {
         Some("search"),
         &common::eal("search", "0"),
         &[
-            "--inproc-switch", "--ports", "2", "--groups", "64", "--duration", "0.3", "--drain", "2",
-            "--min-rate", "2000", "--max-rate", "4000000", "--max-trials", "6",
-            "--resend-timeout-us", "200000", "--json", "-q",
+            "--inproc-switch",
+            "--ports",
+            "2",
+            "--groups",
+            "64",
+            "--duration",
+            "0.3",
+            "--drain",
+            "2",
+            "--min-rate",
+            "2000",
+            "--max-rate",
+            "4000000",
+            "--max-trials",
+            "6",
+            "--resend-timeout-us",
+            "200000",
+            "--json",
+            "-q",
         ],
     );
     let text = common::stdout(&out);
@@ -22,8 +38,13 @@ fn search_reports_a_passing_best_rate() {
     assert!(!steps.is_empty() && steps.len() <= 6);
     // RFC 2544 order: the maximum first, then the minimum, then bisection.
     assert_eq!(steps[0]["rate"].as_u64(), Some(4_000_000));
-    let best = res["best_rate"].as_u64().expect("2,000 frames/s passes on any machine");
-    let best_step = steps.iter().find(|s| s["rate"].as_u64() == Some(best)).unwrap();
+    let best = res["best_rate"]
+        .as_u64()
+        .expect("2,000 frames/s passes on any machine");
+    let best_step = steps
+        .iter()
+        .find(|s| s["rate"].as_u64() == Some(best))
+        .unwrap();
     assert_eq!(best_step["passed"], true);
     let d = &best_step["detail"];
     assert_eq!(d["barriers"]["lost"].as_u64(), Some(0));
@@ -40,5 +61,7 @@ fn search_reports_a_passing_best_rate() {
         assert_eq!(d["offered_fps"], s["rate"]);
     }
     // No passing rate above the best.
-    assert!(steps.iter().all(|s| !(s["passed"] == true && s["rate"].as_u64().unwrap() > best)));
+    assert!(steps
+        .iter()
+        .all(|s| !(s["passed"] == true && s["rate"].as_u64().unwrap() > best)));
 }

@@ -7,8 +7,17 @@ use std::process::{Command, Output};
 /// EAL flags for a machine without NIC or hugepages, a unique file prefix, and `lcores`.
 pub fn eal(tag: &str, lcores: &str) -> Vec<String> {
     [
-        "--no-huge", "-m", "256", "--no-shconf", "--no-pci", "--iova-mode=va", "--no-telemetry",
-        "--log-level=*:warning", "-l", lcores, "--file-prefix",
+        "--no-huge",
+        "-m",
+        "256",
+        "--no-shconf",
+        "--no-pci",
+        "--iova-mode=va",
+        "--no-telemetry",
+        "--log-level=*:warning",
+        "-l",
+        lcores,
+        "--file-prefix",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -24,7 +33,10 @@ pub fn gen(sub: Option<&str>, eal: &[String], args: &[&str]) -> Output {
     }
     c.args(eal).arg("--").args(args);
     let out = c.output().expect("barrier-gen runs");
-    eprintln!("--- barrier-gen stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    eprintln!(
+        "--- barrier-gen stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
