@@ -41,11 +41,14 @@
 //! ```
 //!
 //! Transports: [`rawsock::RawSocket`] (AF_PACKET on any Linux interface, EtherType 0x88B5:
-//! [`Session::open_af_packet`]) and [`transport::loopback`] for tests. The C ABI over this
+//! [`Session::open_af_packet`]), `dpdk_transport::DpdkPort` (a DPDK port, cargo feature `dpdk`,
+//! on by default) and [`transport::loopback`] for tests. The C ABI over this
 //! crate is the `barrier-leaf-capi` crate (`libbarrier`, `barrier.h`); `docs/leaf.md` has both.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "dpdk")]
+pub mod dpdk_transport;
 pub mod mini_root;
 pub mod records;
 pub mod report;
@@ -55,3 +58,6 @@ pub mod transport;
 pub use records::{Record, RecordFormat, RecordSink};
 pub use session::{now, Config, Error, Session, Stats};
 pub use transport::Transport;
+
+#[cfg(feature = "dpdk")]
+pub use dpdk_transport::DpdkPort;

@@ -1,8 +1,9 @@
-//! `barrier-leaf`: run N barriers of one group on one interface (AF_PACKET) and print latency
-//! percentiles; `--json` for machines, `--records FILE` for the per-barrier records.
+//! `barrier-leaf`: run N barriers of one group on one interface (AF_PACKET) or one DPDK port
+//! and print latency percentiles; `--json` for machines, `--records FILE` for the per-barrier
+//! records. DPDK's EAL arguments come after `--`, as for `barrier-switch`.
 
 use barrier_leaf::report::{LatencyRecorder, Summary};
-use barrier_leaf::{Config, RecordSink, Session};
+use barrier_leaf::{Config, RecordSink, Session, Transport};
 use barrier_protocol::wire::MacAddr;
 use barrier_protocol::Seq;
 use clap::Parser;
@@ -15,10 +16,32 @@ use std::time::{Duration, Instant};
 /// Run barriers as a compute node (leaf) of a barrier tree.
 #[derive(Parser, Debug)]
 #[command(name = "barrier-leaf", version)]
+#[cfg_attr(
+    feature = "dpdk",
+    command(group(clap::ArgGroup::new("link").required(true).args(["iface", "dpdk_port"])))
+)]
 struct Cli {
-    /// Network interface towards the parent switch.
-    #[arg(long, short = 'i')]
-    iface: String,
+    /// Network interface towards the parent switch (AF_PACKET).
+    #[arg(long, short = 'i', required = cfg!(not(feature = "dpdk")))]
+    iface: Option<String>,
+    /// DPDK port towards the parent switch, by its EAL name (a PCI address given with `-a`, or
+    /// a vdev such as net_af_packet0 given with `--vdev`); EAL arguments follow `--`.
+    #[cfg(feature = "dpdk")]
+    #[arg(long, value_name = "NAME")]
+    dpdk_port: Option<String>,
+    /// With --dpdk-port, what the polling thread does when nothing arrived: spin (lowest
+    /// latency, a whole core; the default) or yield (lets other threads of the core run).
+    #[cfg(feature = "dpdk")]
+    #[arg(long, value_enum)]
+    dpdk_idle: Option<IdleArg>,
+    /// With --dpdk-port, receive frames for any destination MAC.
+    #[cfg(feature = "dpdk")]
+    #[arg(long)]
+    dpdk_promisc: bool,
+    /// EAL arguments for --dpdk-port (after `--`), e.g. `-- -l 2 -a 0000:01:00.0`.
+    #[cfg(feature = "dpdk")]
+    #[arg(last = true, value_name = "EAL ARGS")]
+    eal: Vec<String>,
     /// Barrier group number.
     #[arg(long, short = 'g')]
     group: u32,
@@ -52,6 +75,13 @@ struct Cli {
     records: Option<PathBuf>,
 }
 
+#[cfg(feature = "dpdk")]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum IdleArg {
+    Spin,
+    Yield,
+}
+
 fn parse_mac(s: &str) -> Result<MacAddr, String> {
     let parts: Vec<&str> = s.split([':', '-']).collect();
     if parts.len() != 6 {
@@ -69,8 +99,35 @@ fn parse_mac(s: &str) -> Result<MacAddr, String> {
     Ok(MacAddr(mac))
 }
 
+/// Parses the command line, with the checks clap's derive cannot express.
+fn parse_cli<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args)?;
+    // DPDK settings without a DPDK port are a mistake worth saying (clap's `requires` does
+    // not cover a trailing `last` positional).
+    #[cfg(feature = "dpdk")]
+    if cli.dpdk_port.is_none() {
+        let given = [
+            (!cli.eal.is_empty(), "EAL arguments after `--`"),
+            (cli.dpdk_idle.is_some(), "--dpdk-idle"),
+            (cli.dpdk_promisc, "--dpdk-promisc"),
+        ];
+        if let Some((_, what)) = given.iter().find(|(given, _)| *given) {
+            use clap::CommandFactory;
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                format!("{what}: only with --dpdk-port"),
+            ));
+        }
+    }
+    Ok(cli)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli(std::env::args_os()).unwrap_or_else(|e| e.exit());
     match run(&cli) {
         Ok(summary) => {
             if cli.json {
@@ -94,9 +151,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Sets up and runs the barriers. An error before the first barrier is returned; one during
-/// the run ends it and is reported in the summary (with what completed until then).
-fn run(cli: &Cli) -> Result<Summary, barrier_leaf::Error> {
+/// Opens the link and runs the barriers. An error before the first barrier is returned; one
+/// during the run ends it and is reported in the summary (with what completed until then).
+fn run(cli: &Cli) -> Result<Summary, Box<dyn std::error::Error>> {
     let cfg = Config {
         resend_timeout: Duration::from_micros(cli.resend_us.max(1)),
         wait_timeout: Duration::from_micros(cli.timeout_us),
@@ -104,7 +161,56 @@ fn run(cli: &Cli) -> Result<Summary, barrier_leaf::Error> {
         first_seq: Seq(cli.first_seq),
         timestamps: cli.timestamps,
     };
-    let mut leaf = Session::open_af_packet(&cli.iface, cfg, &[cli.group])?;
+    #[cfg(feature = "dpdk")]
+    if let Some(name) = &cli.dpdk_port {
+        let port = open_dpdk(cli, name)?;
+        return Ok(run_barriers(
+            cli,
+            name,
+            Session::new(port, cfg, &[cli.group])?,
+        )?);
+    }
+    let iface = cli
+        .iface
+        .as_deref()
+        .expect("clap requires --iface or --dpdk-port");
+    let leaf = Session::open_af_packet(iface, cfg, &[cli.group])?;
+    Ok(run_barriers(cli, iface, leaf)?)
+}
+
+/// Starts the EAL with the arguments after `--` and opens `name` as the leaf's port. The EAL
+/// lives as long as the port (and the pool) holds it: it is cleaned up when the session drops.
+#[cfg(feature = "dpdk")]
+fn open_dpdk(cli: &Cli, name: &str) -> Result<barrier_leaf::DpdkPort, Box<dyn std::error::Error>> {
+    use barrier_leaf::dpdk_transport::{DpdkOptions, DpdkPort, Idle};
+    let args = std::iter::once("barrier-leaf".to_string()).chain(cli.eal.iter().cloned());
+    let (eal, rest) = dpdk::Eal::init(args).map_err(|e| format!("EAL: {e}"))?;
+    if !rest.is_empty() {
+        return Err(format!("unexpected arguments after the EAL arguments: {rest:?}").into());
+    }
+    // Enough for the RX descriptors a NIC fills at start, the TX ring and a burst; standard
+    // data room, since a NIC's RX queue must hold any frame it may receive.
+    let opts = DpdkOptions {
+        idle: match cli.dpdk_idle {
+            Some(IdleArg::Spin) | None => Idle::Spin,
+            Some(IdleArg::Yield) => Idle::Yield,
+        },
+        promiscuous: cli.dpdk_promisc,
+        ..DpdkOptions::default()
+    };
+    let mbufs = u32::from(opts.rx_desc) + u32::from(opts.tx_desc) + 1023;
+    let pool =
+        dpdk::Mempool::new_pktmbuf(&eal, "barrier_leaf", mbufs, 32, dpdk::MBUF_DEFAULT_BUF_SIZE)
+            .map_err(|e| format!("mempool: {e}"))?;
+    DpdkPort::open(&eal, name, &pool, &opts).map_err(|e| format!("DPDK port {name}: {e}").into())
+}
+
+/// Runs `cli.count` barriers on `leaf` (whose link is called `link` in the summary).
+fn run_barriers<T: Transport>(
+    cli: &Cli,
+    link: &str,
+    mut leaf: Session<T>,
+) -> Result<Summary, barrier_leaf::Error> {
     // SIGINT/SIGTERM end the run between or during barriers; the summary and the records of
     // what completed are still written.
     let stop = Arc::new(AtomicBool::new(false));
@@ -140,7 +246,7 @@ fn run(cli: &Cli) -> Result<Summary, barrier_leaf::Error> {
         error.get_or_insert(format!("writing records: {e}"));
     }
     Ok(Summary::new(
-        &cli.iface,
+        link,
         cli.group,
         cli.count,
         cli.first_seq,
@@ -167,7 +273,10 @@ mod tests {
             "5",
         ])
         .unwrap();
-        assert_eq!((c.iface.as_str(), c.group, c.count), ("veth0", 7, 5));
+        assert_eq!(
+            (c.iface.as_deref(), c.group, c.count),
+            (Some("veth0"), 7, 5)
+        );
         assert_eq!(
             (c.timeout_us, c.resend_us, c.first_seq),
             (10_000_000, 1_000, 0)
@@ -215,5 +324,65 @@ mod tests {
             parse_mac("02-00-00-00-00-01").unwrap(),
             MacAddr([2, 0, 0, 0, 0, 1])
         );
+    }
+
+    #[cfg(feature = "dpdk")]
+    #[test]
+    fn dpdk_port_takes_eal_arguments_after_the_double_dash() {
+        let c = Cli::try_parse_from([
+            "barrier-leaf",
+            "--dpdk-port",
+            "net_af_packet0",
+            "-g",
+            "7",
+            "--dpdk-idle",
+            "yield",
+            "--",
+            "-l",
+            "2",
+            "--vdev=net_af_packet0,iface=eth1",
+            "--no-huge",
+        ])
+        .unwrap();
+        assert_eq!(c.dpdk_port.as_deref(), Some("net_af_packet0"));
+        assert_eq!(c.iface, None);
+        assert_eq!(c.dpdk_idle, Some(IdleArg::Yield));
+        assert!(!c.dpdk_promisc);
+        assert_eq!(
+            c.eal,
+            ["-l", "2", "--vdev=net_af_packet0,iface=eth1", "--no-huge"]
+        );
+        let c = Cli::try_parse_from(["barrier-leaf", "-i", "eth0", "-g", "1"]).unwrap();
+        assert_eq!((c.dpdk_port, c.dpdk_idle), (None, None));
+        assert!(c.eal.is_empty());
+    }
+
+    #[cfg(feature = "dpdk")]
+    #[test]
+    fn exactly_one_link_and_dpdk_flags_only_with_a_dpdk_port() {
+        let parse = |args: &[&str]| {
+            parse_cli(["barrier-leaf", "-g", "1"].iter().chain(args))
+                .map(|_| ())
+                .map_err(|e| e.kind())
+        };
+        use clap::error::ErrorKind;
+        assert_eq!(parse(&[]), Err(ErrorKind::MissingRequiredArgument));
+        assert_eq!(
+            parse(&["-i", "eth0", "--dpdk-port", "net_ring0"]),
+            Err(ErrorKind::ArgumentConflict)
+        );
+        for bad in [
+            &["-i", "eth0", "--", "--no-huge"][..],
+            &["-i", "eth0", "--dpdk-idle", "yield"],
+            &["-i", "eth0", "--dpdk-promisc"],
+        ] {
+            assert_eq!(
+                parse(bad),
+                Err(ErrorKind::MissingRequiredArgument),
+                "{bad:?}"
+            );
+        }
+        assert!(parse(&["--dpdk-port", "p", "--dpdk-idle", "sleep"]).is_err());
+        assert_eq!(parse(&["--dpdk-port", "p", "--dpdk-promisc"]), Ok(()));
     }
 }
