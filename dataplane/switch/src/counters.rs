@@ -48,6 +48,7 @@ counter_set! {
         drop_bad_kind,
         drop_reserved_flags,
         drop_group_out_of_range,
+        drop_bad_checksum,
         drop_unknown_group,
         drop_not_a_child,
         drop_not_the_parent,
