@@ -1,0 +1,239 @@
+//! The `barrier-leaf` CLI on a DPDK port (`--dpdk-port NAME ... -- EAL ARGS`): `net_pcap`
+//! replays the switch's side from a pcap file and records what the leaf sent, so each run is
+//! byte-exact and needs no switch. A pcap replays all its frames at once, so each run does one
+//! barrier. Each CLI run is its own process with its own EAL; needs root.
+#![cfg(feature = "dpdk")]
+
+use barrier_leaf::records::parse_records;
+use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::{GroupId, Seq};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_barrier-leaf");
+
+fn tmp(tag: &str, ext: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "barrier-leaf-dpdk-cli-{}-{tag}.{ext}",
+        std::process::id()
+    ))
+}
+
+fn release(group: u32, seq: u32) -> Vec<u8> {
+    let mut b = vec![0u8; FRAME_LEN];
+    FrameRepr {
+        dst: MacAddr::BROADCAST,
+        src: MacAddr([2, 0x5e, 0, 0, 0, 0xee]),
+        kind: Kind::Release,
+        flags: Flags::empty(),
+        group: GroupId(group),
+        seq: Seq(seq),
+        tx_timestamp: None,
+    }
+    .emit(&mut b);
+    b
+}
+
+/// Writes a classic pcap file (microseconds, Ethernet) holding `frames`.
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut out = Vec::new();
+    out.extend(0xa1b2_c3d4u32.to_le_bytes());
+    out.extend(2u16.to_le_bytes());
+    out.extend(4u16.to_le_bytes());
+    out.extend([0u8; 8]); // thiszone, sigfigs
+    out.extend(65535u32.to_le_bytes());
+    out.extend(1u32.to_le_bytes()); // LINKTYPE_ETHERNET
+    for (i, f) in frames.iter().enumerate() {
+        out.extend(1u32.to_le_bytes());
+        out.extend((i as u32).to_le_bytes());
+        out.extend((f.len() as u32).to_le_bytes());
+        out.extend((f.len() as u32).to_le_bytes());
+        out.extend(f);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// The frames of a pcap file (either timestamp precision; little-endian, as written here).
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).unwrap();
+    let magic = u32::from_le_bytes(b[0..4].try_into().unwrap());
+    assert!(
+        magic == 0xa1b2_c3d4 || magic == 0xa1b2_3c4d,
+        "pcap magic {magic:#x}"
+    );
+    let mut frames = Vec::new();
+    let mut at = 24;
+    while at + 16 <= b.len() {
+        let len = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+        frames.push(b[at + 16..at + 16 + len].to_vec());
+        at += 16 + len;
+    }
+    frames
+}
+
+/// Runs the CLI on a net_pcap port replaying `rx` and recording to `tx`.
+fn run_pcap(tag: &str, rx: &Path, tx: &Path, args: &[&str]) -> Output {
+    let vdev = format!(
+        "--vdev=net_pcap0,rx_pcap={},tx_pcap={}",
+        rx.display(),
+        tx.display()
+    );
+    let eal = dpdk::test_args(tag, &["--log-level=*:warning", &vdev]);
+    Command::new(EXE)
+        .args(["--dpdk-port", "net_pcap0"])
+        .args(args)
+        .arg("--")
+        .args(&eal[1..])
+        .output()
+        .unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {stdout:?} stderr {:?}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn one_barrier_over_net_pcap_with_json_and_records() {
+    let (rx, tx, records) = (tmp("ok-rx", "pcap"), tmp("ok-tx", "pcap"), tmp("ok", "csv"));
+    // An ARP frame first: the transport drops it by EtherType, the session never sees it.
+    let mut arp = release(7, 41);
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    write_pcap(&rx, &[arp, release(7, 41)]);
+    let out = run_pcap(
+        "leafcli-ok",
+        &rx,
+        &tx,
+        &[
+            "-g",
+            "7",
+            "-n",
+            "1",
+            "--first-seq",
+            "41",
+            "--dpdk-idle",
+            "yield",
+            "--json",
+            "--records",
+            records.to_str().unwrap(),
+        ],
+    );
+    let j = json(&out);
+    assert!(out.status.success(), "{j}");
+    assert_eq!(j["iface"], "net_pcap0");
+    assert_eq!(
+        (j["completed"].as_u64(), j["first_seq"].as_u64()),
+        (Some(1), Some(41))
+    );
+    assert_eq!(j["stats"]["releases"], 1);
+    assert_eq!(
+        j["stats"]["bad_frames"], 0,
+        "the ARP frame was filtered: {j}"
+    );
+    assert!(j["error"].is_null());
+    let recs = parse_records(&std::fs::read_to_string(&records).unwrap()).unwrap();
+    assert_eq!(
+        recs.iter().map(|r| (r.group, r.seq)).collect::<Vec<_>>(),
+        vec![(7, 41)]
+    );
+    // What the leaf sent, as recorded by net_pcap (closed, so flushed, when the CLI exits).
+    let sent = read_pcap(&tx);
+    assert!(!sent.is_empty());
+    let src = FrameRepr::parse(&sent[0]).unwrap().src;
+    assert_ne!(src, MacAddr::BROADCAST);
+    for (i, f) in sent.iter().enumerate() {
+        let r = FrameRepr::parse(f).unwrap();
+        assert_eq!(
+            (r.kind, r.group, r.seq),
+            (Kind::Reduce, GroupId(7), Seq(41))
+        );
+        assert_eq!(r.src, src, "every frame carries the port's MAC");
+        assert_eq!(r.flags.contains(Flags::RETRANSMIT), i > 0);
+    }
+    for p in [rx, tx, records] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[test]
+fn no_release_times_out_naming_group_and_seq_after_re_sends() {
+    let (rx, tx) = (tmp("to-rx", "pcap"), tmp("to-tx", "pcap"));
+    // Only another group's release comes.
+    write_pcap(&rx, &[release(8, 0)]);
+    let out = run_pcap(
+        "leafcli-to",
+        &rx,
+        &tx,
+        &[
+            "-g",
+            "7",
+            "-n",
+            "3",
+            "--resend-us",
+            "10000",
+            "--timeout-us",
+            "100000",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let j = json(&out);
+    assert_eq!(j["completed"], 0);
+    assert_eq!(j["stats"]["foreign_frames"], 1);
+    let err = j["error"].as_str().unwrap();
+    assert!(err.contains("group 7 barrier seq 0"), "{err}");
+    let sent = read_pcap(&tx);
+    assert!(sent.len() >= 3, "first reduce and re-sends: {}", sent.len());
+    assert!(sent[1..].iter().all(|f| FrameRepr::parse(f)
+        .unwrap()
+        .flags
+        .contains(Flags::RETRANSMIT)));
+    for p in [rx, tx] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[test]
+fn setup_errors_exit_2_with_the_reason() {
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let eal = dpdk::test_args("leafcli-err", &["--log-level=*:warning"]);
+    let out = Command::new(EXE)
+        .args(["--dpdk-port", "nosuch0", "-g", "1", "--"])
+        .args(&eal[1..])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no port named \"nosuch0\""),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = Command::new(EXE)
+        .args(["--dpdk-port", "p", "-g", "1", "--", "--no-such-eal-flag"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("barrier-leaf: EAL:"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = Command::new(EXE)
+        .args(["-i", "lo", "-g", "1", "--", "--no-huge"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("only with --dpdk-port"),
+        "{}",
+        stderr(&out)
+    );
+}
