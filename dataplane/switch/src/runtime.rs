@@ -205,7 +205,7 @@ pub fn run_config(
     signals: Signals,
 ) -> Result<RunOutcome, String> {
     let (eal, _app) = Eal::init(eal_args(cfg, eal_overrides)).map_err(|e| format!("EAL: {e}"))?;
-    let clock = Clock::new();
+    let clock = Clock::from_counter(dpdk::tsc, dpdk::tsc_hz());
     let pool = Mempool::new_pktmbuf(
         &eal,
         "switch",
@@ -444,7 +444,7 @@ pub fn run_demo_on(
     static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let run = RUN.fetch_add(1, Ordering::Relaxed);
     let tree = Tree::new(&opts.fanout)?;
-    let clock = Clock::new();
+    let clock = Clock::from_counter(dpdk::tsc, dpdk::tsc_hz());
     let leaves = tree.leaves().len() as u64;
     let copies = u64::from(opts.copies.iter().copied().max().unwrap_or(1).max(1));
     let in_flight = u64::from(opts.groups) * (leaves * copies + tree.switches().len() as u64) * 2;

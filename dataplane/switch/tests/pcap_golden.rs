@@ -87,10 +87,16 @@ fn golden_pcap() {
     reserved_flags[17] = 0x80;
     let mut group_out_of_range = reduce(1, 0);
     group_out_of_range[18..22].copy_from_slice(&(1u32 << 20).to_be_bytes());
+    // One flipped bit of the sequence (0 -> 1), as an FCS-less link may deliver it: taken at
+    // face value it would be evidence that group 1's barrier 0 completed (an early release);
+    // the header checksum makes it a counted drop.
+    let mut bad_checksum = reduce(1, 0);
+    bad_checksum[25] ^= 0x01;
 
     let a_in = vec![
         reduce(1, 0),       // recorded (group 1 adopts seq 0)
         reduce(1, 0),       // duplicate
+        bad_checksum,       // dropped: bad_checksum (not a reduce for seq 1)
         too_short,          // dropped: too_short
         bad_magic,          // dropped: bad_magic
         not_barrier,        // dropped: not_barrier
@@ -202,7 +208,7 @@ resend_timeout_us = 60000000
     assert_eq!(
         counters(&stdout, "rx total:"),
         kv(&[
-            ("frames", 20),
+            ("frames", 21),
             ("reduce_in", 9),
             ("release_in", 4),
             ("recorded", 1),
@@ -218,6 +224,7 @@ resend_timeout_us = 60000000
             ("drop_bad_kind", 1),
             ("drop_reserved_flags", 1),
             ("drop_group_out_of_range", 1),
+            ("drop_bad_checksum", 1),
             ("drop_unknown_group", 1),
             ("drop_not_a_child", 2),
             ("drop_not_the_parent", 1),
@@ -234,7 +241,7 @@ resend_timeout_us = 60000000
     );
     assert_eq!(
         counters(&stdout, "port a rx:")[0],
-        ("frames".to_string(), 14)
+        ("frames".to_string(), 15)
     );
     assert_eq!(
         counters(&stdout, "port b rx:")[0],
