@@ -402,6 +402,10 @@ pub fn resolved_timeouts(cfg: &SimConfig) -> Result<(u64, u64), String> {
 /// Runs one simulation. `Err` only for a configuration that cannot be built.
 pub fn run(cfg: &SimConfig) -> Result<RunReport, String> {
     let topo = Topology::build(&cfg.tree)?;
+    if cfg.groups == 0 || cfg.groups > 1024 {
+        // Frames find their group by a linear scan of the few a node belongs to.
+        return Err("--groups must be in 1..=1024".into());
+    }
     if cfg.barriers == 0 {
         return Err("--barriers must be at least 1".into());
     }

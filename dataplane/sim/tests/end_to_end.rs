@@ -220,6 +220,16 @@ fn same_seed_same_report_other_seed_other_run() {
 #[test]
 fn bad_configurations_are_refused() {
     assert!(run(&SimConfig {
+        groups: 0,
+        ..SimConfig::default()
+    })
+    .is_err());
+    assert!(run(&SimConfig {
+        groups: 5_000,
+        ..SimConfig::default()
+    })
+    .is_err());
+    assert!(run(&SimConfig {
         tree: TreeSpec::Fanouts(vec![2, 64]),
         ..SimConfig::default()
     })
