@@ -119,6 +119,7 @@ struct RawPort {
     #[serde(default = "default_desc")]
     tx_descriptors: u16,
     peer_mac: Option<String>,
+    mac: Option<String>,
 }
 
 fn one() -> u16 {
@@ -214,6 +215,8 @@ pub struct PortConfig {
     pub tx_descriptors: u16,
     /// Destination MAC of frames sent on this port (broadcast unless given).
     pub peer_mac: [u8; 6],
+    /// Source MAC of frames sent on this port (`switch.mac` unless given).
+    pub mac: [u8; 6],
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -487,6 +490,10 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             rx_descriptors: p.rx_descriptors,
             tx_descriptors: p.tx_descriptors,
             peer_mac,
+            mac: match &p.mac {
+                Some(m) => parse_mac(&format!("{key}.mac"), m)?,
+                None => mac,
+            },
         });
     }
     // Two ports on one device would fight over its queues.
@@ -813,6 +820,10 @@ children = ["d0", "d1", "up"]
         assert_eq!(c.group_capacity(), 1100);
         assert_eq!(c.lcores.rx[0].polls, vec![(0, 0), (1, 0), (2, 0)]);
         assert_eq!(c.ports[0].peer_mac, [0xff; 6]);
+        assert_eq!(
+            c.ports[0].mac, c.mac,
+            "a port sends with the switch's MAC unless told"
+        );
         assert_eq!(c.ports[1].device.dpdk_name(), "net_ring1");
     }
 
@@ -1116,6 +1127,23 @@ children = ["d0", "d1", "up"]
             "vdev = \"net_ring0\"",
             "vdev = \"net_ring0\"\npeer_mac = \"zz:00:00:00:00:00\"",
             "ports[0].peer_mac",
+            "not a MAC",
+        );
+    }
+
+    #[test]
+    fn a_port_can_have_its_own_source_mac() {
+        let c = Config::parse(&GOOD.replace(
+            "vdev = \"net_ring1\"",
+            "vdev = \"net_ring1\"\nmac = \"02:00:00:00:00:77\"",
+        ))
+        .unwrap();
+        assert_eq!(c.ports[1].mac, [2, 0, 0, 0, 0, 0x77]);
+        assert_eq!(c.ports[0].mac, c.mac);
+        refused(
+            "vdev = \"net_ring1\"",
+            "vdev = \"net_ring1\"\nmac = \"02:00\"",
+            "ports[1].mac",
             "not a MAC",
         );
     }

@@ -184,6 +184,7 @@ where
                 rx: vec![rx],
                 tx,
                 peer_mac: [0xff; 6],
+                mac: None,
             });
         }
         let role = match node.parent {
@@ -195,6 +196,7 @@ where
                     rx: vec![rx],
                     tx,
                     peer_mac: [0xff; 6],
+                    mac: None,
                 });
                 GroupRole::Intermediate {
                     parent: nchild as u8,

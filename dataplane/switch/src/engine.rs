@@ -121,6 +121,8 @@ pub struct PortIo<R, T> {
     pub rx: Vec<R>,
     pub tx: T,
     pub peer_mac: [u8; 6],
+    /// Source MAC of frames sent on this port; None: the switch's.
+    pub mac: Option<[u8; 6]>,
 }
 
 /// A switch's pollers, to be placed on lcores.
@@ -166,6 +168,7 @@ where
         tx_ports.push(TxPort {
             queue: port.tx,
             peer_mac: port.peer_mac,
+            src_mac: port.mac.unwrap_or(mac),
             counters: c,
         });
         port_names.push(port.name);
@@ -174,7 +177,6 @@ where
         rings,
         table.clone(),
         tx_ports,
-        mac,
         sched_counters.clone(),
         groups.clone(),
         now_ns,

@@ -260,6 +260,7 @@ pub fn run_config(
             rx,
             tx,
             peer_mac: pc.peer_mac,
+            mac: Some(pc.mac),
         });
         ports.push(port);
     }

@@ -29,6 +29,8 @@ pub struct TxPort<T: TxQueue> {
     pub queue: T,
     /// Destination MAC of frames sent here.
     pub peer_mac: [u8; 6],
+    /// Source MAC of frames sent here.
+    pub src_mac: [u8; 6],
     pub counters: Arc<TxCounters>,
 }
 
@@ -39,7 +41,6 @@ pub struct SchedPoller<T: TxQueue> {
     sched: Scheduler,
     wheel: TimerWheel,
     fired: Vec<(u32, u32)>,
-    mac: [u8; 6],
     counters: Arc<SchedCounters>,
     groups: Arc<GroupCounters>,
 }
@@ -49,7 +50,6 @@ impl<T: TxQueue> SchedPoller<T> {
         rings: Vec<Arc<MsgRing>>,
         table: Arc<GroupTable>,
         ports: Vec<TxPort<T>>,
-        mac: [u8; 6],
         counters: Arc<SchedCounters>,
         groups: Arc<GroupCounters>,
         now_ns: u64,
@@ -63,7 +63,6 @@ impl<T: TxQueue> SchedPoller<T> {
             // 4096 slots of 1.024 µs: one turn is 4.2 ms; longer timeouts take more turns.
             wheel: TimerWheel::new(4096, 10, now_ns),
             fired: Vec::new(),
-            mac,
             counters,
             groups,
         }
@@ -146,7 +145,7 @@ impl<T: TxQueue> SchedPoller<T> {
                 };
                 let repr = FrameRepr {
                     dst: MacAddr(port.peer_mac),
-                    src: MacAddr(self.mac),
+                    src: MacAddr(port.src_mac),
                     kind: match send.kind {
                         SendKind::Reduce => Kind::Reduce,
                         SendKind::Release => Kind::Release,
@@ -272,9 +271,9 @@ mod tests {
             vec![TxPort {
                 queue: tx,
                 peer_mac: [0xff; 6],
+                src_mac: [2, 0, 0, 0, 0, 1],
                 counters: c.clone(),
             }],
-            [2, 0, 0, 0, 0, 1],
             Arc::new(SchedCounters::default()),
             Arc::new(GroupCounters::new(cap)),
             0,
