@@ -26,7 +26,7 @@ fn lose_first(dir: Dir, kind: Kind, at: u32) -> LossFn {
 fn lost_reduces_and_releases_on_dpdk_wires_are_recovered_by_re_sends() {
     let eal = dpdk_common::eal("leafloss");
     let pool = dpdk_common::pool(&eal);
-    let bed = dpdk_common::build(
+    let mut bed = dpdk_common::build(
         &eal,
         &pool,
         GROUP,
@@ -36,7 +36,8 @@ fn lost_reduces_and_releases_on_dpdk_wires_are_recovered_by_re_sends() {
             None,
         ],
     );
-    let (leaves, switch, drops, running) = bed.run();
+    let running = bed.start_switch();
+    let leaves = std::mem::take(&mut bed.leaves);
     let cfg = Config {
         resend_timeout: Duration::from_millis(3),
         wait_timeout: Duration::from_secs(20),
@@ -65,7 +66,7 @@ fn lost_reduces_and_releases_on_dpdk_wires_are_recovered_by_re_sends() {
     let quarter = u64::from(BARRIERS / 4);
     // Exactly the chosen frames were lost, once each.
     let lost = |i: usize| {
-        let d = drops[i].as_ref().expect("a cable");
+        let d = bed.cable_drops[i].as_ref().expect("a cable");
         (d[0].load(Relaxed), d[1].load(Relaxed))
     };
     assert_eq!(lost(0), (quarter, 0));
@@ -86,8 +87,8 @@ fn lost_reduces_and_releases_on_dpdk_wires_are_recovered_by_re_sends() {
     }
     // A lost release is recovered by the switch answering the stale re-sent reduce with the
     // release again (RETRANSMIT) on that port.
-    assert!(switch.tx[1].retransmits_out.load(Relaxed) >= quarter);
-    assert_eq!(switch.rx_sum(|c| &c.completions), u64::from(BARRIERS));
+    assert!(bed.stats.tx[1].retransmits_out.load(Relaxed) >= quarter);
+    assert_eq!(bed.stats.rx_sum(|c| &c.completions), u64::from(BARRIERS));
     assert_eq!(pool.in_use_count(), 0, "every mbuf back in the pool");
     drop(pool);
     eal.shutdown();

@@ -18,8 +18,9 @@ const BARRIERS: u32 = 1000;
 fn three_dpdk_leaves_complete_1000_barriers_through_the_switch() {
     let eal = dpdk_common::eal("leafsw");
     let pool = dpdk_common::pool(&eal);
-    let bed = dpdk_common::build(&eal, &pool, GROUP, vec![None, None, None]);
-    let (leaves, switch, _, running) = bed.run();
+    let mut bed = dpdk_common::build(&eal, &pool, GROUP, vec![None, None, None]);
+    let running = bed.start_switch();
+    let leaves = std::mem::take(&mut bed.leaves);
     let cfg = Config {
         // Long enough that a leaf descheduled for a while on a busy 2-core machine does not
         // re-send; re-sends have their own test (dpdk_loss.rs).
@@ -79,12 +80,12 @@ fn three_dpdk_leaves_complete_1000_barriers_through_the_switch() {
     }
     // The switch completed each barrier once and sent each leaf at least one release per
     // barrier.
-    assert_eq!(switch.rx_sum(|c| &c.completions), u64::from(BARRIERS));
+    assert_eq!(bed.stats.rx_sum(|c| &c.completions), u64::from(BARRIERS));
     assert_eq!(
-        switch.rx_sum(|c| &c.drop_not_a_child) + switch.rx_sum(|c| &c.drop_unknown_group),
+        bed.stats.rx_sum(|c| &c.drop_not_a_child) + bed.stats.rx_sum(|c| &c.drop_unknown_group),
         0
     );
-    for (l, tx) in switch.tx.iter().enumerate() {
+    for (l, tx) in bed.stats.tx.iter().enumerate() {
         assert!(
             tx.release_out.load(Relaxed) >= u64::from(BARRIERS),
             "port {l}"

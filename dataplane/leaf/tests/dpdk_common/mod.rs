@@ -165,6 +165,7 @@ pub fn build(eal: &Eal, pool: &Mempool, group: u32, losses: Vec<Option<LossFn>>)
             rx: vec![DpdkRx::new(sw.rx_queue(QueueId(0)).unwrap())],
             tx: DpdkTx::new(sw.tx_queue(QueueId(0)).unwrap(), pool.clone()),
             peer_mac: leaf.mac().0,
+            mac: None,
         });
         leaves.push(leaf);
         switch_ports.push(sw);
@@ -206,32 +207,21 @@ pub struct Running {
 }
 
 impl Bed {
-    /// Starts the switch loop; returns the leaves' transports and the handle to stop it.
-    pub fn run(
-        self,
-    ) -> (
-        Vec<DpdkPort>,
-        SwitchStats,
-        Vec<Option<Arc<[AtomicU64; 2]>>>,
-        Running,
-    ) {
+    /// Starts the switch loop on a thread of its own; the returned handle stops it. Take the
+    /// leaves out of `self.leaves` to run them.
+    pub fn start_switch(&mut self) -> Running {
         let quit = Arc::new(AtomicBool::new(false));
         let q = quit.clone();
-        let pollers = self.pollers;
+        let pollers = std::mem::take(&mut self.pollers);
         let join = std::thread::spawn(move || {
             let counters = LoopCounters::default();
             run_loop(pollers, &q, Clock::new(), &counters)
         });
-        (
-            self.leaves,
-            self.stats,
-            self.cable_drops,
-            Running {
-                quit,
-                join: Some(join),
-                switch_ports: self.switch_ports,
-            },
-        )
+        Running {
+            quit,
+            join: Some(join),
+            switch_ports: std::mem::take(&mut self.switch_ports),
+        }
     }
 }
 
