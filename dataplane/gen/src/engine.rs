@@ -866,6 +866,7 @@ mod tests {
                 rx: vec![up_rx],
                 tx: down_tx,
                 peer_mac: mac,
+                mac: None,
             });
         }
         let spec = GroupSpec {

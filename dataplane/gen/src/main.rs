@@ -283,7 +283,7 @@ fn real_main() -> Result<ExitCode, String> {
             barrier_protocol::MAX_GROUPS
         ));
     }
-    let (mut wiring, gen_ports) = wiring::open(eal, &plan, groups, &faults)?;
+    let (mut wiring, gen_ports) = wiring::open(eal, "gen", &plan, groups, &faults)?;
 
     let cfg = GenConfig {
         first_group: opts.first_group,
@@ -429,7 +429,11 @@ fn real_main() -> Result<ExitCode, String> {
             drain,
         });
         ok = r.barriers.incomplete == 0 && r.barriers.early_releases == 0 && !r.interrupted;
-        let switch_report = wiring.switch.as_ref().map(|s| s.stats.report());
+        let switch_report = wiring
+            .switch
+            .as_ref()
+            .and_then(|s| s.stats.as_ref())
+            .map(|s| s.report());
         if opts.json {
             serde_json::to_string_pretty(
                 &serde_json::json!({ "report": r, "switch": switch_report }),

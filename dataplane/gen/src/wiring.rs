@@ -1,7 +1,7 @@
-//! DPDK set-up around the engine: EAL, one mempool, the generator's ports (opened by name, or
-//! created as `net_ring` pairs whose far ends belong to a `barrier-switch` root built in this
-//! process from the switch crate's library), where the switch's pollers run, and shutdown in
-//! the order that returns every mbuf.
+//! DPDK set-up around the engine: one mempool, the generator's ports (opened by name, or
+//! created as `net_ring` pairs whose far ends belong to a system under test in this process: a
+//! `barrier-switch` root built from the switch crate's library, or any other poller), where
+//! that system's pollers run, and shutdown in the order that returns every mbuf.
 
 use crate::engine::GenPort;
 use crate::fault::FaultRates;
@@ -17,9 +17,10 @@ use std::sync::Arc;
 /// Descriptors per queue (and ring size of net_ring pairs).
 pub const QUEUE_DEPTH: u16 = 1024;
 
-/// A `barrier-switch` root in this process, on the far ends of the generator's ring pairs.
+/// A system under test in this process, on the far ends of the generator's ring pairs.
 pub struct InprocSwitch {
-    pub stats: SwitchStats,
+    /// barrier-switch's counters (None for another system under test).
+    pub stats: Option<SwitchStats>,
     /// Its pollers when they run inside the generator's loop (one lcore given)...
     pub inline: Option<(Vec<Box<dyn Poller>>, Clock)>,
     /// ...or the worker lcore running them.
@@ -34,6 +35,18 @@ pub struct Wiring {
     ports: Vec<Port>,
     pub switch: Option<InprocSwitch>,
 }
+
+/// The far end of one ring pair: what a system under test in this process uses as its port.
+pub struct FarEnd {
+    pub name: String,
+    pub rx: DpdkRx,
+    pub tx: DpdkTx,
+    /// The generator port's MAC, for addressing releases.
+    pub peer_mac: [u8; 6],
+}
+
+/// The generator's side of its ports, on DPDK queues.
+pub type DpdkGenPort = GenPort<DpdkRx, DpdkTx>;
 
 /// How the ports are made.
 pub enum PortPlan {
@@ -68,13 +81,60 @@ fn mac_of(port: &Port, i: usize) -> [u8; 6] {
     }
 }
 
-/// Opens the ports of `plan`; returns the wiring and the generator's side of each port.
+/// Opens the ports of `plan`; returns the wiring and the generator's side of each port. For
+/// `Inproc`, a barrier-switch root with every group of `groups` runs on the far ends. `tag`
+/// names the pool and the ring pairs (unique in the process while they live).
 pub fn open(
     eal: Eal,
+    tag: &str,
     plan: &PortPlan,
     groups: std::ops::Range<u32>,
     faults: &[(FaultRates, FaultRates)],
-) -> Result<(Wiring, Vec<GenPort<DpdkRx, DpdkTx>>), String> {
+) -> Result<(Wiring, Vec<DpdkGenPort>), String> {
+    let (mut w, gen, far) = open_ports(eal, tag, plan, faults)?;
+    if let PortPlan::Inproc {
+        ports,
+        switch_resend_ns,
+    } = plan
+    {
+        let spec = GroupSpec {
+            numbers: groups,
+            role: GroupRole::Root,
+            children: if *ports == 64 {
+                u64::MAX
+            } else {
+                (1u64 << ports) - 1
+            },
+            resend_timeout_ns: *switch_resend_ns,
+        };
+        let table = Arc::new(build_table(&[spec])?);
+        let io = far
+            .into_iter()
+            .map(|f| PortIo {
+                name: f.name,
+                rx: vec![f.rx],
+                tx: f.tx,
+                peer_mac: f.peer_mac,
+                mac: None,
+            })
+            .collect();
+        let clock = Clock::new();
+        let sw = build_switch("sut", [0x02, 0, 0, 0, 0x5e, 0], io, table, clock.now_ns());
+        let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
+        pollers.push(sw.sched);
+        w.attach(pollers, clock, Some(sw.stats))?;
+    }
+    Ok((w, gen))
+}
+
+/// Opens the ports of `plan`; for `Inproc` also returns the far ends of the ring pairs, for the
+/// caller's own system under test (run it with [`Wiring::attach`]).
+pub fn open_ports(
+    eal: Eal,
+    tag: &str,
+    plan: &PortPlan,
+    faults: &[(FaultRates, FaultRates)],
+) -> Result<(Wiring, Vec<DpdkGenPort>, Vec<FarEnd>), String> {
     let n = match plan {
         PortPlan::Named(v) => v.len(),
         PortPlan::Inproc { ports, .. } => *ports,
@@ -84,7 +144,7 @@ pub fn open(
             "{n} ports: the generator needs 1..=64 (a switch has at most 64 children per group)"
         ));
     }
-    let pool = Mempool::new_pktmbuf(&eal, "gen", mbufs_for(n), 256, dpdk::MBUF_DEFAULT_BUF_SIZE)
+    let pool = Mempool::new_pktmbuf(&eal, tag, mbufs_for(n), 256, dpdk::MBUF_DEFAULT_BUF_SIZE)
         .map_err(|e| format!("mempool: {e}"))?;
     let mut w = Wiring {
         eal: eal.clone(),
@@ -93,7 +153,7 @@ pub fn open(
         switch: None,
     };
     let mut gen_side = Vec::new();
-    let mut switch_side = Vec::new();
+    let mut far_side = Vec::new();
     match plan {
         PortPlan::Named(names) => {
             for name in names {
@@ -111,8 +171,8 @@ pub fn open(
             for i in 0..*ports {
                 let (mut a, mut b) = Port::ring_pair(
                     &eal,
-                    &format!("gen{i}"),
-                    &format!("sut{i}"),
+                    &format!("{tag}{i}"),
+                    &format!("{tag}sut{i}"),
                     1,
                     u32::from(QUEUE_DEPTH),
                 )
@@ -120,14 +180,14 @@ pub fn open(
                 start(&mut a, &pool)?;
                 start(&mut b, &pool)?;
                 gen_side.push(a);
-                switch_side.push(b);
+                far_side.push(b);
             }
         }
     }
-    let mut out = Vec::new();
+    let mut gen = Vec::new();
     for (i, p) in gen_side.iter().enumerate() {
         let (ftx, frx) = faults.get(i).copied().unwrap_or_default();
-        out.push(GenPort {
+        gen.push(GenPort {
             name: p.name().to_string(),
             mac: mac_of(p, i),
             rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?),
@@ -139,64 +199,52 @@ pub fn open(
             faults_rx: frx,
         });
     }
-    if let PortPlan::Inproc {
-        ports,
-        switch_resend_ns,
-    } = plan
-    {
-        let spec = GroupSpec {
-            numbers: groups,
-            role: GroupRole::Root,
-            children: if *ports == 64 {
-                u64::MAX
-            } else {
-                (1u64 << ports) - 1
-            },
-            resend_timeout_ns: *switch_resend_ns,
-        };
-        let table = Arc::new(build_table(&[spec])?);
-        let mut io = Vec::new();
-        for (i, p) in switch_side.iter().enumerate() {
-            io.push(PortIo {
-                name: p.name().to_string(),
-                rx: vec![DpdkRx::new(
-                    p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?,
-                )],
-                tx: DpdkTx::new(
-                    p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?,
-                    pool.clone(),
-                ),
-                peer_mac: out[i].mac,
-            });
-        }
-        let clock = Clock::new();
-        let sw = build_switch("sut", [0x02, 0, 0, 0, 0x5e, 0], io, table, clock.now_ns());
-        let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
-        pollers.push(sw.sched);
+    let mut far = Vec::new();
+    for (i, p) in far_side.iter().enumerate() {
+        far.push(FarEnd {
+            name: p.name().to_string(),
+            rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?),
+            tx: DpdkTx::new(
+                p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?,
+                pool.clone(),
+            ),
+            peer_mac: gen[i].mac,
+        });
+    }
+    w.ports = gen_side.into_iter().chain(far_side).collect();
+    Ok((w, gen, far))
+}
+
+impl Wiring {
+    /// Runs the pollers of a system under test: on the first worker lcore if EAL has one,
+    /// otherwise they wait in `switch.inline` for the generator's loop to run them.
+    pub fn attach(
+        &mut self,
+        pollers: Vec<Box<dyn Poller>>,
+        clock: Clock,
+        stats: Option<SwitchStats>,
+    ) -> Result<(), String> {
         let quit = Arc::new(AtomicBool::new(false));
-        let (inline, running) = match eal.worker_lcores().first() {
+        let (inline, running) = match self.eal.worker_lcores().first() {
             Some(&lcore) => {
                 let q = quit.clone();
-                let j = dpdk::launch_on(&eal, lcore, move || {
+                let j = dpdk::launch_on(&self.eal, lcore, move || {
                     run_loop(pollers, &q, clock, &LoopCounters::default())
                 })
-                .map_err(|e| format!("switch lcore: {e}"))?;
+                .map_err(|e| format!("system-under-test lcore: {e}"))?;
                 (None, Some(j))
             }
             None => (Some((pollers, clock)), None),
         };
-        w.switch = Some(InprocSwitch {
-            stats: sw.stats,
+        self.switch = Some(InprocSwitch {
+            stats,
             inline,
             running,
             quit,
         });
+        Ok(())
     }
-    w.ports = gen_side.into_iter().chain(switch_side).collect();
-    Ok((w, out))
-}
 
-impl Wiring {
     /// Stops the in-process switch (if any) and hands its pollers back flushed, so the caller
     /// can drain the generator's side next.
     pub fn stop_switch(

@@ -1,0 +1,125 @@
+//! barrier-gen benchmark (`cargo bench -p barrier-gen --bench gen [-- SECONDS]`, as root): the
+//! same generator, in the same run and process, drives first a minimal reference system under
+//! test (`barrier_gen::reflector`: counts reduces, sends releases) and then a barrier-switch
+//! root, both on net_ring pairs and run inside the generator's loop on one lcore. Prints each
+//! side's closed-loop barriers/s and latency, and the ratios barrier-switch / reference. The
+//! reference phase is also the generator's own ceiling on this machine. See perf/gen.md.
+
+use barrier_gen::engine::{Clock, Engine, GenConfig, Load, TrialSpec};
+use barrier_gen::reflector::{Reflector, ReflectorPort};
+use barrier_gen::report::{ns, rate, TrialReport};
+use barrier_gen::wiring::{self, PortPlan, Wiring};
+use barrier_switch::dpdk_io::{DpdkRx, DpdkTx};
+use barrier_switch::poll::Poller;
+use std::time::Duration;
+
+const PORTS: usize = 4;
+const GROUPS: u32 = 1024;
+
+fn run(engine: &mut Engine<DpdkRx, DpdkTx>, secs: f64) -> TrialReport {
+    // A short warm-up trial first (page faults, caches), then the measured one.
+    let spec = |s: f64| TrialSpec {
+        load: Load::Closed,
+        duration: Duration::from_secs_f64(s),
+        count: None,
+        drain: Duration::from_secs(2),
+    };
+    engine.run_trial(&spec(secs / 5.0));
+    engine.run_trial(&spec(secs))
+}
+
+fn finish(mut engine: Engine<DpdkRx, DpdkTx>, mut w: Wiring) {
+    let inline = engine.take_inline_pollers();
+    let sut = w.stop_switch(inline).expect("stop system under test");
+    engine.drain_rx();
+    drop(engine);
+    drop(sut);
+    w.close().expect("every mbuf back");
+}
+
+fn cfg() -> GenConfig {
+    // A long leaf timer: this measures throughput, and a preempted loop should not turn into
+    // re-send traffic.
+    GenConfig {
+        groups: GROUPS,
+        resend_timeout_ns: 200_000_000,
+        barrier_deadline_ns: 10_000_000_000,
+        ..GenConfig::default()
+    }
+}
+
+fn main() {
+    let secs = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse::<f64>().ok())
+        .unwrap_or(3.0);
+    let args = dpdk::test_args("bench-gen", &["-l", "0", "--log-level=*:warning"]);
+    let (eal, _) = match dpdk::Eal::init(args) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("gen bench: EAL: {e} (DPDK needs root)");
+            std::process::exit(1);
+        }
+    };
+    println!("gen bench: {PORTS} ports x {GROUPS} groups, closed loop, {secs} s per phase, one lcore (generator and system under test in one loop)");
+    let plan = PortPlan::Inproc {
+        ports: PORTS,
+        switch_resend_ns: 20_000_000,
+    };
+
+    // Phase 1: the minimal reflector.
+    let (mut w, gen, far) = wiring::open_ports(eal.clone(), "ref", &plan, &[]).expect("ports");
+    let rp = far
+        .into_iter()
+        .map(|f| ReflectorPort {
+            rx: f.rx,
+            tx: f.tx,
+            peer_mac: f.peer_mac,
+        })
+        .collect();
+    let pollers: Vec<Box<dyn Poller>> = vec![Box::new(Reflector::new(rp, 0, GROUPS, 0))];
+    w.attach(pollers, barrier_switch::poll::Clock::new(), None)
+        .expect("attach");
+    let mut e = Engine::new(cfg(), gen, Clock::tsc());
+    let (p, c) = w
+        .switch
+        .as_mut()
+        .unwrap()
+        .inline
+        .take()
+        .expect("one lcore: inline");
+    e.set_inline_pollers(p, c);
+    let reference = run(&mut e, secs);
+    finish(e, w);
+
+    // Phase 2: barrier-switch.
+    let (mut w, gen) = wiring::open(eal.clone(), "sw", &plan, 0..GROUPS, &[]).expect("ports");
+    let mut e = Engine::new(cfg(), gen, Clock::tsc());
+    let (p, c) = w
+        .switch
+        .as_mut()
+        .unwrap()
+        .inline
+        .take()
+        .expect("one lcore: inline");
+    e.set_inline_pollers(p, c);
+    let switch = run(&mut e, secs);
+    finish(e, w);
+
+    for (name, r) in [("reference", &reference), ("barrier-switch", &switch)] {
+        println!(
+            "{name:>15}: {} barriers/s, {} frames/s each way, lost {}, leaf latency p50 {} p99 {} max {}",
+            rate(r.barriers.per_s),
+            rate(r.frames.tx_per_s),
+            r.barriers.lost,
+            ns(r.latency_leaf.p50_ns),
+            ns(r.latency_leaf.p99_ns),
+            ns(r.latency_leaf.max_ns)
+        );
+    }
+    println!(
+        "ratio barrier-switch / reference: barriers/s {:.2}, leaf p50 latency {:.2}",
+        switch.barriers.per_s / reference.barriers.per_s.max(1e-9),
+        switch.latency_leaf.p50_ns as f64 / reference.latency_leaf.p50_ns.max(1) as f64
+    );
+}
