@@ -1405,7 +1405,7 @@ impl RunReport {
             "tree {}: {} leaves, {} switches, {} switch levels, leaves up to {} links deep\n",
             t.spec,
             thousands(t.leaves as u64),
-            t.switches,
+            thousands(t.switches as u64),
             t.switch_levels,
             t.max_leaf_depth
         );
@@ -1413,7 +1413,7 @@ impl RunReport {
             s += &format!(
                 "  group{}: {} members, {} of {} barriers completed\n",
                 g.group,
-                g.members,
+                thousands(g.members as u64),
                 thousands(g.barriers_completed),
                 thousands(self.barriers_per_group)
             );
