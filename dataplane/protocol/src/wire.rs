@@ -1,5 +1,5 @@
-//! The barrier frame on the wire: Ethernet II, EtherType 0x88B5, a fixed 20-byte header,
-//! zero padding to the 60-byte minimum frame. [`Frame`] is a view over any byte buffer with the
+//! The barrier frame on the wire: Ethernet II, EtherType 0x88B5, a fixed 22-byte header ending
+//! in an Internet checksum of its own, zero padding to the 60-byte minimum frame. [`Frame`] is a view over any byte buffer with the
 //! fields as byte ranges (`mod field`); [`FrameRepr`] is the checked, typed value with
 //! `parse`/`emit`. `docs/wire-format.md` is the reference for every byte.
 
@@ -13,8 +13,9 @@ pub const ETHERTYPE: u16 = 0x88B5;
 pub const MAGIC: u8 = 0xBA;
 /// The only header version this code speaks.
 pub const VERSION: u8 = 1;
-/// End of the meaningful bytes; a receiver needs at least this many.
-pub const HEADER_END: usize = field::TX_TIMESTAMP.end;
+/// End of the meaningful bytes (the checksum is the last header field); a receiver needs at
+/// least this many.
+pub const HEADER_END: usize = field::CHECKSUM.end;
 /// Length of an emitted frame: the Ethernet minimum without FCS.
 pub const FRAME_LEN: usize = 60;
 
@@ -42,8 +43,14 @@ pub mod field {
     pub const SEQ: Field = 22..26;
     /// Transmit timestamp, u64 nanoseconds; 0 unless HAS_TIMESTAMP.
     pub const TX_TIMESTAMP: Field = 26..34;
+    /// Header checksum, u16: the Internet checksum (RFC 1071) over [`CHECKSUMMED`], this
+    /// field taken as zero. Veth and other software links have no FCS, so without it a flipped
+    /// group or sequence bit would reach the protocol as a real barrier event.
+    pub const CHECKSUM: Field = 34..36;
+    /// The bytes the checksum covers: magic through checksum (11 16-bit words).
+    pub const CHECKSUMMED: Field = 14..36;
     /// Zero padding up to the 60-byte minimum frame.
-    pub const PADDING: Field = 34..60;
+    pub const PADDING: Field = 36..60;
 }
 
 /// An Ethernet MAC address.
@@ -211,11 +218,16 @@ pub enum ParseError {
     /// Group number not below [`MAX_GROUPS`].
     #[error("group number out of range")]
     GroupOutOfRange,
+    /// The header checksum does not match: the frame was damaged on the way (links without an
+    /// FCS check, such as veth). Checked last, so a damaged frame that already fails a field
+    /// check keeps that more specific reason.
+    #[error("bad header checksum")]
+    BadChecksum,
 }
 
 impl ParseError {
     /// Every error, in [`ParseError::index`] order (for counter arrays).
-    pub const ALL: [ParseError; 7] = [
+    pub const ALL: [ParseError; 8] = [
         ParseError::TooShort,
         ParseError::NotBarrier,
         ParseError::BadMagic,
@@ -223,6 +235,7 @@ impl ParseError {
         ParseError::BadKind,
         ParseError::ReservedFlags,
         ParseError::GroupOutOfRange,
+        ParseError::BadChecksum,
     ];
 
     /// A stable snake_case name for counters and logs.
@@ -235,6 +248,7 @@ impl ParseError {
             ParseError::BadKind => "bad_kind",
             ParseError::ReservedFlags => "reserved_flags",
             ParseError::GroupOutOfRange => "group_out_of_range",
+            ParseError::BadChecksum => "bad_checksum",
         }
     }
 
@@ -248,6 +262,7 @@ impl ParseError {
             ParseError::BadKind => 4,
             ParseError::ReservedFlags => 5,
             ParseError::GroupOutOfRange => 6,
+            ParseError::BadChecksum => 7,
         }
     }
 }
@@ -346,6 +361,31 @@ impl<T: AsRef<[u8]>> Frame<T> {
     pub fn tx_timestamp(&self) -> u64 {
         u64::from_be_bytes(self.b()[field::TX_TIMESTAMP].try_into().unwrap())
     }
+
+    /// The header checksum field as stored.
+    pub fn checksum(&self) -> u16 {
+        u16::from_be_bytes(self.b()[field::CHECKSUM].try_into().unwrap())
+    }
+
+    /// True when the checksum matches the header: the ones' complement sum of the covered
+    /// words, checksum included, is all ones (RFC 1071 §1).
+    pub fn verify_checksum(&self) -> bool {
+        ones_complement_sum(&self.b()[field::CHECKSUMMED]) == 0xffff
+    }
+}
+
+/// The 16-bit ones' complement sum of `bytes` (even length), big-endian words, carries folded
+/// back in. Summing into a u32 cannot overflow for a header of 11 words.
+fn ones_complement_sum(bytes: &[u8]) -> u16 {
+    debug_assert!(bytes.len() % 2 == 0);
+    let mut sum: u32 = bytes
+        .chunks_exact(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
@@ -403,7 +443,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
         self.bm()[field::TX_TIMESTAMP].copy_from_slice(&v.to_be_bytes());
     }
 
-    /// Zeroes the padding that lies inside the buffer (bytes 34..60, or fewer if shorter).
+    /// Sets the checksum field as given (tests use it to store a wrong one).
+    pub fn set_checksum(&mut self, v: u16) {
+        self.bm()[field::CHECKSUM].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Computes the header checksum and stores it. Call after every change to bytes 14..34:
+    /// the setters above do not keep it up to date.
+    pub fn fill_checksum(&mut self) {
+        self.set_checksum(0);
+        let sum = ones_complement_sum(&self.b()[field::CHECKSUMMED]);
+        self.set_checksum(!sum);
+    }
+
+    /// Zeroes the padding that lies inside the buffer (bytes 36..60, or fewer if shorter).
     pub fn clear_padding(&mut self) {
         let b = self.bm();
         let end = b.len().min(field::PADDING.end);
@@ -436,8 +489,11 @@ pub struct FrameRepr {
 
 impl FrameRepr {
     /// Validates `bytes` as a barrier frame. Checks, in order: length for the Ethernet header,
-    /// EtherType, length for the barrier header, magic, version, kind, flags, group range.
-    /// Padding and a timestamp field without HAS_TIMESTAMP are ignored.
+    /// EtherType, length for the barrier header, magic, version, kind, flags, group range,
+    /// header checksum. The checksum comes last so that a frame failing a field check is
+    /// counted under that field's reason; any damage the field checks cannot see (group,
+    /// sequence, timestamp) is caught by it. Padding is ignored, and so is the value of a
+    /// timestamp field without HAS_TIMESTAMP (the checksum still covers its bytes).
     pub fn parse(bytes: &[u8]) -> Result<FrameRepr, ParseError> {
         if bytes.len() < field::ETHERTYPE.end {
             return Err(ParseError::TooShort);
@@ -459,6 +515,9 @@ impl FrameRepr {
         if group >= MAX_GROUPS {
             return Err(ParseError::GroupOutOfRange);
         }
+        if !f.verify_checksum() {
+            return Err(ParseError::BadChecksum);
+        }
         let tx_timestamp = flags
             .contains(Flags::HAS_TIMESTAMP)
             .then(|| f.tx_timestamp());
@@ -473,7 +532,8 @@ impl FrameRepr {
         })
     }
 
-    /// Writes the frame into `buf[..FRAME_LEN]` (padding zeroed) and returns [`FRAME_LEN`].
+    /// Writes the frame into `buf[..FRAME_LEN]` (checksum filled, padding zeroed) and returns
+    /// [`FRAME_LEN`].
     ///
     /// # Panics
     /// If `buf` is shorter than [`FRAME_LEN`], or `group` is not below [`MAX_GROUPS`] (such a
@@ -501,6 +561,7 @@ impl FrameRepr {
         f.set_seq(self.seq.0);
         f.set_tx_timestamp(self.tx_timestamp.unwrap_or(0));
         f.clear_padding();
+        f.fill_checksum();
         FRAME_LEN
     }
 
@@ -531,15 +592,18 @@ mod tests {
 
     #[test]
     fn layout_constants() {
-        assert_eq!(HEADER_END, 34);
+        assert_eq!(HEADER_END, 36);
         assert_eq!(field::PADDING.end, FRAME_LEN);
         assert_eq!(field::PADDING.start, HEADER_END);
+        assert_eq!(field::CHECKSUMMED.start, field::MAGIC);
+        assert_eq!(field::CHECKSUMMED.end, HEADER_END);
+        assert_eq!(field::CHECKSUM.start, field::TX_TIMESTAMP.end);
     }
 
     #[test]
     fn reduce_bytes_exact() {
         let b = reduce().to_bytes();
-        let expect_head: [u8; 34] = [
+        let expect_head: [u8; 36] = [
             0x02, 0, 0, 0, 0, 0x01, // dst
             0x02, 0, 0, 0, 0, 0x02, // src
             0x88, 0xB5, // ethertype
@@ -547,9 +611,12 @@ mod tests {
             0, 0, 0, 7, // group
             0, 0, 0, 42, // seq
             0, 0, 0, 0, 0, 0, 0, 0, // ts
+            // checksum, worked by hand: words 0xba01 + 0x0100 + 0x0007 + 0x002a = 0xbb32,
+            // complemented
+            0x44, 0xCD,
         ];
-        assert_eq!(&b[..34], &expect_head);
-        assert!(b[34..].iter().all(|&x| x == 0));
+        assert_eq!(&b[..36], &expect_head);
+        assert!(b[36..].iter().all(|&x| x == 0));
         assert_eq!(FrameRepr::parse(&b), Ok(reduce()));
     }
 
@@ -591,9 +658,9 @@ mod tests {
             FrameRepr::parse(&b)
         };
         assert_eq!(FrameRepr::parse(&good[..13]), Err(ParseError::TooShort));
-        assert_eq!(FrameRepr::parse(&good[..33]), Err(ParseError::TooShort));
+        assert_eq!(FrameRepr::parse(&good[..35]), Err(ParseError::TooShort));
         assert!(
-            FrameRepr::parse(&good[..34]).is_ok(),
+            FrameRepr::parse(&good[..36]).is_ok(),
             "padding is optional on receive"
         );
         assert_eq!(with(12, 0x08), Err(ParseError::NotBarrier));
@@ -614,10 +681,97 @@ mod tests {
         assert_eq!(with(17, 0x04), Err(ParseError::ReservedFlags));
         assert_eq!(with(17, 0x80), Err(ParseError::ReservedFlags));
         assert_eq!(with(19, 0x10), Err(ParseError::GroupOutOfRange)); // group = 0x0010_0007
-        assert!(with(19, 0x0f).is_ok()); // group = 0x000f_0007 < 2^20
-                                         // padding and an unflagged timestamp are ignored
+        // group = 0x000f_0007 < 2^20 passes the range check, but the checksum was for group 7
+        assert_eq!(with(19, 0x0f), Err(ParseError::BadChecksum));
+        assert_eq!(with(25, 43), Err(ParseError::BadChecksum));
+        assert_eq!(with(34, 0), Err(ParseError::BadChecksum));
+        let resummed = |i: usize, v: u8| {
+            let mut b = good;
+            b[i] = v;
+            Frame::new_unchecked(&mut b[..]).fill_checksum();
+            FrameRepr::parse(&b)
+        };
+        assert_eq!(resummed(19, 0x0f).unwrap().group, GroupId(0x000f_0007));
+        // padding is outside the checksum and ignored; an unflagged timestamp is covered by
+        // the checksum but its value is ignored
         assert_eq!(with(59, 0xff), Ok(reduce()));
-        assert_eq!(with(30, 0xff), Ok(reduce()));
+        assert_eq!(with(36, 0xff), Ok(reduce()));
+        assert_eq!(with(30, 0xff), Err(ParseError::BadChecksum));
+        assert_eq!(resummed(30, 0xff), Ok(reduce()));
+    }
+
+    /// The checksum is checked after every field check, so a damaged field keeps its own
+    /// reason even though the checksum is wrong too.
+    #[test]
+    fn field_errors_take_precedence_over_the_checksum() {
+        let mut b = reduce().to_bytes();
+        b[14] = 0xBB;
+        assert!(!Frame::new_unchecked(&b[..]).verify_checksum());
+        assert_eq!(FrameRepr::parse(&b), Err(ParseError::BadMagic));
+        let mut b = reduce().to_bytes();
+        b[18] = 0x80;
+        assert_eq!(FrameRepr::parse(&b), Err(ParseError::GroupOutOfRange));
+    }
+
+    /// Every single-bit error in the checksummed bytes (magic through checksum) of a valid
+    /// frame is rejected: 22 bytes x 8 bits. Flips in group, sequence, timestamp and checksum
+    /// bytes pass every field check, so the checksum is what catches them.
+    #[test]
+    fn every_single_bit_flip_of_the_header_is_rejected() {
+        let release_ts = FrameRepr {
+            kind: Kind::Release,
+            flags: Flags::RETRANSMIT | Flags::HAS_TIMESTAMP,
+            tx_timestamp: Some(0x0102_0304_0506_0708),
+            ..reduce()
+        };
+        for r in [reduce(), release_ts] {
+            let good = r.to_bytes();
+            assert_eq!(FrameRepr::parse(&good), Ok(r));
+            let mut cases = 0;
+            for i in field::CHECKSUMMED {
+                for bit in 0..8 {
+                    let mut b = good;
+                    b[i] ^= 1 << bit;
+                    let e = FrameRepr::parse(&b);
+                    assert!(e.is_err(), "byte {i} bit {bit}: accepted as {e:?}");
+                    // The same damage with the checksum repaired shows what the field checks
+                    // alone say: their error if they refuse it, otherwise only the checksum
+                    // can, and must, refuse it.
+                    let mut repaired = b;
+                    Frame::new_unchecked(&mut repaired[..]).fill_checksum();
+                    let expect = match FrameRepr::parse(&repaired) {
+                        Err(field_error) => field_error,
+                        Ok(_) => ParseError::BadChecksum,
+                    };
+                    assert_eq!(e, Err(expect), "byte {i} bit {bit}");
+                    if i >= field::SEQ.start {
+                        assert_eq!(e, Err(ParseError::BadChecksum), "byte {i} bit {bit}");
+                    }
+                    cases += 1;
+                }
+            }
+            assert_eq!(cases, 22 * 8);
+        }
+    }
+
+    #[test]
+    fn checksum_accessors() {
+        let b = reduce().to_bytes();
+        let f = Frame::new_checked(&b[..]).unwrap();
+        assert_eq!(f.checksum(), 0x44CD);
+        assert!(f.verify_checksum());
+        let mut m = b;
+        let mut fm = Frame::new_unchecked(&mut m[..]);
+        fm.set_checksum(0x44CC);
+        assert!(!fm.verify_checksum());
+        fm.fill_checksum();
+        assert_eq!(fm.checksum(), 0x44CD);
+        assert_eq!(m, b);
+        // RFC 1071's example words 0x0001 0xf203 0xf4f5 0xf6f7 sum to 0xddf2 (§3)
+        assert_eq!(
+            ones_complement_sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0xddf2
+        );
     }
 
     #[test]
@@ -631,12 +785,15 @@ mod tests {
             ParseError::GroupOutOfRange.to_string(),
             "group number out of range"
         );
+        assert_eq!(ParseError::BadChecksum.reason(), "bad_checksum");
+        assert_eq!(ParseError::BadChecksum.index(), 7);
+        assert_eq!(ParseError::BadChecksum.to_string(), "bad header checksum");
     }
 
     #[test]
     fn frame_view_checked() {
         assert_eq!(
-            Frame::new_checked(&[0u8; 33][..]).unwrap_err(),
+            Frame::new_checked(&[0u8; 35][..]).unwrap_err(),
             ParseError::TooShort
         );
         let b = reduce().to_bytes();
@@ -647,6 +804,9 @@ mod tests {
         let mut m = b;
         let mut fm = Frame::new_unchecked(&mut m[..]);
         fm.set_seq(43);
+        assert_eq!(FrameRepr::parse(&m), Err(ParseError::BadChecksum));
+        let mut fm = Frame::new_unchecked(&mut m[..]);
+        fm.fill_checksum();
         assert_eq!(FrameRepr::parse(&m).unwrap().seq, Seq(43));
     }
 
@@ -725,12 +885,33 @@ mod tests {
         #[test]
         fn repr_emit_parse_round_trip(r in any_repr()) {
             let b = r.to_bytes();
+            prop_assert!(Frame::new_unchecked(&b[..]).verify_checksum());
             prop_assert_eq!(FrameRepr::parse(&b), Ok(r));
         }
 
+        /// Any one damaged byte in the checksummed range of any valid frame is rejected (one
+        /// byte changed by any value: the difference of a single word is never a multiple of
+        /// 0xffff).
         #[test]
-        fn parse_emit_parse_is_stable(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+        fn any_one_damaged_header_byte_is_rejected(
+            r in any_repr(), idx in field::CHECKSUMMED, x in 1u8..=255)
+        {
+            let mut b = r.to_bytes();
+            b[idx] ^= x;
+            prop_assert!(FrameRepr::parse(&b).is_err());
+        }
+
+        #[test]
+        fn parse_emit_parse_is_stable(
+            mut bytes in proptest::collection::vec(any::<u8>(), 0..80), resum in any::<bool>())
+        {
+            // Random bytes almost never carry a right checksum; repair it in half the cases so
+            // the checks after it are reached.
+            if resum && bytes.len() >= HEADER_END {
+                Frame::new_unchecked(&mut bytes[..]).fill_checksum();
+            }
             if let Ok(r) = FrameRepr::parse(&bytes) {
+                prop_assert!(Frame::new_unchecked(&bytes[..]).verify_checksum());
                 let b = r.to_bytes();
                 prop_assert_eq!(FrameRepr::parse(&b), Ok(r));
                 // the meaningful bytes survive, except an unflagged timestamp which is zeroed
