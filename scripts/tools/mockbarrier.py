@@ -25,20 +25,35 @@ REDUCE, RELEASE = 1, 2
 RETRANSMIT = 1
 
 
+HEADER_END = 36  # magic at 14 through the header checksum at 34..36 (docs/wire-format.md)
+
+
+def ones_complement_sum(b):
+    """RFC 1071 sum of big-endian 16-bit words, carries folded back in."""
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s > 0xFFFF:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
 def frame(src, kind, group, seq, flags=0):
     f = bytearray(60)
     f[0:6] = b"\xff" * 6
     f[6:12] = src
     struct.pack_into("!HBBBBII", f, 12, ETHERTYPE, 0xBA, 1, kind, flags, group, seq & 0xFFFFFFFF)
+    struct.pack_into("!H", f, 34, ~ones_complement_sum(bytes(f[14:HEADER_END])) & 0xFFFF)
     return bytes(f)
 
 
 def parse(data):
-    """(kind, group, seq) of a barrier frame, None for anything else (corrupted included)."""
-    if len(data) < 34:
+    """(kind, group, seq) of a barrier frame, None for anything else (corrupted included).
+    Same checks as FrameRepr::parse, header checksum last."""
+    if len(data) < HEADER_END:
         return None
     etype, magic, ver, kind, flags, group, seq = struct.unpack_from("!HBBBBII", data, 12)
     if etype != ETHERTYPE or magic != 0xBA or ver != 1 or kind not in (REDUCE, RELEASE) or flags & ~3:
+        return None
+    if group >= 1 << 20 or ones_complement_sum(bytes(data[14:HEADER_END])) != 0xFFFF:
         return None
     return kind, group, seq
 
