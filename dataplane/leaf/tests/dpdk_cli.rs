@@ -1,14 +1,20 @@
-//! The `barrier-leaf` CLI on a DPDK port (`--dpdk-port NAME ... -- EAL ARGS`): `net_pcap`
-//! replays the switch's side from a pcap file and records what the leaf sent, so each run is
-//! byte-exact and needs no switch. A pcap replays all its frames at once, so each run does one
-//! barrier. Each CLI run is its own process with its own EAL; needs root.
+//! The `barrier-leaf` CLI on a DPDK port (`--dpdk-port NAME ... -- EAL ARGS`). `net_pcap`
+//! replays the switch's side from a pcap file and records what the leaf sent, so those runs are
+//! byte-exact and need no switch (a pcap replays all its frames at once, so each does one
+//! barrier); `net_af_packet` on a veth pair in a throw-away namespace runs many barriers against
+//! a root switch (the protocol's switch logic on a raw socket) on the other end. Each CLI run is
+//! its own process with its own EAL; needs root.
 #![cfg(feature = "dpdk")]
 
+use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_leaf::records::parse_records;
-use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, ETHERTYPE, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq};
+use rawsock::testbed::{can_create, VethNetns};
+use rawsock::RawSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 const EXE: &str = env!("CARGO_BIN_EXE_barrier-leaf");
 
@@ -236,4 +242,50 @@ fn setup_errors_exit_2_with_the_reason() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn many_barriers_over_net_af_packet_against_a_root() {
+    if !can_create() {
+        eprintln!("skipped: needs root and iproute2");
+        return;
+    }
+    let bed = VethNetns::create().unwrap();
+    let records = tmp("afp", "jsonl");
+    let sock = RawSocket::open_in_netns(&bed.netns, &bed.b, ETHERTYPE).unwrap();
+    let mut root = MiniRoot::new(MacAddr(sock.mac()));
+    root.add_group(7, &[0]);
+    let vdev = format!("--vdev=net_af_packet0,iface={}", bed.a);
+    let eal = dpdk::test_args("leafcli-afp", &["--log-level=*:warning", &vdev]);
+    let stop = AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        let (root, sock, stop) = (&mut root, &sock, &stop);
+        s.spawn(move || {
+            root.serve_sockets(std::slice::from_ref(sock), stop)
+                .unwrap()
+        });
+        let _stop_guard = StopOnDrop(stop);
+        let out = bed
+            .command(EXE)
+            .args(["--dpdk-port", "net_af_packet0", "--dpdk-idle", "yield"])
+            .args(["-g", "7", "-n", "500", "--resend-us", "20000", "--json"])
+            .args(["--records", records.to_str().unwrap(), "--"])
+            .args(&eal[1..])
+            .output()
+            .unwrap();
+        stop.store(true, Ordering::Relaxed);
+        out
+    });
+    let j = json(&out);
+    assert!(out.status.success(), "{j}");
+    assert_eq!(j["completed"], 500);
+    assert_eq!(j["stats"]["releases"], 500);
+    let recs = parse_records(&std::fs::read_to_string(&records).unwrap()).unwrap();
+    assert_eq!(
+        recs.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        (0..500).collect::<Vec<_>>()
+    );
+    assert!(recs.iter().all(|r| r.release_ns >= r.first_reduce_ns));
+    assert_eq!(root.completed, 500);
+    let _ = std::fs::remove_file(records);
 }
