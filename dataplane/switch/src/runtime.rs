@@ -305,6 +305,10 @@ pub fn run_config(
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        // A SIGUSR1 that came with the stop still gets its answer.
+        if dump.swap(false, Ordering::Relaxed) {
+            println!("{}", mgmt_stats.report());
+        }
     })?;
     let mut report = stats.report();
     report += &loops_report(&loops);

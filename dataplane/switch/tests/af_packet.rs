@@ -118,6 +118,13 @@ children = ["leaf0", "leaf1"]
         .spawn()
         .unwrap();
     let pid = child.id();
+    let (out_tx, out_rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = out_tx.send(line);
+        }
+    });
     // Wait for the switch to say it runs (its first line on stderr after EAL and the ports).
     let (tx, rx) = mpsc::channel();
     let stderr = child.stderr.take().unwrap();
@@ -165,15 +172,22 @@ children = ["leaf0", "leaf1"]
     assert!(next_frame(&leaf0, Duration::from_millis(200)).is_none());
 
     signal(pid, "-USR1");
-    std::thread::sleep(Duration::from_millis(300));
+    let mut stdout = String::new();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !stdout.contains("== switch") {
+        let l = out_rx
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+            .expect("no counters after SIGUSR1");
+        stdout += &l;
+        stdout.push('\n');
+    }
     signal(pid, "-TERM");
-    let out = switch.0.take().unwrap().wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let status = switch.0.take().unwrap().wait().unwrap();
+    stdout.extend(out_rx.iter().map(|l| l + "\n"));
     let rest: Vec<String> = rx.try_iter().collect();
     assert!(
-        out.status.success(),
-        "exit {:?}\n{stdout}\n{}\n{}",
-        out.status,
+        status.success(),
+        "exit {status:?}\n{stdout}\n{}\n{}",
         log.join("\n"),
         rest.join("\n")
     );

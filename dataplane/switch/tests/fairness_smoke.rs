@@ -8,7 +8,7 @@ use std::time::Duration;
 #[test]
 fn fairness_benchmark_completes() {
     let opts = FairnessOpts {
-        duration: Duration::from_millis(400),
+        duration: Duration::from_millis(800),
         ..FairnessOpts::default()
     };
     let (eal, _) = dpdk::Eal::init(demo_eal_args(opts.loops, &[])).unwrap();

@@ -1,5 +1,5 @@
-//! Golden test on net_pcap: crafted frames in (good, malformed, stale, wrong-port, duplicate,
-//! unknown group) on two ports, the frames the switch writes out compared with the expected
+//! Golden test on net_pcap: crafted frames in (good, malformed, damaged, stale, wrong-port,
+//! duplicate, unknown group) on two ports, the frames the switch writes out compared with the expected
 //! ones byte for byte, and the counters checked. Runs the real binary with a configuration file
 //! and stops it with SIGTERM, so it also checks the shutdown path and exit code.
 //!
@@ -10,8 +10,18 @@ use common::pcap;
 
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill {sig} {pid}");
+}
 
 const LEAF: [u8; 6] = [0x02, 0xaa, 0, 0, 0, 1];
 const SWITCH: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x01];
@@ -168,27 +178,65 @@ resend_timeout_us = 60000000
     );
     std::fs::write(p("golden.toml"), cfg).unwrap();
 
-    let child = Command::new(env!("CARGO_BIN_EXE_barrier-switch"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_barrier-switch"))
         .args(["run", "--config"])
         .arg(p("golden.toml"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines = |r: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for l in BufReader::new(r).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        rx
+    };
+    let out_lines = lines(Box::new(child.stdout.take().unwrap()));
+    let err_lines = lines(Box::new(child.stderr.take().unwrap()));
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    // Wait until it runs (it says so once its ports are up and the signal handlers are in),
+    // then ask for counters (SIGUSR1) until every input frame was received: no fixed sleeps, so
+    // a slow machine only makes the test slower.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let l = err_lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("switch did not start:\n{stderr}"));
+        stderr += &l;
+        stderr.push('\n');
+        if l.starts_with("barrier-switch: 2 ports") {
+            break;
+        }
+    }
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the switch did not receive every frame:\n{stdout}"
+        );
+        signal(child.id(), "-USR1");
+        let until = Instant::now() + Duration::from_millis(200);
+        while let Ok(l) = out_lines.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            stdout += &l;
+            stdout.push('\n');
+        }
+        if stdout.contains("rx total: frames=21 ") {
+            break;
+        }
+    }
+    signal(child.id(), "-TERM");
+    let status = child.wait().unwrap();
+    stdout.extend(out_lines.iter().map(|l| l + "\n"));
+    stderr.extend(err_lines.iter().map(|l| l + "\n"));
     assert!(
-        out.status.success(),
-        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
+        status.success(),
+        "exit {status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    // The final report is the last one printed.
+    let stdout = &stdout[stdout.rfind("== switch").expect("a final report")..];
 
     assert_eq!(
         pcap::read(&p("a_out.pcap")),
