@@ -32,7 +32,7 @@ done
 version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$here/../../Cargo.toml" | head -n1)
 # What a static Rust library needs from the system on Linux/glibc (rustc --print
 # native-static-libs for this crate).
-private_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+private_libs="-Wl,--gc-sections -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 
 mkdir -p "$prefix/lib/pkgconfig" "$prefix/include"
 install -m 0755 "$libdir/libbarrier.so" "$prefix/lib/libbarrier.so"

@@ -1,7 +1,7 @@
 //! How a leaf's frames reach its parent switch: a small [`Transport`] trait (send one frame,
 //! receive one frame with a timeout) with two implementations here, an AF_PACKET raw socket on
 //! any Linux interface ([`rawsock::RawSocket`]) and an in-memory [`loopback`] star for tests.
-//! A DPDK port transport belongs in a crate that depends on the DPDK layer.
+//! The DPDK port transport (`DpdkPort`, feature `dpdk`) lives in `dpdk_transport.rs`.
 
 use barrier_protocol::wire::MacAddr;
 use rawsock::RawSocket;
