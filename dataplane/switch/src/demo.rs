@@ -30,6 +30,8 @@ pub struct DemoOpts {
     pub think_ns: Vec<u64>,
     /// Per group: copies sent of each reduce (above 1: a flood of duplicates).
     pub copies: Vec<u32>,
+    /// Deal each switch's RX pollers over the switch loops instead of keeping a switch on one.
+    pub spread_rx: bool,
 }
 
 impl Default for DemoOpts {
@@ -44,6 +46,7 @@ impl Default for DemoOpts {
             switch_timeout_ns: 20_000_000,
             think_ns: Vec::new(),
             copies: Vec::new(),
+            spread_rx: false,
         }
     }
 }
@@ -222,8 +225,15 @@ where
         };
         let sw = build_switch(&name, mac(1, s), ports, table, now_ns);
         let l = k % switch_loops;
-        for (_, _, p) in sw.rx {
-            placed[l].push(p);
+        for (i, (_, _, p)) in sw.rx.into_iter().enumerate() {
+            // Spread: a switch's ports are polled from several loops, so the children of one
+            // group arrive on different threads and meet in the table's CAS.
+            let rl = if opts.spread_rx {
+                (l + i) % switch_loops
+            } else {
+                l
+            };
+            placed[rl].push(p);
         }
         placed[l].push(sw.sched);
         switches.push(sw.stats);
@@ -456,6 +466,35 @@ mod tests {
         for &n in &r.report.releases_per_leaf {
             assert_eq!(n, 600 * 8);
         }
+    }
+
+    #[test]
+    fn children_of_a_group_on_different_rx_threads() {
+        // 3 switch loops + the leaves' loop: each switch's ports are polled from 3 threads, so
+        // the last two reduces of a barrier race in the group table's CAS; exactly one thread
+        // must complete it (one release per leaf per barrier, none early).
+        let opts = DemoOpts {
+            fanout: vec![3, 3],
+            groups: 20,
+            count: Some(200),
+            loops: 4,
+            spread_rx: true,
+            ..DemoOpts::default()
+        };
+        let tree = Tree::new(&opts.fanout).unwrap();
+        let clock = Clock::new();
+        let demo = build_demo(&opts, &tree, mem_wires(&tree), clock.now_ns()).unwrap();
+        assert!(demo.loops[..3].iter().all(|l| !l.is_empty()));
+        let stats = demo.switches.clone();
+        let r = run_on_threads(demo, &opts, clock, Arc::new(AtomicBool::new(false)));
+        assert_eq!(r.report.early_releases, 0);
+        assert!(r.report.completed.iter().all(|&c| c == 200));
+        assert!(r.report.releases_per_leaf.iter().all(|&n| n == 200 * 20));
+        assert_eq!(
+            stats[0].rx_sum(|c| &c.completions),
+            200 * 20,
+            "one completion per barrier at the root"
+        );
     }
 
     #[test]
