@@ -80,6 +80,29 @@ impl Default for Clock {
     }
 }
 
+/// Run `pollers` round-robin until `quit` is set. Returns the pollers for `finish_all`.
+pub fn run_loop(
+    mut pollers: Vec<Box<dyn Poller>>,
+    quit: &AtomicBool,
+    clock: Clock,
+    counters: &LoopCounters,
+) -> Vec<Box<dyn Poller>> {
+    while !quit.load(Ordering::Relaxed) {
+        let now = clock.now_ns();
+        let mut busy = false;
+        for p in pollers.iter_mut() {
+            busy |= p.poll(now);
+        }
+        if busy {
+            bump(&counters.busy_polls, 1);
+        } else {
+            bump(&counters.idle_polls, 1);
+            std::hint::spin_loop();
+        }
+    }
+    pollers
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,27 +138,4 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(2));
         assert!(c.now_ns() >= a + 2_000_000);
     }
-}
-
-/// Run `pollers` round-robin until `quit` is set. Returns the pollers for `finish_all`.
-pub fn run_loop(
-    mut pollers: Vec<Box<dyn Poller>>,
-    quit: &AtomicBool,
-    clock: Clock,
-    counters: &LoopCounters,
-) -> Vec<Box<dyn Poller>> {
-    while !quit.load(Ordering::Relaxed) {
-        let now = clock.now_ns();
-        let mut busy = false;
-        for p in pollers.iter_mut() {
-            busy |= p.poll(now);
-        }
-        if busy {
-            bump(&counters.busy_polls, 1);
-        } else {
-            bump(&counters.idle_polls, 1);
-            std::hint::spin_loop();
-        }
-    }
-    pollers
 }

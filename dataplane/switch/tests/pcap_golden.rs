@@ -254,7 +254,7 @@ resend_timeout_us = 60000000
     );
 
     assert_eq!(
-        counters(&stdout, "rx total:"),
+        counters(stdout, "rx total:"),
         kv(&[
             ("frames", 21),
             ("reduce_in", 9),
@@ -279,7 +279,7 @@ resend_timeout_us = 60000000
         ])
     );
     assert_eq!(
-        counters(&stdout, "tx total:"),
+        counters(stdout, "tx total:"),
         kv(&[
             ("frames_out", 5),
             ("reduce_out", 1),
@@ -288,12 +288,9 @@ resend_timeout_us = 60000000
         ])
     );
     assert_eq!(
-        counters(&stdout, "port a rx:")[0],
+        counters(stdout, "port a rx:")[0],
         ("frames".to_string(), 15)
     );
-    assert_eq!(
-        counters(&stdout, "port b rx:")[0],
-        ("frames".to_string(), 6)
-    );
+    assert_eq!(counters(stdout, "port b rx:")[0], ("frames".to_string(), 6));
     assert!(stdout.contains("mbufs back"), "{stdout}");
 }
