@@ -285,6 +285,25 @@ fn real_main() -> Result<ExitCode, String> {
     }
     let (mut wiring, gen_ports) = wiring::open(eal, "gen", &plan, groups, &faults)?;
 
+    // Echoed in the JSON report so a result says how it was produced.
+    let config = serde_json::json!({
+        "ports": gen_ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
+        "inproc_switch": opts.inproc_switch,
+        "groups": opts.groups,
+        "first_group": opts.first_group,
+        "first_seq": opts.first_seq,
+        "mode": format!("{:?}", opts.mode).to_lowercase(),
+        "rate": (opts.mode == Mode::Open).then_some(opts.rate),
+        "duration_s": opts.duration,
+        "count": opts.count,
+        "resend_timeout_us": opts.resend_timeout_us,
+        "deadline_ms": opts.deadline_ms,
+        "faults": rates,
+        "fault_dir": format!("{:?}", opts.fault_dir).to_lowercase(),
+        "fault_ports": opts.fault_port,
+        "seed": opts.seed,
+        "timestamps": !opts.no_timestamp,
+    });
     let cfg = GenConfig {
         first_group: opts.first_group,
         groups: opts.groups,
@@ -393,7 +412,7 @@ fn real_main() -> Result<ExitCode, String> {
                 .iter()
                 .all(|s| s.detail.barriers.early_releases == 0);
         if opts.json {
-            serde_json::to_string_pretty(&serde_json::json!({ "search": { "params": params, "rule": rule, "result": result } }))
+            serde_json::to_string_pretty(&serde_json::json!({ "config": config, "search": { "params": params, "rule": rule, "result": result } }))
                 .map_err(|e| e.to_string())?
         } else {
             let mut s = String::new();
@@ -436,7 +455,7 @@ fn real_main() -> Result<ExitCode, String> {
             .map(|s| s.report());
         if opts.json {
             serde_json::to_string_pretty(
-                &serde_json::json!({ "report": r, "switch": switch_report }),
+                &serde_json::json!({ "config": config, "report": r, "switch": switch_report }),
             )
             .map_err(|e| e.to_string())?
         } else {

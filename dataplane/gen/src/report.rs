@@ -101,7 +101,8 @@ pub struct FrameCounts {
     pub rx_release_ignored: u64,
     /// Frames that were not releases of our groups (parse error, reduce, foreign group).
     pub rx_other: u64,
-    /// Times a transmit had to wait: device ring full or mempool empty.
+    /// Loop passes in which a port's device took nothing although frames were waiting (TX ring
+    /// full, or mempool empty): a sign the device or the switch behind it is the bottleneck.
     pub tx_blocked: u64,
 }
 

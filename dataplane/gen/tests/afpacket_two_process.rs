@@ -118,7 +118,7 @@ fn gen_against_switch_process_over_af_packet() {
         &cfg,
         format!(
             r#"[eal]
-args = ["-l", "0", "--no-huge", "-m", "256", "--no-shconf", "--file-prefix", "nbgen-sw-{pid}", "--no-pci", "--iova-mode=va", "--no-telemetry", "--log-level=*:warning"]
+args = ["--lcores", "{lcores}", "--no-huge", "-m", "256", "--no-shconf", "--file-prefix", "nbgen-sw-{pid}", "--no-pci", "--iova-mode=va", "--no-telemetry", "--log-level=*:warning"]
 
 [[ports]]
 name = "p0"
@@ -138,7 +138,8 @@ numbers = "0..32"
 role = "root"
 children = ["p0", "p1"]
 "#,
-            pid = std::process::id()
+            pid = std::process::id(),
+            lcores = common::floating_lcore()
         ),
     )
     .unwrap();
@@ -166,7 +167,7 @@ children = ["p0", "p1"]
     let sw_pid = sw.id();
     ns.children.push(sw);
 
-    let eal = common::eal("afp", "0");
+    let eal = common::eal("afp", &common::floating_lcore());
     let out = ns
         .command(std::path::Path::new(env!("CARGO_BIN_EXE_barrier-gen")))
         .args(&eal)

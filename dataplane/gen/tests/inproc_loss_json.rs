@@ -41,6 +41,12 @@ fn one_percent_loss_every_barrier_completes() {
     let text = common::stdout(&out);
     assert!(out.status.success(), "exit {:?}\n{text}", out.status);
     let v: serde_json::Value = serde_json::from_str(&text).expect("stdout is one JSON document");
+    assert_eq!(
+        v["config"]["faults"]["drop"].as_f64(),
+        Some(0.01),
+        "the run's settings are echoed"
+    );
+    assert_eq!(v["config"]["seed"].as_u64(), Some(7));
     let r = &v["report"];
     let b = &r["barriers"];
     let n = |x: &serde_json::Value| x.as_u64().unwrap_or_else(|| panic!("not a number: {x}"));

@@ -4,9 +4,10 @@
 
 use std::process::{Command, Output};
 
-/// EAL flags for a machine without NIC or hugepages, a unique file prefix, and `lcores`.
+/// EAL flags for a machine without NIC or hugepages, a unique file prefix, and `lcores` in
+/// `--lcores` syntax ("0,1", or "0@(0-1)" for an lcore that may run on either CPU).
 pub fn eal(tag: &str, lcores: &str) -> Vec<String> {
-    [
+    let flags = [
         "--no-huge",
         "-m",
         "256",
@@ -15,14 +16,24 @@ pub fn eal(tag: &str, lcores: &str) -> Vec<String> {
         "--iova-mode=va",
         "--no-telemetry",
         "--log-level=*:warning",
-        "-l",
+        "--lcores",
         lcores,
         "--file-prefix",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([format!("nb-gen-{tag}-{}", std::process::id())])
-    .collect()
+    ];
+    flags
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("nb-gen-{tag}-{}", std::process::id())])
+        .collect()
+}
+
+/// One lcore allowed on every CPU: two busy programs in one test then share the machine instead
+/// of both spinning on CPU 0.
+pub fn floating_lcore() -> String {
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    format!("0@(0-{})", n - 1)
 }
 
 /// Runs `barrier-gen [sub] <eal> -- <args>`; panics with its output if it could not run.
