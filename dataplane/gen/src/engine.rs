@@ -661,11 +661,6 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             return;
         }
         self.t.rx_release += 1;
-        if let Some(ts) = r.tx_timestamp {
-            if ts <= now {
-                let _ = self.hist_echo.record((now - ts).max(1));
-            }
-        }
         let gi = gi as usize;
         let li = port * self.cfg.groups as usize + gi;
         let leaf = &mut self.leaves[li];
@@ -678,6 +673,11 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
                 }
                 gr.released += 1;
                 if gr.trial == self.trial {
+                    // A switch that echoes a reduce's tx timestamp in its release measures
+                    // itself; only releases that end a wait count, like the leaf latency.
+                    if let Some(ts) = r.tx_timestamp.filter(|&ts| ts <= now) {
+                        let _ = self.hist_echo.record((now - ts).max(1));
+                    }
                     let _ = self.hist_leaf.record(rel.waited_ns.max(1));
                     let _ = self.iv_leaf.record(rel.waited_ns.max(1));
                 }

@@ -45,8 +45,10 @@ enum Scope {
     name = "barrier-gen",
     version,
     about = "Line-rate load generator for barrier switches",
-    after_help = "Usage: barrier-gen [run|search] [EAL args] -- [options]. Without EAL args, virtual-device defaults \
-                  are used (--no-huge, --no-pci, -l 0,1)."
+    override_usage = "barrier-gen [run|search] [EAL args] -- [OPTIONS]",
+    after_help = "`run` (the default) loads the switch once and reports; `search` finds the highest open-loop rate \
+                  with no lost barrier (docs/gen.md). Without EAL args, virtual-device defaults are used \
+                  (--no-huge, --no-pci, -l 0,1)."
 )]
 struct Opts {
     /// A DPDK port to use as a child of the switch (device name, or a vdev spec with arguments).
@@ -62,11 +64,13 @@ struct Opts {
     /// Groups emulated at once (every port is a child in every group).
     #[arg(long, default_value_t = 1024)]
     groups: u32,
+    /// The first group number; groups first-group .. first-group + groups.
     #[arg(long, default_value_t = 0)]
     first_group: u32,
     /// Sequence number of each group's first barrier (must match the switch's state).
     #[arg(long, default_value_t = 0)]
     first_seq: u32,
+    /// Pacing of arrivals.
     #[arg(long, value_enum, default_value_t = Mode::Closed)]
     mode: Mode,
     /// Open loop: first reduces per second (all ports together).
@@ -106,6 +110,7 @@ struct Opts {
     /// Corrupt probability per frame.
     #[arg(long, default_value_t = 0.0)]
     corrupt: f64,
+    /// Which bytes a corruption may hit.
     #[arg(long, value_enum, default_value_t = Scope::Detectable)]
     corrupt_scope: Scope,
     /// Which direction faults apply to: frames the generator sends, receives, or both.
@@ -114,6 +119,7 @@ struct Opts {
     /// Apply faults only on these port indices (repeat); default all ports.
     #[arg(long = "fault-port")]
     fault_port: Vec<usize>,
+    /// Seed of the fault injectors (each port and direction draws its own stream from it).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Destination MAC of reduces (default broadcast).
@@ -140,6 +146,7 @@ struct Opts {
     /// search: stop when pass and fail are this close (frames/s); default 1% of max.
     #[arg(long)]
     resolution: Option<u64>,
+    /// search: at most this many trials.
     #[arg(long, default_value_t = 20)]
     max_trials: u32,
     /// search: open loop must reach this fraction of the offered rate to pass.

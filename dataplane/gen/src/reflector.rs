@@ -28,6 +28,8 @@ pub struct Reflector<R: RxQueue, T: TxQueue> {
     out: Vec<VecDeque<[u8; FRAME_LEN]>>,
     frames: Vec<R::Frame>,
     pub completions: u64,
+    /// Put the completing reduce's tx timestamp into the release (as some hardware does).
+    pub echo_timestamps: bool,
 }
 
 impl<R: RxQueue, T: TxQueue> Reflector<R, T> {
@@ -48,6 +50,7 @@ impl<R: RxQueue, T: TxQueue> Reflector<R, T> {
             all: if n == 64 { u64::MAX } else { (1u64 << n) - 1 },
             frames: Vec::with_capacity(BURST),
             completions: 0,
+            echo_timestamps: false,
         }
     }
 }
@@ -83,7 +86,11 @@ impl<R: RxQueue, T: TxQueue> Poller for Reflector<R, T> {
                             flags: Flags::empty(),
                             group: r.group,
                             seq: r.seq,
-                            tx_timestamp: None,
+                            tx_timestamp: if self.echo_timestamps {
+                                r.tx_timestamp
+                            } else {
+                                None
+                            },
                         };
                         self.out[q].push_back(rel.to_bytes());
                     }
@@ -120,14 +127,15 @@ mod tests {
     use super::*;
     use crate::engine::{Clock, Engine, GenConfig, GenPort, Load, TrialSpec};
     use crate::fault::FaultRates;
-    use barrier_switch::io::mem_wire;
+    use barrier_switch::io::{mem_wire, MemRx, MemTx};
     use std::time::Duration;
 
-    #[test]
-    fn generator_completes_barriers_through_the_reflector() {
+    type Rig = (Vec<GenPort<MemRx, MemTx>>, Vec<ReflectorPort<MemRx, MemTx>>);
+
+    fn ports(n: u8) -> Rig {
         let mut gp = Vec::new();
         let mut rp = Vec::new();
-        for i in 0..3u8 {
+        for i in 0..n {
             let (up_tx, up_rx) = mem_wire(1024);
             let (down_tx, down_rx) = mem_wire(1024);
             let mac = [2, 0, 0, 0, 1, i];
@@ -145,6 +153,21 @@ mod tests {
                 peer_mac: mac,
             });
         }
+        (gp, rp)
+    }
+
+    fn closed(count: u64) -> TrialSpec {
+        TrialSpec {
+            load: Load::Closed,
+            duration: Duration::from_secs(30),
+            count: Some(count),
+            drain: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn generator_completes_barriers_through_the_reflector() {
+        let (gp, rp) = ports(3);
         let cfg = GenConfig {
             groups: 20,
             first_group: 100,
@@ -156,14 +179,34 @@ mod tests {
             vec![Box::new(Reflector::new(rp, 100, 20, u32::MAX - 5))],
             barrier_switch::poll::Clock::new(),
         );
-        let r = e.run_trial(&TrialSpec {
-            load: Load::Closed,
-            duration: Duration::from_secs(30),
-            count: Some(30),
-            drain: Duration::from_secs(5),
-        });
+        let r = e.run_trial(&closed(30));
+        assert!(r.latency_echo.is_none());
         // Thirty barriers per group across the sequence-number wrap.
         assert_eq!(r.barriers.completed, 600, "{}", r.text());
         assert_eq!((r.barriers.lost, r.barriers.early_releases), (0, 0));
+    }
+
+    #[test]
+    fn echoed_timestamps_give_the_echo_latency() {
+        let (gp, rp) = ports(2);
+        let cfg = GenConfig {
+            groups: 8,
+            ..GenConfig::default()
+        };
+        let mut e = Engine::new(cfg, gp, Clock::instant());
+        let mut refl = Reflector::new(rp, 0, 8, 0);
+        refl.echo_timestamps = true;
+        e.set_inline_pollers(vec![Box::new(refl)], barrier_switch::poll::Clock::new());
+        let r = e.run_trial(&closed(25));
+        assert_eq!(r.barriers.completed, 200);
+        let echo = r.latency_echo.expect("releases carried timestamps");
+        // One sample per leaf release; the echoed stamp is the last reduce's, so the echo
+        // latency never exceeds the leaf's own wait from its first reduce.
+        assert_eq!(echo.samples, r.latency_leaf.samples);
+        assert!(
+            echo.max_ns <= r.latency_leaf.max_ns + 1,
+            "{echo:?} vs {:?}",
+            r.latency_leaf
+        );
     }
 }
