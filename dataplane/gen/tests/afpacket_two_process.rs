@@ -88,6 +88,8 @@ impl Drop for Netns {
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .status();
+        common::remove_runtime_dir(&format!("nbgen-sw-{}", std::process::id()));
+        common::remove_runtime_dir(&format!("nb-gen-afp-{}", std::process::id()));
     }
 }
 

@@ -48,7 +48,15 @@ pub fn gen(sub: Option<&str>, eal: &[String], args: &[&str]) -> Output {
         "--- barrier-gen stderr:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    if let Some(i) = eal.iter().position(|a| a == "--file-prefix") {
+        remove_runtime_dir(&eal[i + 1]);
+    }
     out
+}
+
+/// EAL leaves its runtime directory behind even with --no-shconf; a test removes its own.
+pub fn remove_runtime_dir(prefix: &str) {
+    let _ = std::fs::remove_dir_all(std::path::Path::new("/var/run/dpdk").join(prefix));
 }
 
 pub fn stdout(o: &Output) -> String {
