@@ -443,6 +443,7 @@ fn real_main() -> Result<ExitCode, String> {
                         ""
                     }
                 ),
+                None if result.cut_short => "search cut short before any rate passed\n".into(),
                 None => "no rate passed\n".into(),
             };
             s
