@@ -22,6 +22,9 @@
 #   --leaf CMD          the leaf command (default: barrier-leaf built in target/, or PATH)
 #   --leaf-args ARGS    extra arguments for every leaf
 #   --switch-lcores 1|2 1: RX and scheduler share one lcore (default); 2: one lcore each
+#   --switch-idle MODE  the switches' idle policy (lcores.idle): spin, yield, sleep or sleep:US;
+#                       default auto: sleep when the switches' loops outnumber the CPUs (a
+#                       spinning switch would hold a CPU the next hop needs), else spin
 #   --timeout S         give the leaves this long to finish (default 300)
 #   --out DIR           keep configs, logs and records in DIR
 #   --verbose           print the leaves' summaries and the switches' final counters
@@ -34,7 +37,7 @@ root_dir=$(dirname "$here")
 source "$here/lib/netns.sh"
 
 fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 corrupt_xor=0xFF links=all resend_us=1000
-switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 timeout_s=300 out_dir="" dry_run=0 verbose=0
+switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 switch_idle=auto timeout_s=300 out_dir="" dry_run=0 verbose=0
 
 usage() { awk 'NR >= 9 && !/^#/ { exit } NR >= 9 { sub(/^# ?/, ""); print }' "$0"; }
 while [ $# -gt 0 ]; do
@@ -53,6 +56,7 @@ while [ $# -gt 0 ]; do
     --leaf) leaf_cmd=${2:?}; shift 2 ;;
     --leaf-args) leaf_args=${2?}; shift 2 ;;
     --switch-lcores) switch_lcores=${2:?}; shift 2 ;;
+    --switch-idle) switch_idle=${2:?}; shift 2 ;;
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --out) out_dir=${2:?}; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
@@ -78,6 +82,7 @@ fi
 [[ $fanout =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || { echo "topo.sh: --fanout wants e.g. 2,2" >&2; exit 2; }
 [[ $barriers =~ ^[1-9][0-9]*$ ]] || { echo "topo.sh: --barriers wants a positive number" >&2; exit 2; }
 [[ $switch_lcores =~ ^[12]$ ]] || { echo "topo.sh: --switch-lcores is 1 or 2" >&2; exit 2; }
+[[ $switch_idle =~ ^(auto|spin|yield|sleep(:[1-9][0-9]*)?)$ ]] || { echo "topo.sh: --switch-idle is auto, spin, yield, sleep or sleep:US" >&2; exit 2; }
 
 if [ "$dry_run" = 0 ]; then
   [ -n "$switch_cmd" ] || switch_cmd=$(nb_find_program barrier-switch) \
@@ -118,6 +123,10 @@ build_tree() { # NAME PATH DEPTH
 build_tree s "" 0
 nodes=("${switches[@]}" "${leaves[@]}")
 nb_log "tree ${fanout}: switches ${switches[*]}; leaves ${leaves[*]}"
+if [ "$switch_idle" = auto ]; then
+  if (( ${#switches[@]} * switch_lcores > $(nproc) )); then switch_idle=sleep; else switch_idle=spin; fi
+  nb_log "switch idle policy: $switch_idle ($((${#switches[@]} * switch_lcores)) switch loops on $(nproc) CPUs)"
+fi
 
 for n in "${nodes[@]}"; do nb_netns_add "$n"; done
 for n in "${nodes[@]}"; do
@@ -171,6 +180,8 @@ write_switch_config() {
     echo "[lcores]"
     echo "scheduler = $sched"
     echo "shared = $shared"
+    echo "idle = \"${switch_idle%%:*}\""
+    if [[ $switch_idle == sleep:* ]]; then echo "idle_sleep_us = ${switch_idle#sleep:}"; fi
     printf 'rx = [ { lcore = 0, poll = [%s] } ]\n' "$(printf '"%s", ' "${ports[@]}" | sed 's/, $//')"
     echo
     echo "[[groups]]"

@@ -2,6 +2,7 @@
 //! `Config` before DPDK starts. Every refusal names the key (`groups[3].children[2]`) and says
 //! why, so an operator can fix the file without reading the code. Reference: docs/configuration.md.
 
+use crate::poll::Idle;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -13,6 +14,9 @@ pub const MAX_GROUPS: u32 = 1 << 20;
 pub const MAX_PORTS: usize = 64;
 /// The re-send timeout an intermediate group gets when the file does not say.
 pub const DEFAULT_RESEND_TIMEOUT_US: u64 = 1000;
+/// Longest idle sleep accepted: a loop asleep cannot answer, so a sleep must stay well below
+/// the re-send timeouts (1 ms by default) or every quiet moment costs a re-send.
+pub const MAX_IDLE_SLEEP_US: u32 = 500;
 
 /// A refused configuration: where (the key path, and the line for syntax errors) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +141,9 @@ struct RawLcores {
     shared: bool,
     #[serde(default)]
     rx: Vec<RawRx>,
+    idle: Option<String>,
+    idle_after_polls: Option<u32>,
+    idle_sleep_us: Option<u32>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -225,6 +232,8 @@ pub struct LcoreConfig {
     /// Reduced mode: RX polling and the scheduler run on one lcore.
     pub shared: bool,
     pub rx: Vec<RxLcore>,
+    /// What every loop does on a pass with no work (default: spin).
+    pub idle: Idle,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -392,6 +401,57 @@ fn eal_lcore_list(args: &[String]) -> Option<Vec<u32>> {
         }
     }
     Some(out)
+}
+
+/// The idle policy from its three settings (the file's `lcores.idle*` keys or the command
+/// line's `--idle*` options; `key` names the first, `after_key` and `sleep_key` the others):
+/// `spin`, `yield` or `sleep`; `after` empty passes before backing off; `sleep_us` per sleep.
+pub fn idle_policy(
+    mode: &str,
+    after: Option<u32>,
+    sleep_us: Option<u32>,
+    [key, after_key, sleep_key]: [&str; 3],
+) -> Result<Idle, ConfigError> {
+    let after_v = after.unwrap_or(Idle::DEFAULT_AFTER);
+    match mode {
+        "spin" => {
+            if after.is_some() {
+                return Err(ConfigError::new(
+                    after_key,
+                    "only with yield or sleep: spin never backs off",
+                ));
+            }
+            if sleep_us.is_some() {
+                return Err(ConfigError::new(sleep_key, "only with sleep"));
+            }
+            Ok(Idle::Spin)
+        }
+        "yield" => {
+            if sleep_us.is_some() {
+                return Err(ConfigError::new(sleep_key, "only with sleep"));
+            }
+            Ok(Idle::Yield { after: after_v })
+        }
+        "sleep" => {
+            let us = sleep_us.unwrap_or((Idle::DEFAULT_SLEEP_NS / 1000) as u32);
+            if us == 0 || us > MAX_IDLE_SLEEP_US {
+                return Err(ConfigError::new(
+                    sleep_key,
+                    format!("{us} µs: 1..={MAX_IDLE_SLEEP_US} (a sleeping loop answers nothing; keep it well below the re-send timeouts)"),
+                ));
+            }
+            Ok(Idle::Sleep {
+                after: after_v,
+                ns: u64::from(us) * 1000,
+            })
+        }
+        other => Err(ConfigError::new(
+            key,
+            format!(
+                "{other:?}: spin (a core per loop), yield or sleep (fewer cores than busy loops)"
+            ),
+        )),
+    }
 }
 
 fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
@@ -606,6 +666,16 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             "reduced mode wants exactly one RX lcore, the scheduler's (lcores.rx = [{ lcore = <scheduler>, ... }])",
         ));
     }
+    let idle = idle_policy(
+        rl.idle.as_deref().unwrap_or("spin"),
+        rl.idle_after_polls,
+        rl.idle_sleep_us,
+        [
+            "lcores.idle",
+            "lcores.idle_after_polls",
+            "lcores.idle_sleep_us",
+        ],
+    )?;
     for (pi, p) in ports.iter().enumerate() {
         for q in 0..p.rx_queues {
             if !polled.contains_key(&(pi as u8, q)) {
@@ -743,6 +813,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             scheduler: rl.scheduler,
             shared: rl.shared,
             rx,
+            idle,
         },
         groups,
     })
@@ -962,6 +1033,69 @@ children = ["d0", "d1", "up"]
         // ...but only in the shape it is meant for.
         let text = GOOD.replace("scheduler = 1", "scheduler = 1\nshared = true");
         assert_eq!(err(&text).key, "lcores.shared");
+    }
+
+    #[test]
+    fn idle_policy_keys() {
+        assert_eq!(Config::parse(GOOD).unwrap().lcores.idle, Idle::Spin);
+        let with_line = |extra: &str| format!("scheduler = 1\n{extra}");
+        let with = |extra: &str| GOOD.replacen("scheduler = 1", &with_line(extra), 1);
+        let c = Config::parse(&with(
+            "idle = \"sleep\"\nidle_after_polls = 50\nidle_sleep_us = 10",
+        ))
+        .unwrap();
+        assert_eq!(
+            c.lcores.idle,
+            Idle::Sleep {
+                after: 50,
+                ns: 10_000
+            }
+        );
+        let c = Config::parse(&with("idle = \"yield\"")).unwrap();
+        assert_eq!(
+            c.lcores.idle,
+            Idle::Yield {
+                after: Idle::DEFAULT_AFTER
+            }
+        );
+        let c = Config::parse(&with("idle = \"sleep\"")).unwrap();
+        assert_eq!(
+            c.lcores.idle,
+            Idle::Sleep {
+                after: Idle::DEFAULT_AFTER,
+                ns: Idle::DEFAULT_SLEEP_NS
+            }
+        );
+        refused(
+            "scheduler = 1",
+            &with_line("idle = \"nap\""),
+            "lcores.idle",
+            "spin (a core per loop)",
+        );
+        refused(
+            "scheduler = 1",
+            &with_line("idle_after_polls = 5"),
+            "lcores.idle_after_polls",
+            "spin never backs off",
+        );
+        refused(
+            "scheduler = 1",
+            &with_line("idle = \"yield\"\nidle_sleep_us = 5"),
+            "lcores.idle_sleep_us",
+            "only with sleep",
+        );
+        refused(
+            "scheduler = 1",
+            &with_line("idle = \"sleep\"\nidle_sleep_us = 0"),
+            "lcores.idle_sleep_us",
+            "1..=500",
+        );
+        refused(
+            "scheduler = 1",
+            &with_line("idle = \"sleep\"\nidle_sleep_us = 5000"),
+            "lcores.idle_sleep_us",
+            "well below",
+        );
     }
 
     #[test]

@@ -78,6 +78,8 @@ counter_set! {
     LoopCounters {
         busy_polls,
         idle_polls,
+        /// Empty passes on which the loop yielded or slept (its idle policy backed off).
+        backoffs,
     }
 }
 

@@ -32,6 +32,8 @@ pub struct DemoOpts {
     pub copies: Vec<u32>,
     /// Deal each switch's RX pollers over the switch loops instead of keeping a switch on one.
     pub spread_rx: bool,
+    /// What the loops do when a pass finds no work.
+    pub idle: crate::poll::Idle,
 }
 
 impl Default for DemoOpts {
@@ -47,6 +49,7 @@ impl Default for DemoOpts {
             think_ns: Vec::new(),
             copies: Vec::new(),
             spread_rx: false,
+            idle: crate::poll::Idle::Spin,
         }
     }
 }
@@ -330,11 +333,12 @@ pub fn run_on_threads(
 ) -> DemoResult {
     let start = Instant::now();
     let mut handles = Vec::new();
+    let idle = opts.idle;
     for pollers in demo.loops {
         let quit = quit.clone();
         handles.push(std::thread::spawn(move || {
             let c = crate::counters::LoopCounters::default();
-            crate::poll::run_loop(pollers, &quit, clock, &c)
+            crate::poll::run_loop(pollers, &quit, clock, &c, idle)
         }));
     }
     wait_until_done(&demo.done, opts, start, &[&quit]);

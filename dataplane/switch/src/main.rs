@@ -1,7 +1,7 @@
 //! barrier-switch: `run` one switch from a configuration file, `check` a file without starting
 //! DPDK, or `demo` a whole barrier tree in one process.
 
-use barrier_switch::config::Config;
+use barrier_switch::config::{idle_policy, Config};
 use barrier_switch::demo::{build_demo, mem_wires, run_on_threads, DemoOpts, Tree};
 use barrier_switch::poll::Clock;
 use barrier_switch::runtime::{run_config, run_demo_dpdk, Signals};
@@ -27,6 +27,17 @@ enum Cmd {
     Run {
         #[arg(long, short)]
         config: PathBuf,
+        /// Idle policy of every loop, replacing the file's lcores.idle: spin (the default; a
+        /// core per loop), yield or sleep (fewer cores than busy loops, e.g. several switches
+        /// on one machine). See docs/configuration.md.
+        #[arg(long, value_parser = ["spin", "yield", "sleep"])]
+        idle: Option<String>,
+        /// Empty passes before a yield/sleep loop backs off (with --idle).
+        #[arg(long, requires = "idle")]
+        idle_after_polls: Option<u32>,
+        /// Microseconds per idle sleep (with --idle sleep).
+        #[arg(long, requires = "idle")]
+        idle_sleep_us: Option<u32>,
         /// Extra EAL arguments, after `--` (they follow the file's eal.args).
         #[arg(last = true)]
         eal: Vec<String>,
@@ -94,7 +105,7 @@ fn main() -> ExitCode {
         Cmd::Check { config } => match Config::load(&config) {
             Ok(c) => {
                 println!(
-                    "{}: ok: {} ports, {} groups, scheduler on lcore {}, RX lcores {:?}{}",
+                    "{}: ok: {} ports, {} groups, scheduler on lcore {}, RX lcores {:?}{}, idle: {}",
                     config.display(),
                     c.ports.len(),
                     c.group_count(),
@@ -104,7 +115,8 @@ fn main() -> ExitCode {
                         " (shared: reduced mode)"
                     } else {
                         ""
-                    }
+                    },
+                    c.lcores.idle
                 );
                 ExitCode::SUCCESS
             }
@@ -113,14 +125,34 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Cmd::Run { config, eal } => {
-            let cfg = match Config::load(&config) {
+        Cmd::Run {
+            config,
+            idle,
+            idle_after_polls,
+            idle_sleep_us,
+            eal,
+        } => {
+            let mut cfg = match Config::load(&config) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("{}: {e}", config.display());
                     return ExitCode::from(2);
                 }
             };
+            if let Some(mode) = idle {
+                match idle_policy(
+                    &mode,
+                    idle_after_polls,
+                    idle_sleep_us,
+                    ["--idle", "--idle-after-polls", "--idle-sleep-us"],
+                ) {
+                    Ok(p) => cfg.lcores.idle = p,
+                    Err(e) => {
+                        eprintln!("barrier-switch: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             let signals = match Signals::install() {
                 Ok(s) => s,
                 Err(e) => {

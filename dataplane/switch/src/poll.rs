@@ -80,13 +80,82 @@ impl Default for Clock {
     }
 }
 
-/// Run `pollers` round-robin until `quit` is set. Returns the pollers for `finish_all`.
+/// What a loop does on a pass where no poller found work.
+///
+/// `Spin` is the deployment default: the loop owns its core, and giving the core up would put
+/// the OS scheduler's wake-up latency on the next frame. On a machine with fewer cores than
+/// busy loops (several switch processes on a laptop or a CI box, the reduced mode) a spinning
+/// loop holds its core for a whole time slice while the process that has the next frame to
+/// forward waits for one, and a barrier then takes milliseconds; backing off after a run of
+/// empty passes hands the core over, as DPDK applications do with `rte_pause`/`usleep` in
+/// their idle paths (l3fwd-power).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum Idle {
+    #[default]
+    Spin,
+    /// After `after` empty passes in a row, `sched_yield` on every further empty pass.
+    Yield { after: u32 },
+    /// After `after` empty passes in a row, sleep `ns` on every further empty pass.
+    Sleep { after: u32, ns: u64 },
+}
+
+impl Idle {
+    /// Empty passes before backing off, when the loop runs unshared: long enough to cover the
+    /// gap between a release going down and the next reduce coming up on a quiet tree.
+    pub const DEFAULT_AFTER: u32 = 1000;
+    /// Sleep per empty pass: short against a re-send timeout (1 ms and up), long enough that
+    /// the OS gives the core to another process.
+    pub const DEFAULT_SLEEP_NS: u64 = 20_000;
+
+    /// Called after each pass: `idle_run` counts the empty passes in a row.
+    #[inline]
+    fn after_pass(self, busy: bool, idle_run: &mut u32, counters: &LoopCounters) {
+        if busy {
+            *idle_run = 0;
+            return;
+        }
+        match self {
+            Idle::Spin => std::hint::spin_loop(),
+            Idle::Yield { after } | Idle::Sleep { after, .. } if *idle_run < after => {
+                *idle_run += 1;
+                std::hint::spin_loop();
+            }
+            Idle::Yield { .. } => {
+                bump(&counters.backoffs, 1);
+                std::thread::yield_now();
+            }
+            Idle::Sleep { ns, .. } => {
+                bump(&counters.backoffs, 1);
+                std::thread::sleep(std::time::Duration::from_nanos(ns));
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Idle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Idle::Spin => write!(f, "spin"),
+            Idle::Yield { after } => write!(f, "yield after {after} empty passes"),
+            Idle::Sleep { after, ns } => write!(
+                f,
+                "sleep {} µs after {after} empty passes",
+                ns as f64 / 1000.0
+            ),
+        }
+    }
+}
+
+/// Run `pollers` round-robin until `quit` is set, doing what `idle` says on empty passes.
+/// Returns the pollers for `finish_all`.
 pub fn run_loop(
     mut pollers: Vec<Box<dyn Poller>>,
     quit: &AtomicBool,
     clock: Clock,
     counters: &LoopCounters,
+    idle: Idle,
 ) -> Vec<Box<dyn Poller>> {
+    let mut idle_run = 0u32;
     while !quit.load(Ordering::Relaxed) {
         let now = clock.now_ns();
         let mut busy = false;
@@ -97,8 +166,8 @@ pub fn run_loop(
             bump(&counters.busy_polls, 1);
         } else {
             bump(&counters.idle_polls, 1);
-            std::hint::spin_loop();
         }
+        idle.after_pass(busy, &mut idle_run, counters);
     }
     pollers
 }
@@ -129,6 +198,60 @@ mod tests {
             (86_399_999_000_000..=86_400_000_000_000).contains(&day),
             "{day}"
         );
+    }
+
+    /// Busy on the passes listed in `work`, idle on the others.
+    struct Scripted {
+        pass: usize,
+        work: Vec<usize>,
+        stop_at: usize,
+        quit: std::sync::Arc<AtomicBool>,
+    }
+
+    impl Poller for Scripted {
+        fn poll(&mut self, _now: u64) -> bool {
+            self.pass += 1;
+            if self.pass >= self.stop_at {
+                self.quit.store(true, Ordering::Relaxed);
+            }
+            self.work.contains(&self.pass)
+        }
+    }
+
+    fn backoffs(idle: Idle, work: Vec<usize>, passes: usize) -> (u64, u64) {
+        let quit = std::sync::Arc::new(AtomicBool::new(false));
+        let c = LoopCounters::default();
+        let p = Scripted {
+            pass: 0,
+            work,
+            stop_at: passes,
+            quit: quit.clone(),
+        };
+        run_loop(vec![Box::new(p)], &quit, Clock::new(), &c, idle);
+        (
+            c.backoffs.load(Ordering::Relaxed),
+            c.idle_polls.load(Ordering::Relaxed),
+        )
+    }
+
+    #[test]
+    fn spin_never_backs_off() {
+        assert_eq!(backoffs(Idle::Spin, vec![], 50), (0, 50));
+    }
+
+    #[test]
+    fn backoff_starts_after_a_run_of_empty_passes_and_work_resets_it() {
+        // 10 empty passes, then one backoff per further empty pass: passes 11..=20.
+        let y = Idle::Yield { after: 10 };
+        assert_eq!(backoffs(y, vec![], 20), (10, 20));
+        // Work on pass 15 restarts the count: 16..=25 spin, 26..=30 back off; before it,
+        // 11..=14 backed off.
+        assert_eq!(backoffs(y, vec![15], 30).0, 4 + 5);
+        let s = Idle::Sleep {
+            after: 3,
+            ns: 1_000,
+        };
+        assert_eq!(backoffs(s, vec![], 8), (5, 8));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::counters::LoopCounters;
 use crate::demo::{build_demo, wait_until_done, DemoOpts, DemoResult, Tree, Wires};
 use crate::dpdk_io::{DpdkRx, DpdkTx};
 use crate::engine::{build_switch, build_table, PortIo, SwitchStats};
-use crate::poll::{finish_all, run_loop, Clock, Poller};
+use crate::poll::{finish_all, run_loop, Clock, Idle, Poller};
 use dpdk::{Eal, LcoreId, Mempool, Port, QueueId};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -47,14 +47,15 @@ impl Drop for StopOnDrop {
 /// Loops to run: lcore -> pollers.
 pub type Placement = BTreeMap<u32, Vec<Box<dyn Poller>>>;
 
-/// Run every loop on its lcore (the main lcore's on this thread) until `quit`, then shut the
-/// pollers down (`finish_all`). `manage` runs on a plain thread that sleeps between looks; it
+/// Run every loop on its lcore (the main lcore's on this thread) until `quit`, each doing what
+/// `idle` says on empty passes, then shut the pollers down (`finish_all`). `manage` runs on a plain thread that sleeps between looks; it
 /// returns when it is time to stop (it may also just wait for `quit`).
 pub fn run_placement<F>(
     eal: &Eal,
     placement: Placement,
     quit: Arc<AtomicBool>,
     clock: Clock,
+    idle: Idle,
     manage: F,
 ) -> Result<Vec<(u32, Arc<LoopCounters>)>, String>
 where
@@ -75,7 +76,7 @@ where
         let j = dpdk::launch_on(eal, LcoreId(lcore), move || {
             // A loop that ends for any reason, a panic included, stops the others too.
             let _stop_all = StopOnDrop(q.clone());
-            run_loop(pollers, &q, clock, &counters)
+            run_loop(pollers, &q, clock, &counters, idle)
         })
         .map_err(|e| {
             quit.store(true, Ordering::Relaxed);
@@ -97,7 +98,7 @@ where
         let _stop_all = StopOnDrop(quit.clone());
         let q = quit.clone();
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-            run_loop(pollers, &q, clock, &counters)
+            run_loop(pollers, &q, clock, &counters, idle)
         })) {
             Ok(p) => all.extend(p),
             Err(_) => errors.push(format!("lcore{main} (main): a poller panicked")),
@@ -129,9 +130,10 @@ fn loops_report(loops: &[(u32, Arc<LoopCounters>)]) -> String {
     for (l, c) in loops {
         let busy = c.busy_polls.load(Ordering::Relaxed);
         let idle = c.idle_polls.load(Ordering::Relaxed);
+        let backoffs = c.backoffs.load(Ordering::Relaxed);
         let _ = writeln!(
             s,
-            "lcore {l}: busy_polls={busy} idle_polls={idle} ({:.1}% busy)",
+            "lcore {l}: busy_polls={busy} idle_polls={idle} ({:.1}% busy) backoffs={backoffs}",
             100.0 * busy as f64 / (busy + idle).max(1) as f64
         );
     }
@@ -293,23 +295,31 @@ pub fn run_config(
     let mgmt_stats = stats.clone();
     let started = Instant::now();
     eprintln!(
-        "barrier-switch: {} ports, {} groups, lcores {:?}; SIGUSR1 prints counters, SIGINT/SIGTERM stops",
+        "barrier-switch: {} ports, {} groups, lcores {:?}, idle: {}; SIGUSR1 prints counters, SIGINT/SIGTERM stops",
         cfg.ports.len(),
         cfg.group_count(),
-        placement.keys().collect::<Vec<_>>()
+        placement.keys().collect::<Vec<_>>(),
+        cfg.lcores.idle
     );
-    let loops = run_placement(&eal, placement, quit.clone(), clock, move || {
-        while !quit.load(Ordering::Relaxed) {
+    let loops = run_placement(
+        &eal,
+        placement,
+        quit.clone(),
+        clock,
+        cfg.lcores.idle,
+        move || {
+            while !quit.load(Ordering::Relaxed) {
+                if dump.swap(false, Ordering::Relaxed) {
+                    println!("{}", mgmt_stats.report());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // A SIGUSR1 that came with the stop still gets its answer.
             if dump.swap(false, Ordering::Relaxed) {
                 println!("{}", mgmt_stats.report());
             }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // A SIGUSR1 that came with the stop still gets its answer.
-        if dump.swap(false, Ordering::Relaxed) {
-            println!("{}", mgmt_stats.report());
-        }
-    })?;
+        },
+    )?;
     let mut report = stats.report();
     report += &loops_report(&loops);
     let _ = writeln!(report, "ran {:.3} s", started.elapsed().as_secs_f64());
@@ -480,7 +490,7 @@ pub fn run_demo_on(
     // The loops stop on this run's own flag; `quit` (a signal) only ends the wait early.
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
-    let loops = run_placement(eal, placement, stop, clock, move || {
+    let loops = run_placement(eal, placement, stop, clock, opts.idle, move || {
         wait_until_done(&done, &o, start, &[&q, &stopped]);
     })?;
     let elapsed = start.elapsed();

@@ -68,14 +68,25 @@ fn assert_no_recovery_work(r: &Run, barriers: u64) {
     assert!(r.report.completed.iter().all(|&c| c == barriers));
     assert!(r.report.releases_per_leaf.iter().all(|&n| n == barriers));
     assert_eq!(r.report.resends, 0, "leaves re-sent a reduce");
-    assert_eq!(r.report.ignored_releases, 0, "a leaf got a duplicate release");
+    assert_eq!(
+        r.report.ignored_releases, 0,
+        "a leaf got a duplicate release"
+    );
     for s in &r.switches {
         let name = &s.name;
-        assert_eq!(s.sched.timer_resends.load(Relaxed), 0, "{name}: timer re-sends");
+        assert_eq!(
+            s.sched.timer_resends.load(Relaxed),
+            0,
+            "{name}: timer re-sends"
+        );
         assert_eq!(s.rx_sum(|c| &c.stale_reduce), 0, "{name}: stale reduces");
         assert_eq!(s.rx_sum(|c| &c.stale_release), 0, "{name}: stale releases");
         assert_eq!(s.rx_sum(|c| &c.duplicates), 0, "{name}: duplicates");
-        assert_eq!(s.tx_sum(|c| &c.retransmits_out), 0, "{name}: retransmissions");
+        assert_eq!(
+            s.tx_sum(|c| &c.retransmits_out),
+            0,
+            "{name}: retransmissions"
+        );
         assert_eq!(s.tx_sum(|c| &c.coalesced), 0, "{name}: coalesced sends");
         assert_eq!(s.tx_sum(|c| &c.tx_full_waits), 0, "{name}: TX waits");
     }
