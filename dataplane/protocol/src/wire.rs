@@ -377,7 +377,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
 /// The 16-bit ones' complement sum of `bytes` (even length), big-endian words, carries folded
 /// back in. Summing into a u32 cannot overflow for a header of 11 words.
 fn ones_complement_sum(bytes: &[u8]) -> u16 {
-    debug_assert!(bytes.len() % 2 == 0);
+    debug_assert!(bytes.len().is_multiple_of(2));
     let mut sum: u32 = bytes
         .chunks_exact(2)
         .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
@@ -680,7 +680,8 @@ mod tests {
         assert_eq!(with(16, 3), Err(ParseError::BadKind));
         assert_eq!(with(17, 0x04), Err(ParseError::ReservedFlags));
         assert_eq!(with(17, 0x80), Err(ParseError::ReservedFlags));
-        assert_eq!(with(19, 0x10), Err(ParseError::GroupOutOfRange)); // group = 0x0010_0007
+        // group = 0x0010_0007 >= 2^20
+        assert_eq!(with(19, 0x10), Err(ParseError::GroupOutOfRange));
         // group = 0x000f_0007 < 2^20 passes the range check, but the checksum was for group 7
         assert_eq!(with(19, 0x0f), Err(ParseError::BadChecksum));
         assert_eq!(with(25, 43), Err(ParseError::BadChecksum));
