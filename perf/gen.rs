@@ -78,7 +78,7 @@ fn main() {
         })
         .collect();
     let pollers: Vec<Box<dyn Poller>> = vec![Box::new(Reflector::new(rp, 0, GROUPS, 0))];
-    w.attach(pollers, barrier_switch::poll::Clock::new(), None)
+    w.attach(pollers, barrier_switch::poll::Clock::new(), None, None)
         .expect("attach");
     let mut e = Engine::new(cfg(), gen, Clock::tsc());
     let (p, c) = w
@@ -93,7 +93,15 @@ fn main() {
     finish(e, w);
 
     // Phase 2: barrier-switch.
-    let (mut w, gen) = wiring::open(eal.clone(), "sw", &plan, 0..GROUPS, &[]).expect("ports");
+    let (mut w, gen) = wiring::open(
+        eal.clone(),
+        "sw",
+        &plan,
+        &[(0..GROUPS, (1u64 << PORTS) - 1)],
+        &[],
+        None,
+    )
+    .expect("ports");
     let mut e = Engine::new(cfg(), gen, Clock::tsc());
     let (p, c) = w
         .switch

@@ -125,6 +125,9 @@ pub struct GenConfig {
     pub reorder_hold_ns: u64,
     /// Print a progress line every second to stderr.
     pub progress: bool,
+    /// Names this generator in progress lines and interval-log tags when several run at once
+    /// (empty: alone).
+    pub label: String,
 }
 
 impl Default for GenConfig {
@@ -140,6 +143,7 @@ impl Default for GenConfig {
             seed: 1,
             reorder_hold_ns: 50_000,
             progress: false,
+            label: String::new(),
         }
     }
 }
@@ -324,6 +328,11 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
 
     pub fn ports(&self) -> usize {
         self.ports.len()
+    }
+
+    /// Groups this generator runs.
+    pub fn groups(&self) -> u32 {
+        self.cfg.groups
     }
 
     fn np(&self) -> u32 {
@@ -524,7 +533,8 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         if self.cfg.progress {
             let lost = self.t.lost;
             eprintln!(
-                "[{:7.1}s] tx {}/s rx {}/s barriers {}/s (total {}) lost {} re-sends {} faults tx/rx {}/{} leaf p50 {} p99 {}",
+                "{}[{:7.1}s] tx {}/s rx {}/s barriers {}/s (total {}) lost {} re-sends {} faults tx/rx {}/{} leaf p50 {} p99 {}",
+                if self.cfg.label.is_empty() { String::new() } else { format!("{} ", self.cfg.label) },
                 (now - p.start_ns) as f64 / 1e9,
                 crate::report::rate((self.t.tx - p.tx) as f64 / secs),
                 crate::report::rate((self.t.rx - p.rx) as f64 / secs),
@@ -541,8 +551,16 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         if let Some(log) = &self.hdr {
             let start = Duration::from_nanos(p.last_ns);
             let len = Duration::from_nanos(dt);
-            log.record(start, len, "leaf", self.iv_leaf.clone());
-            log.record(start, len, "barrier", self.iv_barrier.clone());
+            let (tl, tb) = if self.cfg.label.is_empty() {
+                ("leaf".to_string(), "barrier".to_string())
+            } else {
+                (
+                    format!("leaf-{}", self.cfg.label),
+                    format!("barrier-{}", self.cfg.label),
+                )
+            };
+            log.record(start, len, &tl, self.iv_leaf.clone());
+            log.record(start, len, &tb, self.iv_barrier.clone());
         }
         self.iv_leaf.reset();
         self.iv_barrier.reset();
@@ -777,6 +795,22 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
                 self.t.tx += sent as u64;
             }
         }
+    }
+
+    /// Runs the inline pollers once (an in-process switch that other generators still need
+    /// after this one's trial ended). Returns whether any did work.
+    pub fn poll_inline(&mut self) -> bool {
+        let t = self.inline_clock.now_ns();
+        let mut busy = false;
+        for p in self.inline.iter_mut() {
+            busy |= p.poll(t);
+        }
+        busy
+    }
+
+    /// The last trial's histograms (leaf, barrier, echo), for merging several generators.
+    pub fn histograms(&self) -> [&Histogram<u64>; 3] {
+        [&self.hist_leaf, &self.hist_barrier, &self.hist_echo]
     }
 
     /// Receives and frees whatever is still queued towards the generator (shutdown).

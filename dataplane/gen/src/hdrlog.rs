@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 struct Interval {
     start: Duration,
     length: Duration,
-    tag: &'static str,
+    tag: String,
     hist: Histogram<u64>,
 }
 
@@ -44,7 +44,7 @@ impl HdrLog {
                 for iv in rx {
                     let mut w =
                         IntervalLogWriterBuilder::new().begin_log_with(&mut file, &mut ser)?;
-                    w.write_histogram(&iv.hist, iv.start, iv.length, Tag::new(iv.tag))
+                    w.write_histogram(&iv.hist, iv.start, iv.length, Tag::new(&iv.tag))
                         .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
                     written += 1;
                 }
@@ -59,20 +59,23 @@ impl HdrLog {
     }
 
     /// Queues one interval (`tag`: no spaces, commas or colons).
-    pub fn record(
-        &self,
-        start: Duration,
-        length: Duration,
-        tag: &'static str,
-        hist: Histogram<u64>,
-    ) {
+    pub fn record(&self, start: Duration, length: Duration, tag: &str, hist: Histogram<u64>) {
         if let Some(tx) = &self.tx {
             let _ = tx.send(Interval {
                 start,
                 length,
-                tag,
+                tag: tag.to_string(),
                 hist,
             });
+        }
+    }
+
+    /// Another writer into the same log, for another generator lcore; the file is closed when
+    /// the original is finished and every handle is gone.
+    pub fn handle(&self) -> HdrLog {
+        HdrLog {
+            tx: self.tx.clone(),
+            thread: None,
         }
     }
 

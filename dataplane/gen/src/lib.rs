@@ -10,6 +10,7 @@
 //! | [`engine`] | the loop: arrivals (open loop on a token bucket, or closed loop), releases, re-send timers, fault injection, latency histograms |
 //! | [`bucket`] | the token bucket on the TSC that paces open-loop arrivals |
 //! | [`fault`] | per-port, per-direction drop / duplicate / reorder / corrupt at set rates, seeded |
+//! | [`multi`] | several generators side by side, one per lcore, each with its own ports and groups; merged reports |
 //! | [`search`] | RFC 2544-style binary search for the highest rate with no lost barrier |
 //! | [`report`] | trial report: counts, rates, latency percentiles; text and JSON |
 //! | [`hdrlog`] | the hdrhistogram interval log, written on its own thread |
@@ -23,6 +24,7 @@ pub mod bucket;
 pub mod engine;
 pub mod fault;
 pub mod hdrlog;
+pub mod multi;
 pub mod reflector;
 pub mod report;
 pub mod search;

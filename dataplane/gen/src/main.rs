@@ -6,6 +6,7 @@
 use barrier_gen::engine::{Clock, Engine, GenConfig, Load, TrialSpec};
 use barrier_gen::fault::{CorruptScope, FaultRates};
 use barrier_gen::hdrlog::HdrLog;
+use barrier_gen::multi;
 use barrier_gen::report::{PassRule, TrialReport};
 use barrier_gen::search::{search, SearchParams};
 use barrier_gen::wiring::{self, PortPlan};
@@ -61,6 +62,11 @@ struct Opts {
     /// With --inproc-switch: how many ports (children).
     #[arg(long, default_value_t = 4)]
     ports: usize,
+    /// Generators side by side, one per lcore (the first on the main lcore, the others on
+    /// worker lcores): each takes an even share of the ports and of the groups, and its groups'
+    /// children are its own ports.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
     /// Groups emulated at once (every port is a child in every group).
     #[arg(long, default_value_t = 1024)]
     groups: u32,
@@ -290,12 +296,41 @@ fn real_main() -> Result<ExitCode, String> {
             barrier_protocol::MAX_GROUPS
         ));
     }
-    let (mut wiring, gen_ports) = wiring::open(eal, "gen", &plan, groups, &faults)?;
+    let shards = multi::split(opts.workers, nports, opts.first_group, opts.groups)?;
+    let lcores = eal.worker_lcores();
+    if lcores.len() + 1 < shards.len() {
+        return Err(format!(
+            "--workers {} needs {} worker lcores; EAL has {} (give more with -l/--lcores)",
+            shards.len(),
+            shards.len() - 1,
+            lcores.len()
+        ));
+    }
+    // The in-process switch gets the next lcore if there is one, else it runs inside the first
+    // generator's loop.
+    let sut_lcore = if opts.inproc_switch {
+        lcores.get(shards.len() - 1).copied()
+    } else {
+        None
+    };
+    let switch_shards: Vec<_> = shards
+        .iter()
+        .map(|s| (s.groups.clone(), s.children_mask()))
+        .collect();
+    let (mut wiring, gen_ports) = wiring::open(
+        eal.clone(),
+        "gen",
+        &plan,
+        &switch_shards,
+        &faults,
+        sut_lcore,
+    )?;
 
     // Echoed in the JSON report so a result says how it was produced.
     let config = serde_json::json!({
         "ports": gen_ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
         "inproc_switch": opts.inproc_switch,
+        "workers": shards.len(),
         "groups": opts.groups,
         "first_group": opts.first_group,
         "first_seq": opts.first_seq,
@@ -311,37 +346,56 @@ fn real_main() -> Result<ExitCode, String> {
         "seed": opts.seed,
         "timestamps": !opts.no_timestamp,
     });
-    let cfg = GenConfig {
-        first_group: opts.first_group,
-        groups: opts.groups,
-        first_seq: opts.first_seq,
-        resend_timeout_ns: opts.resend_timeout_us * 1000,
-        barrier_deadline_ns: opts.deadline_ms * 1_000_000,
-        dst_mac: opts.dst_mac.unwrap_or([0xff; 6]),
-        timestamps: !opts.no_timestamp,
-        seed: opts.seed,
-        progress: !opts.quiet,
-        ..GenConfig::default()
-    };
-    let mut engine = Engine::new(cfg, gen_ports, Clock::tsc());
-    if let Some(sw) = &mut wiring.switch {
-        if let Some((pollers, clock)) = sw.inline.take() {
-            engine.set_inline_pollers(pollers, clock);
-        }
-    }
     let quit = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, quit.clone()).map_err(|e| e.to_string())?;
     }
-    engine.set_quit(quit.clone());
-    if let Some(path) = &opts.hdr_log {
-        let comment = format!(
-            "barrier-gen: {} ports x {} groups, values in ns",
-            nports, opts.groups
+    let hdr = match &opts.hdr_log {
+        Some(path) => {
+            let comment = format!(
+                "barrier-gen: {} ports x {} groups, values in ns",
+                nports, opts.groups
+            );
+            Some(HdrLog::create(path, &comment).map_err(|e| format!("{}: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let mut gen_ports = gen_ports.into_iter();
+    let mut engines = Vec::new();
+    for (i, shard) in shards.iter().enumerate() {
+        let cfg = GenConfig {
+            first_group: shard.groups.start,
+            groups: shard.groups.len() as u32,
+            first_seq: opts.first_seq,
+            resend_timeout_ns: opts.resend_timeout_us * 1000,
+            barrier_deadline_ns: opts.deadline_ms * 1_000_000,
+            dst_mac: opts.dst_mac.unwrap_or([0xff; 6]),
+            timestamps: !opts.no_timestamp,
+            // Each generator draws its own fault streams.
+            seed: opts.seed.wrapping_add(0x1000_0000_0000 * i as u64),
+            progress: !opts.quiet,
+            label: if shards.len() > 1 {
+                format!("w{i}")
+            } else {
+                String::new()
+            },
+            ..GenConfig::default()
+        };
+        let mut e = Engine::new(
+            cfg,
+            gen_ports.by_ref().take(shard.ports.len()).collect(),
+            Clock::tsc(),
         );
-        engine.set_hdr_log(
-            HdrLog::create(path, &comment).map_err(|e| format!("{}: {e}", path.display()))?,
-        );
+        e.set_quit(quit.clone());
+        if let Some(log) = &hdr {
+            e.set_hdr_log(log.handle());
+        }
+        engines.push(e);
+    }
+    if let Some(sw) = &mut wiring.switch {
+        if let Some((pollers, clock)) = sw.inline.take() {
+            engines[0].set_inline_pollers(pollers, clock);
+        }
     }
     let burst_for = |rate: u64| opts.burst.unwrap_or((rate / 100).max(64));
     let duration = Duration::from_secs_f64(opts.duration);
@@ -362,12 +416,17 @@ fn real_main() -> Result<ExitCode, String> {
         let max_rate = match opts.max_rate {
             Some(r) => r,
             None => {
-                let probe = engine.run_trial(&TrialSpec {
-                    load: Load::Closed,
-                    duration,
-                    count: None,
-                    drain,
-                });
+                let probe = multi::run_trial_all(
+                    &eal,
+                    &mut engines,
+                    &lcores,
+                    &TrialSpec {
+                        load: Load::Closed,
+                        duration,
+                        count: None,
+                        drain,
+                    },
+                )?;
                 let r = (probe.frames.tx_reduce as f64
                     / (probe.elapsed_s - probe.drain_s).max(1e-9)
                     * 2.0) as u64;
@@ -385,11 +444,12 @@ fn real_main() -> Result<ExitCode, String> {
             max_trials: opts.max_trials,
         };
         let q = quit.clone();
+        let mut trial_error = None;
         let result = search(&params, |rate| {
             if q.load(std::sync::atomic::Ordering::Relaxed) {
                 return None;
             }
-            let r = engine.run_trial(&TrialSpec {
+            let spec = TrialSpec {
                 load: Load::Open {
                     rate,
                     burst: burst_for(rate),
@@ -397,7 +457,14 @@ fn real_main() -> Result<ExitCode, String> {
                 duration,
                 count: None,
                 drain,
-            });
+            };
+            let r = match multi::run_trial_all(&eal, &mut engines, &lcores, &spec) {
+                Ok(r) => r,
+                Err(e) => {
+                    trial_error = Some(e);
+                    return None;
+                }
+            };
             if r.interrupted {
                 return None; // not a verdict on this rate
             }
@@ -413,6 +480,9 @@ fn real_main() -> Result<ExitCode, String> {
             }
             Some((pass, r))
         });
+        if let Some(e) = trial_error {
+            return Err(e);
+        }
         ok = result.best_rate.is_some()
             && result
                 .steps
@@ -449,12 +519,17 @@ fn real_main() -> Result<ExitCode, String> {
             s
         }
     } else {
-        let r: TrialReport = engine.run_trial(&TrialSpec {
-            load,
-            duration,
-            count: opts.count,
-            drain,
-        });
+        let r: TrialReport = multi::run_trial_all(
+            &eal,
+            &mut engines,
+            &lcores,
+            &TrialSpec {
+                load,
+                duration,
+                count: opts.count,
+                drain,
+            },
+        )?;
         ok = r.barriers.incomplete == 0 && r.barriers.early_releases == 0 && !r.interrupted;
         let switch_report = wiring
             .switch
@@ -473,13 +548,17 @@ fn real_main() -> Result<ExitCode, String> {
 
     // Shutdown: stop the switch (flushing toward us), drain our side, drop every queue handle,
     // close the ports, and check every mbuf came back.
-    let inline = engine.take_inline_pollers();
+    let inline = engines[0].take_inline_pollers();
     let switch_pollers = wiring.stop_switch(inline)?;
-    engine.drain_rx();
-    if let Some(log) = engine.take_hdr_log() {
+    for e in &mut engines {
+        e.drain_rx();
+        // The generators' handles on the interval log go first: the writer ends with the last.
+        drop(e.take_hdr_log());
+    }
+    if let Some(log) = hdr {
         log.finish().map_err(|e| format!("hdr log: {e}"))?;
     }
-    drop(engine);
+    drop(engines);
     drop(switch_pollers);
     let closed = wiring.close()?;
     // A closed pipe (`| head`) is not an error worth a panic.

@@ -273,6 +273,73 @@ impl TrialReport {
     }
 }
 
+/// One report for generators that ran the same trial side by side (one per lcore, each on its
+/// own ports and groups): counts add up, rates are over the longest elapsed time, percentiles
+/// come from the merged histograms `[leaf, barrier, echo]`.
+pub fn merge(parts: &[TrialReport], hists: &[[&Histogram<u64>; 3]]) -> TrialReport {
+    assert!(!parts.is_empty() && parts.len() == hists.len());
+    let mut m = parts[0].clone();
+    if parts.len() == 1 {
+        return m;
+    }
+    let mut h: [Histogram<u64>; 3] = [new_histogram(), new_histogram(), new_histogram()];
+    for part in hists {
+        for (acc, x) in h.iter_mut().zip(part.iter()) {
+            acc.add(*x).expect("same histogram bounds");
+        }
+    }
+    m.elapsed_s = parts.iter().map(|p| p.elapsed_s).fold(0.0, f64::max);
+    m.drain_s = parts.iter().map(|p| p.drain_s).fold(0.0, f64::max);
+    m.ports = parts.iter().map(|p| p.ports).sum();
+    m.groups = parts.iter().map(|p| p.groups).sum();
+    m.offered_fps = parts.iter().map(|p| p.offered_fps).sum();
+    m.interrupted = parts.iter().any(|p| p.interrupted);
+    let (f, b) = (&mut m.frames, &mut m.barriers);
+    *f = FrameCounts::default();
+    *b = BarrierCounts::default();
+    m.faults_tx = FaultCounts::default();
+    m.faults_rx = FaultCounts::default();
+    m.per_port.clear();
+    for p in parts {
+        let (pf, pb) = (&p.frames, &p.barriers);
+        f.tx += pf.tx;
+        f.rx += pf.rx;
+        f.tx_reduce += pf.tx_reduce;
+        f.tx_resend += pf.tx_resend;
+        f.rx_release += pf.rx_release;
+        f.rx_release_ignored += pf.rx_release_ignored;
+        f.rx_other += pf.rx_other;
+        f.tx_blocked += pf.tx_blocked;
+        b.started += pb.started;
+        b.completed += pb.completed;
+        b.incomplete += pb.incomplete;
+        b.needed_resend += pb.needed_resend;
+        b.over_deadline += pb.over_deadline;
+        b.lost += pb.lost;
+        b.early_releases += pb.early_releases;
+        b.carried_over += pb.carried_over;
+        m.faults_tx.add(&p.faults_tx);
+        m.faults_rx.add(&p.faults_rx);
+        m.per_port.extend(p.per_port.iter().cloned());
+    }
+    let secs = m.elapsed_s.max(1e-9);
+    f.tx_per_s = f.tx as f64 / secs;
+    f.rx_per_s = f.rx as f64 / secs;
+    b.per_s = b.completed as f64 / secs;
+    // Each part offered its share over its own arrival window; their mean weighted by share.
+    m.achieved_ratio = m.offered_fps.map(|total| {
+        parts
+            .iter()
+            .map(|p| p.achieved_ratio.unwrap_or(0.0) * p.offered_fps.unwrap_or(0) as f64)
+            .sum::<f64>()
+            / total.max(1) as f64
+    });
+    m.latency_leaf = Percentiles::of(&h[0]);
+    m.latency_barrier = Percentiles::of(&h[1]);
+    m.latency_echo = (!h[2].is_empty()).then(|| Percentiles::of(&h[2]));
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,5 +388,45 @@ mod tests {
         assert_eq!(ns(12_345), "12.3µs");
         assert_eq!(ns(12_345_678), "12.35ms");
         assert_eq!(rate(2_500_000.0), "2.500M");
+    }
+
+    #[test]
+    fn merge_adds_counts_and_merges_histograms() {
+        let mut a = TrialReport {
+            mode: "open".into(),
+            offered_fps: Some(1000),
+            achieved_ratio: Some(1.0),
+            ports: 2,
+            groups: 10,
+            elapsed_s: 2.0,
+            ..Default::default()
+        };
+        a.frames.tx = 2000;
+        a.barriers.completed = 100;
+        a.barriers.lost = 1;
+        let mut b = a.clone();
+        b.achieved_ratio = Some(0.5);
+        b.elapsed_s = 4.0;
+        b.barriers.early_releases = 2;
+        let (mut h1, mut h2, e) = (new_histogram(), new_histogram(), new_histogram());
+        h1.record(1000).unwrap();
+        h2.record(3000).unwrap();
+        let m = merge(&[a, b], &[[&h1, &h1, &e], [&h2, &h2, &e]]);
+        assert_eq!((m.ports, m.groups, m.offered_fps), (4, 20, Some(2000)));
+        assert_eq!(
+            (
+                m.frames.tx,
+                m.barriers.completed,
+                m.barriers.lost,
+                m.barriers.early_releases
+            ),
+            (4000, 200, 2, 2)
+        );
+        assert_eq!(m.elapsed_s, 4.0);
+        assert_eq!(m.barriers.per_s, 50.0);
+        assert_eq!(m.achieved_ratio, Some(0.75));
+        assert_eq!(m.latency_leaf.samples, 2);
+        assert!(m.latency_leaf.max_ns >= 3000 && m.latency_leaf.min_ns <= 1000);
+        assert!(m.latency_echo.is_none());
     }
 }

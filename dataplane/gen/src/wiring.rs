@@ -6,11 +6,10 @@
 use crate::engine::GenPort;
 use crate::fault::FaultRates;
 use barrier_switch::config::{GroupRole, GroupSpec};
-use barrier_switch::counters::LoopCounters;
 use barrier_switch::dpdk_io::{DpdkRx, DpdkTx};
 use barrier_switch::engine::{build_switch, build_table, PortIo, SwitchStats};
-use barrier_switch::poll::{finish_all, run_loop, Clock, Poller};
-use dpdk::{Eal, LcoreJoin, Mempool, Port, QueueId};
+use barrier_switch::poll::{finish_all, Clock, Poller};
+use dpdk::{Eal, LcoreId, LcoreJoin, Mempool, Port, QueueId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -82,32 +81,33 @@ fn mac_of(port: &Port, i: usize) -> [u8; 6] {
 }
 
 /// Opens the ports of `plan`; returns the wiring and the generator's side of each port. For
-/// `Inproc`, a barrier-switch root with every group of `groups` runs on the far ends. `tag`
-/// names the pool and the ring pairs (unique in the process while they live).
+/// `Inproc`, a barrier-switch root runs on the far ends with one group shape per entry of
+/// `shards` (group numbers, children as a port bitmask), on `sut_lcore` or, without one, inside
+/// the generator's loop. `tag` names the pool and the ring pairs (unique in the process while
+/// they live).
 pub fn open(
     eal: Eal,
     tag: &str,
     plan: &PortPlan,
-    groups: std::ops::Range<u32>,
+    shards: &[(std::ops::Range<u32>, u64)],
     faults: &[(FaultRates, FaultRates)],
+    sut_lcore: Option<LcoreId>,
 ) -> Result<(Wiring, Vec<DpdkGenPort>), String> {
     let (mut w, gen, far) = open_ports(eal, tag, plan, faults)?;
     if let PortPlan::Inproc {
-        ports,
-        switch_resend_ns,
+        switch_resend_ns, ..
     } = plan
     {
-        let spec = GroupSpec {
-            numbers: groups,
-            role: GroupRole::Root,
-            children: if *ports == 64 {
-                u64::MAX
-            } else {
-                (1u64 << ports) - 1
-            },
-            resend_timeout_ns: *switch_resend_ns,
-        };
-        let table = Arc::new(build_table(&[spec])?);
+        let specs: Vec<GroupSpec> = shards
+            .iter()
+            .map(|(numbers, children)| GroupSpec {
+                numbers: numbers.clone(),
+                role: GroupRole::Root,
+                children: *children,
+                resend_timeout_ns: *switch_resend_ns,
+            })
+            .collect();
+        let table = Arc::new(build_table(&specs)?);
         let io = far
             .into_iter()
             .map(|f| PortIo {
@@ -122,7 +122,7 @@ pub fn open(
         let sw = build_switch("sut", [0x02, 0, 0, 0, 0x5e, 0], io, table, clock.now_ns());
         let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
         pollers.push(sw.sched);
-        w.attach(pollers, clock, Some(sw.stats))?;
+        w.attach(pollers, clock, Some(sw.stats), sut_lcore)?;
     }
     Ok((w, gen))
 }
@@ -216,22 +216,21 @@ pub fn open_ports(
 }
 
 impl Wiring {
-    /// Runs the pollers of a system under test: on the first worker lcore if EAL has one,
-    /// otherwise they wait in `switch.inline` for the generator's loop to run them.
+    /// Runs the pollers of a system under test on `lcore`, or (None) leaves them in
+    /// `switch.inline` for the generator's loop to run.
     pub fn attach(
         &mut self,
         pollers: Vec<Box<dyn Poller>>,
         clock: Clock,
         stats: Option<SwitchStats>,
+        lcore: Option<LcoreId>,
     ) -> Result<(), String> {
         let quit = Arc::new(AtomicBool::new(false));
-        let (inline, running) = match self.eal.worker_lcores().first() {
-            Some(&lcore) => {
+        let (inline, running) = match lcore {
+            Some(lcore) => {
                 let q = quit.clone();
-                let j = dpdk::launch_on(&self.eal, lcore, move || {
-                    run_loop(pollers, &q, clock, &LoopCounters::default())
-                })
-                .map_err(|e| format!("system-under-test lcore: {e}"))?;
+                let j = dpdk::launch_on(&self.eal, lcore, move || spin(pollers, &q, clock))
+                    .map_err(|e| format!("system-under-test lcore: {e}"))?;
                 (None, Some(j))
             }
             None => (Some((pollers, clock)), None),
@@ -292,4 +291,20 @@ impl Wiring {
             ))
         }
     }
+}
+
+/// The system under test's own loop: poll everything until `quit`, spinning (the lcore is its
+/// own), then hand the pollers back for `finish_all`.
+fn spin(
+    mut pollers: Vec<Box<dyn Poller>>,
+    quit: &AtomicBool,
+    clock: Clock,
+) -> Vec<Box<dyn Poller>> {
+    while !quit.load(Ordering::Relaxed) {
+        let now = clock.now_ns();
+        for p in pollers.iter_mut() {
+            p.poll(now);
+        }
+    }
+    pollers
 }
