@@ -26,6 +26,7 @@ if [ $rc -ne 0 ] && grep -q "a leaf was released .* before the last leaf arrived
   ok "early-releasing root is caught"; else bad "early-releasing root not caught (exit $rc)"; fi
 
 # Interrupt a long run once its leaves are running; topo.sh must remove all it made.
+: >"$log"  # empty the log first: the wait below must not see the previous case's text
 bash "$scripts/topo.sh" --switch "$mock switch" --leaf "$mock leaf" --barriers 100000000 >"$log" 2>&1 &
 topo=$!
 for ((i = 0; i < 300; i++)); do grep -q "leaves running" "$log" && break; sleep 0.1; done
