@@ -502,6 +502,31 @@ mod tests {
     }
 
     #[test]
+    fn loops_that_sleep_when_idle_still_complete_every_barrier() {
+        // Three loops on (usually) fewer cores, the case the sleep policy is for; the leaves'
+        // think time makes every loop go idle between barriers, so each one backs off.
+        let opts = DemoOpts {
+            fanout: vec![2, 2],
+            groups: 2,
+            count: Some(200),
+            loops: 3,
+            think_ns: vec![30_000, 30_000],
+            idle: crate::poll::Idle::Sleep {
+                after: 10,
+                ns: 5_000,
+            },
+            ..DemoOpts::default()
+        };
+        let tree = Tree::new(&opts.fanout).unwrap();
+        let clock = Clock::new();
+        let demo = build_demo(&opts, &tree, mem_wires(&tree), clock.now_ns()).unwrap();
+        let r = run_on_threads(demo, &opts, clock, Arc::new(AtomicBool::new(false)));
+        assert_eq!(r.report.early_releases, 0);
+        assert!(r.report.completed.iter().all(|&c| c == 200));
+        assert!(r.report.releases_per_leaf.iter().all(|&n| n == 400));
+    }
+
+    #[test]
     fn tree_shapes() {
         let t = Tree::new(&[2, 4]).unwrap();
         assert_eq!(t.switches().len(), 3);

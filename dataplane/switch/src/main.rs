@@ -88,6 +88,15 @@ struct DemoArgs {
     /// Print every switch's counters at the end.
     #[arg(long)]
     counters: bool,
+    /// What the loops do when idle: spin (default), yield or sleep (more loops than cores).
+    #[arg(long, value_parser = ["spin", "yield", "sleep"], default_value = "spin")]
+    idle: String,
+    /// Empty passes before a yield/sleep loop backs off.
+    #[arg(long)]
+    idle_after_polls: Option<u32>,
+    /// Microseconds per idle sleep (with --idle sleep).
+    #[arg(long)]
+    idle_sleep_us: Option<u32>,
     /// Extra EAL arguments, after `--`.
     #[arg(last = true)]
     eal: Vec<String>,
@@ -179,7 +188,20 @@ fn main() -> ExitCode {
 }
 
 fn demo(a: DemoArgs) -> ExitCode {
+    let idle = match idle_policy(
+        &a.idle,
+        a.idle_after_polls,
+        a.idle_sleep_us,
+        ["--idle", "--idle-after-polls", "--idle-sleep-us"],
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("barrier-switch demo: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let opts = DemoOpts {
+        idle,
         fanout: a.fanout.clone(),
         groups: a.groups,
         count: a.count,
@@ -190,9 +212,9 @@ fn demo(a: DemoArgs) -> ExitCode {
         ..DemoOpts::default()
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if opts.loops > cores {
+    if opts.loops > cores && opts.idle == barrier_switch::poll::Idle::Spin {
         eprintln!(
-            "barrier-switch demo: warning: {} busy lcores on {cores} core(s): the loops will preempt each other and latency will be scheduler time slices",
+            "barrier-switch demo: warning: {} busy lcores on {cores} core(s): the loops will preempt each other and latency will be scheduler time slices (--idle sleep gives the core up when idle)",
             opts.loops
         );
     }
