@@ -1,12 +1,19 @@
-//! Every TOML example in docs/configuration.md is a valid configuration, and `barrier-switch
-//! check` accepts one and refuses a broken one with the key in the message (no DPDK involved).
+//! Every TOML example in docs/configuration.md and docs/operations.md is a valid configuration,
+//! and `barrier-switch check` accepts one and refuses a broken one with the key in the message
+//! (no DPDK involved).
 
 use barrier_switch::config::Config;
 use std::path::PathBuf;
 use std::process::Command;
 
 fn examples() -> Vec<String> {
-    let doc = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    examples_in("configuration.md")
+}
+
+fn examples_in(page: &str) -> Vec<String> {
+    let doc = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs")
+        .join(page);
     let text = std::fs::read_to_string(&doc).unwrap();
     let mut out = Vec::new();
     let mut cur: Option<String> = None;
@@ -36,6 +43,18 @@ fn every_example_is_valid() {
         if let Err(err) = Config::parse(e) {
             panic!("example {i} in docs/configuration.md is refused: {err}\n{e}");
         }
+    }
+}
+
+#[test]
+fn the_operations_page_examples_are_valid() {
+    let ex = examples_in("operations.md");
+    assert!(!ex.is_empty(), "docs/operations.md has no toml example");
+    for (i, e) in ex.iter().enumerate() {
+        let c = Config::parse(e).unwrap_or_else(|err| {
+            panic!("example {i} in docs/operations.md is refused: {err}\n{e}")
+        });
+        assert!(!c.groups.is_empty());
     }
 }
 
