@@ -11,7 +11,7 @@ use crate::report::{
     new_histogram, BarrierCounts, FrameCounts, Percentiles, PortCounts, TrialReport,
 };
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend, LeafState};
-use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq, Time};
 use barrier_switch::io::{RxQueue, TxBlocked, TxQueue, BURST};
 use barrier_switch::poll::Poller;
@@ -576,19 +576,11 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             len: FRAME_LEN as u8,
             bytes: [0; crate::fault::PKT_MAX],
         };
-        FrameRepr {
-            dst: MacAddr(self.cfg.dst_mac),
-            src: MacAddr(self.ports[port].mac),
-            kind: Kind::Reduce,
-            flags: if send.retransmit {
-                Flags::RETRANSMIT
-            } else {
-                Flags::empty()
-            },
-            group: send.group,
-            seq: send.seq,
-            tx_timestamp: self.cfg.timestamps.then_some(now),
-        }
+        send.frame(
+            MacAddr(self.ports[port].mac),
+            MacAddr(self.cfg.dst_mac),
+            self.cfg.timestamps.then_some(now),
+        )
         .emit(&mut pkt.bytes[..FRAME_LEN]);
         pkt
     }
@@ -856,6 +848,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use barrier_protocol::wire::Flags;
     use barrier_switch::config::{GroupRole, GroupSpec};
     use barrier_switch::engine::{build_switch, build_table, PortIo};
     use barrier_switch::io::{mem_wire, MemRx, MemTx};

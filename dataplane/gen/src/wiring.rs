@@ -264,32 +264,7 @@ impl Wiring {
 
     /// Stops and closes every port; then every mbuf must be back in the pool.
     pub fn close(self) -> Result<String, String> {
-        let mut errs = Vec::new();
-        for mut p in self.ports {
-            let name = p.name().to_string();
-            if let Err(e) = p.stop() {
-                errs.push(format!("stop {name}: {e}"));
-            }
-            if let Err(e) = p.close() {
-                errs.push(format!("close {name}: {e}"));
-            }
-        }
-        if !errs.is_empty() {
-            return Err(errs.join("; "));
-        }
-        let in_use = self.pool.in_use_count();
-        if in_use == 0 {
-            Ok(format!(
-                "mempool {}: all {} mbufs back",
-                self.pool.name(),
-                self.pool.avail_count()
-            ))
-        } else {
-            Err(format!(
-                "mempool {}: {in_use} mbufs not returned",
-                self.pool.name()
-            ))
-        }
+        barrier_switch::runtime::close_ports(self.ports, &self.pool)
     }
 }
 

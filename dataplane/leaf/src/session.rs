@@ -6,7 +6,7 @@
 use crate::records::{Record, RecordSink};
 use crate::transport::Transport;
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend, LeafState};
-use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq, Time, MAX_GROUPS};
 use std::collections::BTreeMap;
 use std::io;
@@ -469,24 +469,8 @@ impl<T: Transport> Session<T> {
     }
 
     fn send_reduce(&mut self, t: Time, send: LeafSend) -> Result<(), Error> {
-        let mut flags = Flags::empty();
-        if send.retransmit {
-            flags = flags.with(Flags::RETRANSMIT);
-        }
-        let mut tx_timestamp = None;
-        if self.cfg.timestamps {
-            flags = flags.with(Flags::HAS_TIMESTAMP);
-            tx_timestamp = Some(t.nanos());
-        }
-        let repr = FrameRepr {
-            dst: self.cfg.dst,
-            src: self.src,
-            kind: Kind::Reduce,
-            flags,
-            group: send.group,
-            seq: send.seq,
-            tx_timestamp,
-        };
+        let tx_timestamp = self.cfg.timestamps.then(|| t.nanos());
+        let repr = send.frame(self.src, self.cfg.dst, tx_timestamp);
         let mut buf = [0u8; FRAME_LEN];
         let n = repr.emit(&mut buf);
         self.transport.send(&buf[..n])?;
@@ -497,6 +481,7 @@ impl<T: Transport> Session<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use barrier_protocol::wire::Flags;
     use crate::mini_root::{MiniRoot, StopOnDrop};
     use crate::transport::loopback::{self, Hub, Port};
     use std::sync::atomic::{AtomicBool, Ordering};

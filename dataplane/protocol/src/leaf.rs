@@ -2,6 +2,7 @@
 //! re-send it whenever the timer expires without a release, and on the release for the current
 //! sequence number stop the timer and advance. Pure state machine, time passed in.
 
+use crate::wire::{Flags, FrameRepr, Kind, MacAddr};
 use crate::{GroupId, Seq, Time};
 
 /// A leaf's configuration for one group.
@@ -41,6 +42,21 @@ pub struct LeafSend {
     pub seq: Seq,
     /// A re-send after timeout (sets the RETRANSMIT flag).
     pub retransmit: bool,
+}
+
+impl LeafSend {
+    /// The reduce frame for this send, from `src` to `dst`, with an optional tx timestamp.
+    pub fn frame(self, src: MacAddr, dst: MacAddr, tx_timestamp: Option<u64>) -> FrameRepr {
+        FrameRepr {
+            dst,
+            src,
+            kind: Kind::Reduce,
+            flags: Flags::retransmit(self.retransmit),
+            group: self.group,
+            seq: self.seq,
+            tx_timestamp,
+        }
+    }
 }
 
 /// A barrier ended for this leaf.

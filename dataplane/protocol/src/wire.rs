@@ -132,6 +132,15 @@ impl Flags {
         Flags(0)
     }
 
+    /// RETRANSMIT when `retransmit`, else no flag.
+    pub const fn retransmit(retransmit: bool) -> Flags {
+        if retransmit {
+            Flags::RETRANSMIT
+        } else {
+            Flags::empty()
+        }
+    }
+
     /// `None` if a reserved bit is set.
     pub const fn from_bits(bits: u8) -> Option<Flags> {
         if bits & !Self::ALL.0 == 0 {

@@ -1144,11 +1144,7 @@ impl<'a> Sim<'a> {
             dst: mac_of(to),
             src: mac_of(from),
             kind,
-            flags: if retransmit {
-                Flags::RETRANSMIT
-            } else {
-                Flags::default()
-            },
+            flags: Flags::retransmit(retransmit),
             group,
             seq,
             // Exercises the optional timestamp field; the receiver checks it came back.

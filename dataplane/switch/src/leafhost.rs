@@ -7,7 +7,7 @@
 use crate::io::{RxQueue, TxQueue, BURST};
 use crate::poll::Poller;
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend};
-use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq, Time};
 use hdrhistogram::Histogram;
 use std::cmp::Reverse;
@@ -168,20 +168,8 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
 
     fn frame(&self, leaf: usize, send: LeafSend) -> [u8; FRAME_LEN] {
         let mut buf = [0u8; FRAME_LEN];
-        FrameRepr {
-            dst: MacAddr::BROADCAST,
-            src: MacAddr(self.links[leaf].mac),
-            kind: Kind::Reduce,
-            flags: if send.retransmit {
-                Flags::RETRANSMIT
-            } else {
-                Flags::empty()
-            },
-            group: send.group,
-            seq: send.seq,
-            tx_timestamp: None,
-        }
-        .emit(&mut buf);
+        send.frame(MacAddr(self.links[leaf].mac), MacAddr::BROADCAST, None)
+            .emit(&mut buf);
         buf
     }
 

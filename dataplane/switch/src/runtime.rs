@@ -144,8 +144,9 @@ fn stats_report(switches: &[SwitchStats]) -> String {
     switches.iter().map(|s| s.report()).collect()
 }
 
-/// Stop and close every port, then check that every mbuf came back to `pool`.
-fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, String> {
+/// Stop and close every port, then check that every mbuf came back to `pool` (also used by
+/// barrier-gen's wirings).
+pub fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, String> {
     let mut errs = Vec::new();
     for mut p in ports {
         let name = p.name().to_string();

@@ -150,11 +150,7 @@ impl<T: TxQueue> SchedPoller<T> {
                         SendKind::Reduce => Kind::Reduce,
                         SendKind::Release => Kind::Release,
                     },
-                    flags: if send.retransmit {
-                        Flags::RETRANSMIT
-                    } else {
-                        Flags::empty()
-                    },
+                    flags: Flags::retransmit(send.retransmit),
                     group: GroupId(group),
                     seq: Seq(send.seq),
                     tx_timestamp: None,

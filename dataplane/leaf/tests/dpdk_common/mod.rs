@@ -13,7 +13,7 @@ use barrier_protocol::{GroupId, PortIdx, PortSet};
 use barrier_switch::counters::LoopCounters;
 use barrier_switch::dpdk_io::{DpdkRx, DpdkTx};
 use barrier_switch::engine::{build_switch, PortIo, SwitchStats};
-use barrier_switch::poll::{finish_all, run_loop, Clock, Poller};
+use barrier_switch::poll::{finish_all, run_loop, Clock, Idle as SwitchIdle, Poller};
 use dpdk::{Eal, MbufBatch, Mempool, Port, QueueId};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -215,7 +215,7 @@ impl Bed {
         let pollers = std::mem::take(&mut self.pollers);
         let join = std::thread::spawn(move || {
             let counters = LoopCounters::default();
-            run_loop(pollers, &q, Clock::new(), &counters)
+            run_loop(pollers, &q, Clock::new(), &counters, SwitchIdle::Spin)
         });
         Running {
             quit,
