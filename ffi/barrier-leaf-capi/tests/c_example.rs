@@ -2,74 +2,18 @@
 //! against the built library (shared, static, and through the pkg-config file that install.sh
 //! writes) and completes barriers through a switch over a veth pair in a throw-away network
 //! namespace. The switch is played by the test: a root running the protocol's switch logic on
-//! the other end of the pair. Tests that need root skip themselves otherwise, saying so.
+//! the other end of the pair (tests/c_example_switch.rs runs it against the real barrier-switch
+//! process). Tests that need root skip themselves otherwise, saying so.
+
+mod common;
 
 use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
+use common::{build_example_shared, check, example_seqs, lib_dir, run, scratch, CRATE};
 use rawsock::testbed::{can_create, VethNetns};
 use rawsock::RawSocket;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-const CRATE: &str = env!("CARGO_MANIFEST_DIR");
-
-/// target/<profile>: where cargo put libbarrier.so and libbarrier.a (this test binary lives
-/// in its deps/ folder).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    for f in ["libbarrier.so", "libbarrier.a"] {
-        assert!(
-            dir.join(f).exists(),
-            "{} missing: build barrier-leaf-capi first",
-            dir.join(f).display()
-        );
-    }
-    dir
-}
-
-/// A scratch folder for this test's build products.
-fn scratch(name: &str) -> PathBuf {
-    let d = lib_dir().join(format!("capi-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    out
-}
-
-fn check(cmd: &mut Command) -> Output {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Compiles examples/c/barrier_example.c against the shared library (rpath set).
-fn build_example_shared(dir: &Path) -> PathBuf {
-    let exe = dir.join("barrier_example");
-    let lib = lib_dir();
-    check(
-        Command::new("cc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
-            .arg(format!("-I{CRATE}/include"))
-            .arg(format!("{CRATE}/examples/c/barrier_example.c"))
-            .arg("-o")
-            .arg(&exe)
-            .arg(format!("-L{}", lib.display()))
-            .arg("-lbarrier")
-            .arg(format!("-Wl,-rpath,{}", lib.display())),
-    );
-    exe
-}
 
 #[test]
 fn header_structs_match_the_rust_layout() {
@@ -277,11 +221,7 @@ fn c_example_completes_barriers_through_a_switch() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let seqs: Vec<u32> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("barrier group=7 seq="))
-        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
-        .collect();
+    let seqs = example_seqs(&stdout, 7);
     assert_eq!(seqs, (0..25).collect::<Vec<_>>(), "{stdout}");
     // The first release was dropped: the leaf re-sent its reduce and the switch re-released.
     assert!(
