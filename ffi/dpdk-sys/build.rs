@@ -12,6 +12,7 @@ const FUNCTIONS: &[&str] = &[
     // EAL, lcores, launch, time
     "rte_eal_init",
     "rte_eal_cleanup",
+    "rte_eal_get_runtime_dir",
     "rte_eal_mp_wait_lcore",
     "rte_eal_remote_launch",
     "rte_eal_wait_lcore",

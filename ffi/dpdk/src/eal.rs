@@ -159,9 +159,21 @@ impl Drop for EalInner {
         // SAFETY: waits for every worker lcore to return to WAIT; called from the main lcore or
         // a non-EAL thread, never from a worker (checked above).
         unsafe { sys::rte_eal_mp_wait_lcore() };
+        // SAFETY: EAL is initialised; the call returns a pointer to EAL's own NUL-terminated
+        // runtime-directory string, which is copied here before cleanup.
+        let runtime_dir = unsafe { CStr::from_ptr(sys::rte_eal_get_runtime_dir()) }
+            .to_str()
+            .ok()
+            .map(std::path::PathBuf::from);
         // SAFETY: no pool, port or mbuf-owning object can remain: each holds a clone of this
         // Arc (or leaked it on purpose when mbufs were outstanding).
         unsafe { sys::rte_eal_cleanup() };
+        // EAL creates /var/run/dpdk/<file-prefix> and never removes it: with a unique prefix per
+        // run (tests, demos) empty folders pile up. remove_dir only removes an empty folder, so a
+        // shared-config run's files (config, telemetry socket) are left as they are.
+        if let Some(dir) = runtime_dir.filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::remove_dir(dir);
+        }
         EAL_STATE.store(STATE_DONE, Ordering::Release);
     }
 }
