@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
+echo "== format"
+cargo fmt --all --check
+
 echo "== build"
 cargo build --workspace --all-targets
 

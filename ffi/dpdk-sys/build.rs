@@ -205,7 +205,9 @@ fn main() {
     for v in VARS {
         builder = builder.allowlist_var(v);
     }
-    let bindings = builder.generate().expect("bindgen over csrc/wrapper.h failed");
+    let bindings = builder
+        .generate()
+        .expect("bindgen over csrc/wrapper.h failed");
     bindings
         .write_to_file(out_dir.join("bindings.rs"))
         .expect("writing bindings.rs");

@@ -481,9 +481,9 @@ impl<T: Transport> Session<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use barrier_protocol::wire::Flags;
     use crate::mini_root::{MiniRoot, StopOnDrop};
     use crate::transport::loopback::{self, Hub, Port};
+    use barrier_protocol::wire::Flags;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
 

@@ -56,9 +56,19 @@ fn every_wrapper_does_what_its_c_function_does() {
         assert_eq!(dpdk_sys_rte_errno(), EINVAL_FOR_TEST);
 
         let name = CString::new("wrap_pool").unwrap();
-        let pool = rte_pktmbuf_pool_create(name.as_ptr(), 63, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE as u16, SOCKET_ID_ANY);
+        let pool = rte_pktmbuf_pool_create(
+            name.as_ptr(),
+            63,
+            0,
+            0,
+            RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+            SOCKET_ID_ANY,
+        );
         assert!(!pool.is_null());
-        assert_eq!(rte_pktmbuf_data_room_size(pool), RTE_MBUF_DEFAULT_BUF_SIZE as u16);
+        assert_eq!(
+            rte_pktmbuf_data_room_size(pool),
+            RTE_MBUF_DEFAULT_BUF_SIZE as u16
+        );
         assert_eq!(rte_mempool_avail_count(pool), 63);
 
         let m = rte_pktmbuf_alloc(pool);
@@ -67,7 +77,10 @@ fn every_wrapper_does_what_its_c_function_does() {
         assert_eq!((*m).data_len, 0);
         assert_eq!(rte_pktmbuf_headroom(m), (*m).data_off);
         assert_eq!(rte_pktmbuf_headroom(m) as u32, RTE_PKTMBUF_HEADROOM);
-        assert_eq!(rte_pktmbuf_tailroom(m) as u32, RTE_MBUF_DEFAULT_BUF_SIZE - RTE_PKTMBUF_HEADROOM);
+        assert_eq!(
+            rte_pktmbuf_tailroom(m) as u32,
+            RTE_MBUF_DEFAULT_BUF_SIZE - RTE_PKTMBUF_HEADROOM
+        );
 
         let p = rte_pktmbuf_append(m, 10) as *mut u8;
         assert_eq!(p, rte_pktmbuf_mtod(m));
@@ -95,7 +108,11 @@ fn every_wrapper_does_what_its_c_function_does() {
         let clone = rte_pktmbuf_clone(m, pool);
         assert!(!clone.is_null());
         assert_eq!((*clone).pkt_len, 5);
-        assert_eq!(rte_pktmbuf_mtod(clone), rte_pktmbuf_mtod(m), "a clone points at the same data");
+        assert_eq!(
+            rte_pktmbuf_mtod(clone),
+            rte_pktmbuf_mtod(m),
+            "a clone points at the same data"
+        );
         rte_pktmbuf_free(clone);
         rte_pktmbuf_free(m);
         assert_eq!(rte_mempool_in_use_count(pool), 0);
@@ -104,20 +121,37 @@ fn every_wrapper_does_what_its_c_function_does() {
         assert_eq!(rte_pktmbuf_alloc_bulk(pool, bulk.as_mut_ptr(), 8), 0);
         assert!(bulk.iter().all(|b| !b.is_null()));
         assert_eq!(rte_mempool_avail_count(pool), 55);
-        assert!(rte_pktmbuf_alloc_bulk(pool, bulk.as_mut_ptr(), 100) < 0, "more than the pool holds");
+        assert!(
+            rte_pktmbuf_alloc_bulk(pool, bulk.as_mut_ptr(), 100) < 0,
+            "more than the pool holds"
+        );
 
         let rname = CString::new("wrap_ring").unwrap();
-        let ring = rte_ring_create(rname.as_ptr(), 16, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        let ring = rte_ring_create(
+            rname.as_ptr(),
+            16,
+            SOCKET_ID_ANY,
+            RING_F_SP_ENQ | RING_F_SC_DEQ,
+        );
         assert!(!ring.is_null());
         let objs = bulk.map(|b| b as *mut c_void);
-        assert_eq!(rte_ring_enqueue_burst(ring, objs.as_ptr(), 8, ptr::null_mut()), 8);
+        assert_eq!(
+            rte_ring_enqueue_burst(ring, objs.as_ptr(), 8, ptr::null_mut()),
+            8
+        );
         assert_eq!(rte_ring_count(ring), 8);
         let mut out = [ptr::null_mut::<c_void>(); 8];
         let mut left = 99u32;
-        assert_eq!(rte_ring_dequeue_burst(ring, out.as_mut_ptr(), 5, &mut left), 5);
+        assert_eq!(
+            rte_ring_dequeue_burst(ring, out.as_mut_ptr(), 5, &mut left),
+            5
+        );
         assert_eq!(left, 3);
         assert_eq!(out[..5], objs[..5], "FIFO order");
-        assert_eq!(rte_ring_dequeue_burst(ring, out.as_mut_ptr().add(5), 8, ptr::null_mut()), 3);
+        assert_eq!(
+            rte_ring_dequeue_burst(ring, out.as_mut_ptr().add(5), 8, ptr::null_mut()),
+            3
+        );
         assert_eq!(out, objs);
         rte_ring_free(ring);
 

@@ -4,7 +4,7 @@
 
 use std::ffi::{CStr, CString};
 use std::os::raw::c_char;
-use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use dpdk_sys as sys;
@@ -34,7 +34,9 @@ pub(crate) struct EalInner {
 
 impl std::fmt::Debug for Eal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Eal").field("main_lcore", &self.main_lcore()).finish()
+        f.debug_struct("Eal")
+            .field("main_lcore", &self.main_lcore())
+            .finish()
     }
 }
 
@@ -54,16 +56,25 @@ impl Eal {
     pub fn init(args: impl IntoIterator<Item = String>) -> Result<(Eal, Vec<String>), DpdkError> {
         let args: Vec<String> = args.into_iter().collect();
         if args.is_empty() {
-            return Err(DpdkError::invalid("Eal::init", "argument list needs a program name first"));
+            return Err(DpdkError::invalid(
+                "Eal::init",
+                "argument list needs a program name first",
+            ));
         }
         let mut c_args = Vec::with_capacity(args.len());
         for a in &args {
-            let c = CString::new(a.as_str())
-                .map_err(|_| DpdkError::invalid("Eal::init", format!("argument {a:?} contains NUL")))?;
+            let c = CString::new(a.as_str()).map_err(|_| {
+                DpdkError::invalid("Eal::init", format!("argument {a:?} contains NUL"))
+            })?;
             c_args.push(c);
         }
         if EAL_STATE
-            .compare_exchange(STATE_NONE, STATE_INITIALISING, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                STATE_NONE,
+                STATE_INITIALISING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_err()
         {
             return Err(DpdkError::EalAlreadyInitialized);
@@ -101,7 +112,12 @@ impl Eal {
                 unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
             })
             .collect();
-        Ok((Eal { _inner: Arc::new(EalInner { _private: () }) }, app_args))
+        Ok((
+            Eal {
+                _inner: Arc::new(EalInner { _private: () }),
+            },
+            app_args,
+        ))
     }
 
     /// The main lcore (the thread that called `init`).
@@ -207,7 +223,10 @@ pub fn test_args(prog: &str, extra: &[&str]) -> Vec<String> {
 }
 
 fn sanitize(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).take(24).collect()
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(24)
+        .collect()
 }
 
 #[cfg(test)]
@@ -219,7 +238,13 @@ mod tests {
         let a = test_args("t", &["--vdev=net_ring0"]);
         let b = test_args("t", &[]);
         assert_eq!(a[0], "t");
-        for f in ["--no-huge", "--no-shconf", "--no-pci", "--iova-mode=va", "--no-telemetry"] {
+        for f in [
+            "--no-huge",
+            "--no-shconf",
+            "--no-pci",
+            "--iova-mode=va",
+            "--no-telemetry",
+        ] {
             assert!(a.iter().any(|x| x == f), "{f} missing");
         }
         assert_eq!(a.last().unwrap(), "--vdev=net_ring0");

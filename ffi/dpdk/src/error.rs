@@ -37,7 +37,11 @@ impl DpdkError {
     #[cold]
     pub fn from_errno(op: &'static str, errno: i32) -> Self {
         let errno = errno.abs();
-        DpdkError::Call { op, errno, message: strerror(errno) }
+        DpdkError::Call {
+            op,
+            errno,
+            message: strerror(errno),
+        }
     }
 
     /// Builds the error for `op` from the calling thread's `rte_errno`.
@@ -49,7 +53,10 @@ impl DpdkError {
     /// Builds an `Invalid` error.
     #[cold]
     pub fn invalid(op: &'static str, reason: impl Into<String>) -> Self {
-        DpdkError::Invalid { op, reason: reason.into() }
+        DpdkError::Invalid {
+            op,
+            reason: reason.into(),
+        }
     }
 
     /// The errno carried by a `Call` error.
@@ -127,6 +134,9 @@ mod tests {
     fn negative_returns_become_errors() {
         assert_eq!(strerror(12), "Cannot allocate memory");
         assert_eq!(check("x", 3), Ok(3));
-        assert!(matches!(check("x", -12), Err(DpdkError::Call { errno: 12, .. })));
+        assert!(matches!(
+            check("x", -12),
+            Err(DpdkError::Call { errno: 12, .. })
+        ));
     }
 }

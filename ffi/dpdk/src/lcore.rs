@@ -55,14 +55,22 @@ impl<T> LcoreJoin<T> {
 
     /// True once the closure has returned (or panicked).
     pub fn is_finished(&self) -> bool {
-        self.slot.value.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.slot
+            .value
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     /// Waits for the closure and returns its value, or the panic it raised.
     pub fn join(self) -> Result<T, LcoreError> {
         let mut guard = self.slot.value.lock().unwrap_or_else(|p| p.into_inner());
         while guard.is_none() {
-            guard = self.slot.ready.wait(guard).unwrap_or_else(|p| p.into_inner());
+            guard = self
+                .slot
+                .ready
+                .wait(guard)
+                .unwrap_or_else(|p| p.into_inner());
         }
         let result = guard.take().expect("checked above");
         drop(guard);
@@ -70,7 +78,10 @@ impl<T> LcoreJoin<T> {
         // WAIT so it can be launched again right away.
         // SAFETY: EAL is live (we hold an Eal); waiting on a worker id only reads its state.
         unsafe { sys::rte_eal_wait_lcore(self.lcore.0) };
-        result.map_err(|payload| LcoreError::Panicked { lcore: self.lcore, message: panic_text(&payload) })
+        result.map_err(|payload| LcoreError::Panicked {
+            lcore: self.lcore,
+            message: panic_text(&payload),
+        })
     }
 }
 
@@ -111,14 +122,23 @@ where
 {
     const OP: &str = "rte_eal_remote_launch";
     if lcore == eal.main_lcore() {
-        return Err(DpdkError::invalid(OP, format!("{lcore:?} is the main lcore; call the closure directly")));
+        return Err(DpdkError::invalid(
+            OP,
+            format!("{lcore:?} is the main lcore; call the closure directly"),
+        ));
     }
     // SAFETY: called only after the RTE_MAX_LCORE bound check below; it reads the lcore table.
     let enabled = || unsafe { sys::rte_lcore_is_enabled(lcore.0) } != 0;
     if lcore.0 >= sys::RTE_MAX_LCORE || !enabled() {
-        return Err(DpdkError::invalid(OP, format!("{lcore:?} is not an enabled lcore (see -l)")));
+        return Err(DpdkError::invalid(
+            OP,
+            format!("{lcore:?} is not an enabled lcore (see -l)"),
+        ));
     }
-    let slot = Arc::new(Slot { value: Mutex::new(None), ready: Condvar::new() });
+    let slot = Arc::new(Slot {
+        value: Mutex::new(None),
+        ready: Condvar::new(),
+    });
     let slot2 = slot.clone();
     let job: Job = Box::new(move || {
         let r = catch_unwind(AssertUnwindSafe(f));
@@ -136,7 +156,11 @@ where
         drop(unsafe { Box::from_raw(arg as *mut Job) });
         return Err(DpdkError::from_errno(OP, -ret));
     }
-    Ok(LcoreJoin { lcore, slot, _eal: eal.clone() })
+    Ok(LcoreJoin {
+        lcore,
+        slot,
+        _eal: eal.clone(),
+    })
 }
 
 /// The calling thread's lcore id, or None on a thread EAL does not know.
@@ -158,13 +182,22 @@ impl ThreadRegistration {
     /// Registers the calling thread.
     pub fn new(eal: &Eal) -> Result<ThreadRegistration, DpdkError> {
         if let Some(l) = current_lcore() {
-            return Err(DpdkError::invalid("rte_thread_register", format!("this thread is already {l:?}")));
+            return Err(DpdkError::invalid(
+                "rte_thread_register",
+                format!("this thread is already {l:?}"),
+            ));
         }
         // SAFETY: EAL is live; registering the calling thread has no other precondition.
-        crate::error::check_rte_errno("rte_thread_register", unsafe { sys::rte_thread_register() })?;
+        crate::error::check_rte_errno("rte_thread_register", unsafe {
+            sys::rte_thread_register()
+        })?;
         let lcore = current_lcore()
             .ok_or_else(|| DpdkError::invalid("rte_thread_register", "no lcore id was assigned"))?;
-        Ok(ThreadRegistration { lcore, _eal: eal.clone(), _not_send: PhantomData })
+        Ok(ThreadRegistration {
+            lcore,
+            _eal: eal.clone(),
+            _not_send: PhantomData,
+        })
     }
 
     /// The lcore id this thread got.

@@ -24,7 +24,10 @@ unsafe impl Send for Mbuf {}
 
 impl std::fmt::Debug for Mbuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mbuf").field("len", &self.len()).field("refcnt", &self.refcnt()).finish()
+        f.debug_struct("Mbuf")
+            .field("len", &self.len())
+            .field("refcnt", &self.refcnt())
+            .finish()
     }
 }
 
@@ -49,7 +52,10 @@ impl Mbuf {
 
     /// Fills `batch` up to its capacity with fresh mbufs in one bulk call; on failure nothing is
     /// taken.
-    pub fn alloc_bulk<const N: usize>(pool: &Mempool, batch: &mut MbufBatch<N>) -> Result<usize, DpdkError> {
+    pub fn alloc_bulk<const N: usize>(
+        pool: &Mempool,
+        batch: &mut MbufBatch<N>,
+    ) -> Result<usize, DpdkError> {
         let want = N - batch.len;
         if want == 0 {
             return Ok(0);
@@ -57,7 +63,11 @@ impl Mbuf {
         // SAFETY: the slots from `len` to N are free (not owned mbufs); alloc_bulk either fills
         // all `want` of them with initialised mbufs or none.
         let ret = unsafe {
-            sys::rte_pktmbuf_alloc_bulk(pool.as_ptr(), batch.ptrs.as_mut_ptr().add(batch.len), want as u32)
+            sys::rte_pktmbuf_alloc_bulk(
+                pool.as_ptr(),
+                batch.ptrs.as_mut_ptr().add(batch.len),
+                want as u32,
+            )
         };
         if ret != 0 {
             return Err(DpdkError::from_errno("rte_pktmbuf_alloc_bulk", -ret));
@@ -143,7 +153,9 @@ impl Mbuf {
     pub fn data_mut(&mut self) -> &mut [u8] {
         self.assert_unique("data_mut");
         // SAFETY: as in `data`, and this is the only handle (refcnt 1), borrowed mutably.
-        unsafe { std::slice::from_raw_parts_mut(sys::rte_pktmbuf_mtod(self.0.as_ptr()), self.len()) }
+        unsafe {
+            std::slice::from_raw_parts_mut(sys::rte_pktmbuf_mtod(self.0.as_ptr()), self.len())
+        }
     }
 
     /// Grows the packet by `n` bytes at the end and returns them (uninitialised contents are
@@ -153,7 +165,8 @@ impl Mbuf {
     /// If the mbuf is shared.
     pub fn append(&mut self, n: usize) -> Result<&mut [u8], DpdkError> {
         self.assert_unique("append");
-        let n16 = u16::try_from(n).map_err(|_| DpdkError::invalid("rte_pktmbuf_append", "length over 65535"))?;
+        let n16 = u16::try_from(n)
+            .map_err(|_| DpdkError::invalid("rte_pktmbuf_append", "length over 65535"))?;
         // SAFETY: the mbuf is owned and unique; append returns NULL when tailroom is short.
         let p = unsafe { sys::rte_pktmbuf_append(self.0.as_ptr(), n16) };
         if p.is_null() {
@@ -172,7 +185,8 @@ impl Mbuf {
     /// If the mbuf is shared.
     pub fn prepend(&mut self, n: usize) -> Result<&mut [u8], DpdkError> {
         self.assert_unique("prepend");
-        let n16 = u16::try_from(n).map_err(|_| DpdkError::invalid("rte_pktmbuf_prepend", "length over 65535"))?;
+        let n16 = u16::try_from(n)
+            .map_err(|_| DpdkError::invalid("rte_pktmbuf_prepend", "length over 65535"))?;
         // SAFETY: the mbuf is owned and unique; prepend returns NULL when headroom is short.
         let p = unsafe { sys::rte_pktmbuf_prepend(self.0.as_ptr(), n16) };
         if p.is_null() {
@@ -191,11 +205,15 @@ impl Mbuf {
     /// If the mbuf is shared.
     pub fn trim(&mut self, n: usize) -> Result<(), DpdkError> {
         self.assert_unique("trim");
-        let n16 = u16::try_from(n).map_err(|_| DpdkError::invalid("rte_pktmbuf_trim", "length over 65535"))?;
+        let n16 = u16::try_from(n)
+            .map_err(|_| DpdkError::invalid("rte_pktmbuf_trim", "length over 65535"))?;
         // SAFETY: the mbuf is owned and unique; trim checks the length against the last segment.
         let ret = unsafe { sys::rte_pktmbuf_trim(self.0.as_ptr(), n16) };
         if ret != 0 {
-            return Err(DpdkError::invalid("rte_pktmbuf_trim", format!("{n} bytes is more than the last segment holds")));
+            return Err(DpdkError::invalid(
+                "rte_pktmbuf_trim",
+                format!("{n} bytes is more than the last segment holds"),
+            ));
         }
         Ok(())
     }
@@ -206,11 +224,15 @@ impl Mbuf {
     /// If the mbuf is shared.
     pub fn adj(&mut self, n: usize) -> Result<(), DpdkError> {
         self.assert_unique("adj");
-        let n16 = u16::try_from(n).map_err(|_| DpdkError::invalid("rte_pktmbuf_adj", "length over 65535"))?;
+        let n16 = u16::try_from(n)
+            .map_err(|_| DpdkError::invalid("rte_pktmbuf_adj", "length over 65535"))?;
         // SAFETY: the mbuf is owned and unique; adj returns NULL when n exceeds the first segment.
         let p = unsafe { sys::rte_pktmbuf_adj(self.0.as_ptr(), n16) };
         if p.is_null() {
-            return Err(DpdkError::invalid("rte_pktmbuf_adj", format!("{n} bytes is more than the first segment holds")));
+            return Err(DpdkError::invalid(
+                "rte_pktmbuf_adj",
+                format!("{n} bytes is more than the first segment holds"),
+            ));
         }
         Ok(())
     }
@@ -244,12 +266,18 @@ impl Mbuf {
     pub fn copy(&self, pool: &Mempool) -> Result<Mbuf, DpdkError> {
         // SAFETY: the source is valid and only read; copy allocates from a valid pool.
         let p = unsafe { sys::rte_pktmbuf_copy(self.0.as_ptr(), pool.as_ptr(), 0, u32::MAX) };
-        NonNull::new(p).map(Mbuf).ok_or_else(|| DpdkError::from_errno("rte_pktmbuf_copy", 105))
+        NonNull::new(p)
+            .map(Mbuf)
+            .ok_or_else(|| DpdkError::from_errno("rte_pktmbuf_copy", 105))
     }
 
     #[inline]
     fn assert_unique(&self, op: &str) {
-        assert!(!self.is_shared(), "Mbuf::{op} on a shared mbuf (refcnt {})", self.refcnt());
+        assert!(
+            !self.is_shared(),
+            "Mbuf::{op} on a shared mbuf (refcnt {})",
+            self.refcnt()
+        );
     }
 }
 
@@ -285,7 +313,10 @@ impl<const N: usize> Default for MbufBatch<N> {
 
 impl<const N: usize> std::fmt::Debug for MbufBatch<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MbufBatch").field("len", &self.len).field("capacity", &N).finish()
+        f.debug_struct("MbufBatch")
+            .field("len", &self.len)
+            .field("capacity", &N)
+            .finish()
     }
 }
 
@@ -293,7 +324,10 @@ impl<const N: usize> MbufBatch<N> {
     /// An empty batch.
     #[inline]
     pub const fn new() -> Self {
-        MbufBatch { ptrs: [std::ptr::null_mut(); N], len: 0 }
+        MbufBatch {
+            ptrs: [std::ptr::null_mut(); N],
+            len: 0,
+        }
     }
 
     /// Mbufs held.
@@ -368,7 +402,11 @@ impl<const N: usize> MbufBatch<N> {
     pub fn drain(&mut self) -> Drain<'_, N> {
         let end = self.len;
         self.len = 0;
-        Drain { batch: self, next: 0, end }
+        Drain {
+            batch: self,
+            next: 0,
+            end,
+        }
     }
 
     /// Frees every held mbuf in one bulk call.
@@ -403,7 +441,10 @@ impl<const N: usize> MbufBatch<N> {
     /// The held pointers and their count (for tx_burst).
     #[inline]
     pub(crate) fn held(&mut self) -> (*mut *mut sys::rte_mbuf, u16) {
-        (self.ptrs.as_mut_ptr(), self.len.min(u16::MAX as usize) as u16)
+        (
+            self.ptrs.as_mut_ptr(),
+            self.len.min(u16::MAX as usize) as u16,
+        )
     }
 
     /// Forgets the first `n` mbufs (now owned by a driver) and moves the rest to the front.

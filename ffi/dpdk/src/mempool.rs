@@ -45,7 +45,13 @@ impl Mempool {
     /// buffer each (headroom included: `RTE_MBUF_DEFAULT_BUF_SIZE` for standard frames).
     /// Names are process-wide unique (memzone names).
     #[cold]
-    pub fn new_pktmbuf(eal: &Eal, name: &str, n: u32, cache: u32, data_room: u16) -> Result<Mempool, DpdkError> {
+    pub fn new_pktmbuf(
+        eal: &Eal,
+        name: &str,
+        n: u32,
+        cache: u32,
+        data_room: u16,
+    ) -> Result<Mempool, DpdkError> {
         const OP: &str = "rte_pktmbuf_pool_create";
         if n == 0 {
             return Err(DpdkError::invalid(OP, "a pool needs at least one mbuf"));
@@ -53,17 +59,33 @@ impl Mempool {
         if data_room < sys::RTE_PKTMBUF_HEADROOM as u16 {
             return Err(DpdkError::invalid(
                 OP,
-                format!("data_room {data_room} is smaller than the headroom {}", sys::RTE_PKTMBUF_HEADROOM),
+                format!(
+                    "data_room {data_room} is smaller than the headroom {}",
+                    sys::RTE_PKTMBUF_HEADROOM
+                ),
             ));
         }
         let c_name = CString::new(name).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
         // SAFETY: EAL is initialised (we hold an `Eal`); the name is a valid C string that DPDK
         // copies; sizes are plain integers it validates.
         let ptr = unsafe {
-            sys::rte_pktmbuf_pool_create(c_name.as_ptr(), n, cache, 0, data_room, sys::SOCKET_ID_ANY)
+            sys::rte_pktmbuf_pool_create(
+                c_name.as_ptr(),
+                n,
+                cache,
+                0,
+                data_room,
+                sys::SOCKET_ID_ANY,
+            )
         };
         let ptr = NonNull::new(ptr).ok_or_else(|| DpdkError::from_rte_errno(OP))?;
-        Ok(Mempool { inner: Arc::new(PoolInner { ptr, name: name.to_string(), _eal: ManuallyDrop::new(eal.clone()) }) })
+        Ok(Mempool {
+            inner: Arc::new(PoolInner {
+                ptr,
+                name: name.to_string(),
+                _eal: ManuallyDrop::new(eal.clone()),
+            }),
+        })
     }
 
     /// The pool's name.
@@ -103,7 +125,10 @@ impl Drop for PoolInner {
             // Mbufs from this pool are still alive somewhere (an Mbuf handle, or a driver ring
             // of a port that was not closed); freeing the pool would leave them dangling. Leak
             // the pool and its Eal clone, so rte_eal_cleanup never runs under those mbufs.
-            eprintln!("dpdk: mempool {} dropped with {in_use} mbufs in use; leaking it", self.name);
+            eprintln!(
+                "dpdk: mempool {} dropped with {in_use} mbufs in use; leaking it",
+                self.name
+            );
             return;
         }
         // SAFETY: no mbuf from this pool is outstanding and no handle remains; the pool is

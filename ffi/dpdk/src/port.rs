@@ -123,15 +123,17 @@ impl Port {
         let c = CString::new(name).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
         let mut id = 0u16;
         // SAFETY: EAL is initialised; c is a valid C string; id is a valid out-pointer.
-        check(OP, unsafe { sys::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) })
-            .map_err(|e| match e {
-                DpdkError::Call { errno, message, .. } => DpdkError::Call {
-                    op: OP,
-                    errno,
-                    message: format!("{message}: no port named {name:?}"),
-                },
-                other => other,
-            })?;
+        check(OP, unsafe {
+            sys::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id)
+        })
+        .map_err(|e| match e {
+            DpdkError::Call { errno, message, .. } => DpdkError::Call {
+                op: OP,
+                errno,
+                message: format!("{message}: no port named {name:?}"),
+            },
+            other => other,
+        })?;
         Ok(PortId(id))
     }
 
@@ -166,11 +168,18 @@ impl Port {
         let ret = unsafe { sys::rte_vdev_init(c_name.as_ptr(), c_args.as_ptr()) };
         if ret < 0 {
             // rte_vdev_init returns -1 for "no such driver" and sets nothing better.
-            let errno = if ret == -1 { 19 /* ENODEV */ } else { -ret };
+            let errno = if ret == -1 {
+                19 /* ENODEV */
+            } else {
+                -ret
+            };
             return Err(DpdkError::Call {
                 op: OP,
                 errno,
-                message: format!("{}: cannot create virtual device {spec:?}", crate::error::strerror(errno)),
+                message: format!(
+                    "{}: cannot create virtual device {spec:?}",
+                    crate::error::strerror(errno)
+                ),
             });
         }
         let id = match Self::id_by_name(eal, name) {
@@ -190,19 +199,34 @@ impl Port {
     /// `net_ring_<name_a>` and `net_ring_<name_b>`; names must be unique. The rings are freed,
     /// and the mbufs left in them returned to their pools, when both ports are closed.
     #[cold]
-    pub fn ring_pair(eal: &Eal, name_a: &str, name_b: &str, queues: u16, ring_size: u32) -> Result<(Port, Port), DpdkError> {
+    pub fn ring_pair(
+        eal: &Eal,
+        name_a: &str,
+        name_b: &str,
+        queues: u16,
+        ring_size: u32,
+    ) -> Result<(Port, Port), DpdkError> {
         const OP: &str = "Port::ring_pair";
         if queues == 0 {
             return Err(DpdkError::invalid(OP, "needs at least one queue"));
         }
         // a_to_b[i] carries A's TX queue i to B's RX queue i; b_to_a the other way.
-        let mut set = RingSet { rings: Vec::new(), _eal: eal.clone() };
+        let mut set = RingSet {
+            rings: Vec::new(),
+            _eal: eal.clone(),
+        };
         let mut make = |tag: &str, i: u16| -> Result<*mut sys::rte_ring, DpdkError> {
-            let c = CString::new(format!("{tag}{i}")).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
+            let c = CString::new(format!("{tag}{i}"))
+                .map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
             // SAFETY: EAL is live; the name is copied; single producer (one TX queue owner) and
             // single consumer (one RX queue owner) match how ports use queues.
             let r = unsafe {
-                sys::rte_ring_create(c.as_ptr(), ring_size, sys::SOCKET_ID_ANY, sys::RING_F_SP_ENQ | sys::RING_F_SC_DEQ)
+                sys::rte_ring_create(
+                    c.as_ptr(),
+                    ring_size,
+                    sys::SOCKET_ID_ANY,
+                    sys::RING_F_SP_ENQ | sys::RING_F_SC_DEQ,
+                )
             };
             let r = NonNull::new(r).ok_or_else(|| DpdkError::from_rte_errno("rte_ring_create"))?;
             set.rings.push(r);
@@ -210,7 +234,10 @@ impl Port {
         };
         // Ring names are limited to 29 bytes and must be unique process-wide.
         let short = |n: &str| n.chars().take(12).collect::<String>();
-        let (ta, tb) = (format!("nbr{}>", short(name_a)), format!("nbr{}<", short(name_b)));
+        let (ta, tb) = (
+            format!("nbr{}>", short(name_a)),
+            format!("nbr{}<", short(name_b)),
+        );
         let mut a_to_b = Vec::new();
         let mut b_to_a = Vec::new();
         for i in 0..queues {
@@ -218,12 +245,22 @@ impl Port {
             b_to_a.push(make(&tb, i)?);
         }
         let set = Arc::new(set);
-        let make_port = |name: &str, rx: &[*mut sys::rte_ring], tx: &[*mut sys::rte_ring]| -> Result<Port, DpdkError> {
+        let make_port = |name: &str,
+                         rx: &[*mut sys::rte_ring],
+                         tx: &[*mut sys::rte_ring]|
+         -> Result<Port, DpdkError> {
             let c = CString::new(name).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
             // SAFETY: EAL is live; both arrays hold `queues` valid rings that outlive the port
             // (the RingSet is kept by it); the name is copied.
             let ret = unsafe {
-                sys::rte_eth_from_rings(c.as_ptr(), rx.as_ptr(), rx.len() as u32, tx.as_ptr(), tx.len() as u32, 0)
+                sys::rte_eth_from_rings(
+                    c.as_ptr(),
+                    rx.as_ptr(),
+                    rx.len() as u32,
+                    tx.as_ptr(),
+                    tx.len() as u32,
+                    0,
+                )
             };
             crate::error::check_rte_errno("rte_eth_from_rings", ret)?;
             let mut p = Self::open_inner(eal, PortId(ret as u16), None)?;
@@ -241,14 +278,26 @@ impl Port {
     fn open_inner(eal: &Eal, id: PortId, vdev: Option<CString>) -> Result<Port, DpdkError> {
         const OP: &str = "Port::open";
         if id.0 as usize >= MAX_PORTS {
-            return Err(DpdkError::invalid(OP, format!("{id:?} is beyond RTE_MAX_ETHPORTS ({MAX_PORTS})")));
+            return Err(DpdkError::invalid(
+                OP,
+                format!("{id:?} is beyond RTE_MAX_ETHPORTS ({MAX_PORTS})"),
+            ));
         }
         // SAFETY: EAL is initialised; the call only checks the port table.
         if unsafe { sys::rte_eth_dev_is_valid_port(id.0) } == 0 {
-            return Err(DpdkError::invalid(OP, format!("{id:?} does not exist ({} ports available)", Self::count_avail(eal))));
+            return Err(DpdkError::invalid(
+                OP,
+                format!(
+                    "{id:?} does not exist ({} ports available)",
+                    Self::count_avail(eal)
+                ),
+            ));
         }
         if PORT_OWNED[id.0 as usize].swap(true, Ordering::AcqRel) {
-            return Err(DpdkError::invalid(OP, format!("{id:?} is already owned by another Port")));
+            return Err(DpdkError::invalid(
+                OP,
+                format!("{id:?} is already owned by another Port"),
+            ));
         }
         let mut buf = [0 as c_char; sys::RTE_ETH_NAME_MAX_LEN as usize];
         // SAFETY: buf has RTE_ETH_NAME_MAX_LEN bytes as the call requires; the port is valid.
@@ -256,7 +305,9 @@ impl Port {
             sys::rte_eth_dev_get_name_by_port(id.0, buf.as_mut_ptr())
         }) {
             // SAFETY: DPDK wrote a NUL-terminated name into buf.
-            Ok(_) => unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned(),
+            Ok(_) => unsafe { CStr::from_ptr(buf.as_ptr()) }
+                .to_string_lossy()
+                .into_owned(),
             Err(_) => format!("{id:?}"),
         };
         Ok(Port {
@@ -314,7 +365,10 @@ impl Port {
     ) -> Result<(), DpdkError> {
         const OP: &str = "Port::configure";
         if self.inner.started.load(Ordering::Acquire) {
-            return Err(DpdkError::invalid(OP, format!("{:?} is started: stop it first", self.id())));
+            return Err(DpdkError::invalid(
+                OP,
+                format!("{:?} is started: stop it first", self.id()),
+            ));
         }
         if self.handles_alive() {
             return Err(DpdkError::invalid(OP, "queue handles are alive"));
@@ -322,7 +376,9 @@ impl Port {
         let id = self.id().0;
         let conf = sys::rte_eth_conf::default();
         // SAFETY: the port is valid and stopped; conf is a zeroed (all defaults) rte_eth_conf.
-        check("rte_eth_dev_configure", unsafe { sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf) })?;
+        check("rte_eth_dev_configure", unsafe {
+            sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf)
+        })?;
         let (mut nrx, mut ntx) = (rx_desc, tx_desc);
         // SAFETY: valid port; both pointers are to live locals.
         check("rte_eth_dev_adjust_nb_rx_tx_desc", unsafe {
@@ -330,7 +386,11 @@ impl Port {
         })?;
         // SAFETY: valid port.
         let socket = unsafe { sys::rte_eth_dev_socket_id(id) };
-        let socket = if socket < 0 { sys::SOCKET_ID_ANY as u32 } else { socket as u32 };
+        let socket = if socket < 0 {
+            sys::SOCKET_ID_ANY as u32
+        } else {
+            socket as u32
+        };
         for q in 0..rx_queues {
             // SAFETY: configured port, queue index below the configured count; NULL rxconf means
             // driver defaults; the pool outlives the port (kept in `pools`).
@@ -354,10 +414,15 @@ impl Port {
     #[cold]
     pub fn start(&mut self) -> Result<(), DpdkError> {
         if self.nb_rx == 0 && self.nb_tx == 0 {
-            return Err(DpdkError::invalid("Port::start", format!("{:?} is not configured", self.id())));
+            return Err(DpdkError::invalid(
+                "Port::start",
+                format!("{:?} is not configured", self.id()),
+            ));
         }
         // SAFETY: configured, valid port owned by this Port.
-        check("rte_eth_dev_start", unsafe { sys::rte_eth_dev_start(self.id().0) })?;
+        check("rte_eth_dev_start", unsafe {
+            sys::rte_eth_dev_start(self.id().0)
+        })?;
         self.inner.started.store(true, Ordering::Release);
         Ok(())
     }
@@ -366,13 +431,18 @@ impl Port {
     #[cold]
     pub fn stop(&mut self) -> Result<(), DpdkError> {
         if self.handles_alive() {
-            return Err(DpdkError::invalid("Port::stop", "queue handles are alive: drop them first"));
+            return Err(DpdkError::invalid(
+                "Port::stop",
+                "queue handles are alive: drop them first",
+            ));
         }
         if !self.inner.started.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
         // SAFETY: valid started port; no queue handle exists, so no burst call is in flight.
-        check("rte_eth_dev_stop", unsafe { sys::rte_eth_dev_stop(self.id().0) })?;
+        check("rte_eth_dev_stop", unsafe {
+            sys::rte_eth_dev_stop(self.id().0)
+        })?;
         Ok(())
     }
 
@@ -396,7 +466,9 @@ impl Port {
     pub fn mac_address(&self) -> Result<[u8; 6], DpdkError> {
         let mut a = sys::rte_ether_addr::default();
         // SAFETY: valid port; `a` is a valid out-pointer.
-        check("rte_eth_macaddr_get", unsafe { sys::rte_eth_macaddr_get(self.id().0, &mut a) })?;
+        check("rte_eth_macaddr_get", unsafe {
+            sys::rte_eth_macaddr_get(self.id().0, &mut a)
+        })?;
         Ok(a.addr_bytes)
     }
 
@@ -410,14 +482,23 @@ impl Port {
                 sys::rte_eth_promiscuous_disable(self.id().0)
             }
         };
-        check(if on { "rte_eth_promiscuous_enable" } else { "rte_eth_promiscuous_disable" }, ret)?;
+        check(
+            if on {
+                "rte_eth_promiscuous_enable"
+            } else {
+                "rte_eth_promiscuous_disable"
+            },
+            ret,
+        )?;
         Ok(())
     }
 
     /// Whether promiscuous mode is on.
     pub fn promiscuous(&self) -> Result<bool, DpdkError> {
         // SAFETY: valid port.
-        let ret = check("rte_eth_promiscuous_get", unsafe { sys::rte_eth_promiscuous_get(self.id().0) })?;
+        let ret = check("rte_eth_promiscuous_get", unsafe {
+            sys::rte_eth_promiscuous_get(self.id().0)
+        })?;
         Ok(ret == 1)
     }
 
@@ -425,7 +506,9 @@ impl Port {
     pub fn link(&self) -> Result<LinkStatus, DpdkError> {
         let mut l = sys::rte_eth_link::default();
         // SAFETY: valid port; `l` is a valid out-pointer.
-        check("rte_eth_link_get_nowait", unsafe { sys::rte_eth_link_get_nowait(self.id().0, &mut l) })?;
+        check("rte_eth_link_get_nowait", unsafe {
+            sys::rte_eth_link_get_nowait(self.id().0, &mut l)
+        })?;
         Ok(LinkStatus {
             up: l.link_status() as u32 == sys::RTE_ETH_LINK_UP,
             speed_mbps: l.link_speed,
@@ -438,7 +521,9 @@ impl Port {
     pub fn stats(&self) -> Result<PortStats, DpdkError> {
         let mut s = sys::rte_eth_stats::default();
         // SAFETY: valid port; `s` is a valid out-pointer.
-        check("rte_eth_stats_get", unsafe { sys::rte_eth_stats_get(self.id().0, &mut s) })?;
+        check("rte_eth_stats_get", unsafe {
+            sys::rte_eth_stats_get(self.id().0, &mut s)
+        })?;
         Ok(PortStats {
             ipackets: s.ipackets,
             opackets: s.opackets,
@@ -479,19 +564,28 @@ impl Port {
                     let name = names
                         .get(v.id as usize)
                         // SAFETY: DPDK NUL-terminates names within RTE_ETH_XSTATS_NAME_SIZE.
-                        .map(|nm| unsafe { CStr::from_ptr(nm.name.as_ptr()) }.to_string_lossy().into_owned())
+                        .map(|nm| {
+                            unsafe { CStr::from_ptr(nm.name.as_ptr()) }
+                                .to_string_lossy()
+                                .into_owned()
+                        })
                         .unwrap_or_else(|| format!("xstat{}", v.id));
                     (name, v.value)
                 })
                 .collect());
         }
-        Err(DpdkError::invalid("Port::xstats", "xstats count kept changing"))
+        Err(DpdkError::invalid(
+            "Port::xstats",
+            "xstats count kept changing",
+        ))
     }
 
     /// Zeroes basic and extended counters.
     pub fn reset_stats(&mut self) -> Result<(), DpdkError> {
         // SAFETY: valid port.
-        check("rte_eth_stats_reset", unsafe { sys::rte_eth_stats_reset(self.id().0) })?;
+        check("rte_eth_stats_reset", unsafe {
+            sys::rte_eth_stats_reset(self.id().0)
+        })?;
         // SAFETY: valid port.
         let ret = unsafe { sys::rte_eth_xstats_reset(self.id().0) };
         // Drivers without xstats of their own answer ENOTSUP after resetting the basic ones.
@@ -507,8 +601,16 @@ impl Port {
     /// If `queue` is not configured or is owned by an `RxQueue` handle.
     #[inline]
     pub fn rx_burst<const N: usize>(&mut self, queue: QueueId, batch: &mut MbufBatch<N>) -> usize {
-        assert!(queue.0 < self.nb_rx, "{:?}: rx {queue:?} not configured", self.id());
-        assert!(!self.inner.rx_claimed[queue.0 as usize].load(Ordering::Relaxed), "{:?}: rx {queue:?} is owned by an RxQueue", self.id());
+        assert!(
+            queue.0 < self.nb_rx,
+            "{:?}: rx {queue:?} not configured",
+            self.id()
+        );
+        assert!(
+            !self.inner.rx_claimed[queue.0 as usize].load(Ordering::Relaxed),
+            "{:?}: rx {queue:?} is owned by an RxQueue",
+            self.id()
+        );
         // SAFETY: configured queue, polled only by this &mut Port (no handle owns it).
         unsafe { rx_burst_raw(self.id(), queue, batch) }
     }
@@ -520,8 +622,16 @@ impl Port {
     /// If `queue` is not configured or is owned by a `TxQueue` handle.
     #[inline]
     pub fn tx_burst<const N: usize>(&mut self, queue: QueueId, batch: &mut MbufBatch<N>) -> usize {
-        assert!(queue.0 < self.nb_tx, "{:?}: tx {queue:?} not configured", self.id());
-        assert!(!self.inner.tx_claimed[queue.0 as usize].load(Ordering::Relaxed), "{:?}: tx {queue:?} is owned by a TxQueue", self.id());
+        assert!(
+            queue.0 < self.nb_tx,
+            "{:?}: tx {queue:?} not configured",
+            self.id()
+        );
+        assert!(
+            !self.inner.tx_claimed[queue.0 as usize].load(Ordering::Relaxed),
+            "{:?}: tx {queue:?} is owned by a TxQueue",
+            self.id()
+        );
         // SAFETY: configured queue, used only by this &mut Port (no handle owns it).
         unsafe { tx_burst_raw(self.id(), queue, batch) }
     }
@@ -529,30 +639,52 @@ impl Port {
     /// Hands RX `queue` to a handle that can move to another lcore. One handle per queue.
     pub fn rx_queue(&self, queue: QueueId) -> Result<RxQueue, DpdkError> {
         if queue.0 >= self.nb_rx {
-            return Err(DpdkError::invalid("Port::rx_queue", format!("{:?}: rx {queue:?} not configured", self.id())));
+            return Err(DpdkError::invalid(
+                "Port::rx_queue",
+                format!("{:?}: rx {queue:?} not configured", self.id()),
+            ));
         }
         if self.inner.rx_claimed[queue.0 as usize].swap(true, Ordering::AcqRel) {
-            return Err(DpdkError::invalid("Port::rx_queue", format!("{:?}: rx {queue:?} already handed out", self.id())));
+            return Err(DpdkError::invalid(
+                "Port::rx_queue",
+                format!("{:?}: rx {queue:?} already handed out", self.id()),
+            ));
         }
-        Ok(RxQueue { inner: self.inner.clone(), queue })
+        Ok(RxQueue {
+            inner: self.inner.clone(),
+            queue,
+        })
     }
 
     /// Hands TX `queue` to a handle that can move to another lcore. One handle per queue.
     pub fn tx_queue(&self, queue: QueueId) -> Result<TxQueue, DpdkError> {
         if queue.0 >= self.nb_tx {
-            return Err(DpdkError::invalid("Port::tx_queue", format!("{:?}: tx {queue:?} not configured", self.id())));
+            return Err(DpdkError::invalid(
+                "Port::tx_queue",
+                format!("{:?}: tx {queue:?} not configured", self.id()),
+            ));
         }
         if self.inner.tx_claimed[queue.0 as usize].swap(true, Ordering::AcqRel) {
-            return Err(DpdkError::invalid("Port::tx_queue", format!("{:?}: tx {queue:?} already handed out", self.id())));
+            return Err(DpdkError::invalid(
+                "Port::tx_queue",
+                format!("{:?}: tx {queue:?} already handed out", self.id()),
+            ));
         }
-        Ok(TxQueue { inner: self.inner.clone(), queue })
+        Ok(TxQueue {
+            inner: self.inner.clone(),
+            queue,
+        })
     }
 }
 
 /// # Safety
 /// The queue must be configured and polled by no other thread during the call.
 #[inline]
-unsafe fn rx_burst_raw<const N: usize>(port: PortId, queue: QueueId, batch: &mut MbufBatch<N>) -> usize {
+unsafe fn rx_burst_raw<const N: usize>(
+    port: PortId,
+    queue: QueueId,
+    batch: &mut MbufBatch<N>,
+) -> usize {
     let (slots, free) = batch.free_slots();
     if free == 0 {
         return 0;
@@ -568,7 +700,11 @@ unsafe fn rx_burst_raw<const N: usize>(port: PortId, queue: QueueId, batch: &mut
 /// # Safety
 /// The queue must be configured and used by no other thread during the call.
 #[inline]
-unsafe fn tx_burst_raw<const N: usize>(port: PortId, queue: QueueId, batch: &mut MbufBatch<N>) -> usize {
+unsafe fn tx_burst_raw<const N: usize>(
+    port: PortId,
+    queue: QueueId,
+    batch: &mut MbufBatch<N>,
+) -> usize {
     let (held, count) = batch.held();
     if count == 0 {
         return 0;
@@ -656,7 +792,6 @@ impl Drop for TxQueue {
     }
 }
 
-
 impl PortInner {
     /// Stops and closes once; afterwards the id reads u16::MAX and Drop does nothing.
     fn close_in_place(&mut self) -> Result<(), DpdkError> {
@@ -711,7 +846,12 @@ impl Drop for RingSet {
                 // SAFETY: the ring is valid and unused (both ports closed); dequeued entries are
                 // mbufs a TX queue enqueued and nobody received, so we own them.
                 let n = unsafe {
-                    sys::rte_ring_dequeue_burst(r.as_ptr(), buf.as_mut_ptr(), buf.len() as u32, std::ptr::null_mut())
+                    sys::rte_ring_dequeue_burst(
+                        r.as_ptr(),
+                        buf.as_mut_ptr(),
+                        buf.len() as u32,
+                        std::ptr::null_mut(),
+                    )
                 };
                 if n == 0 {
                     break;

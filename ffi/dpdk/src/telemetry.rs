@@ -39,24 +39,38 @@ where
     const OP: &str = "rte_telemetry_register_cmd";
     if !cmd.starts_with('/')
         || cmd.len() > MAX_CMD_LEN
-        || !cmd.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/')
+        || !cmd
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/')
     {
-        return Err(DpdkError::invalid(OP, format!("{cmd:?}: want '/' then [A-Za-z0-9_/], at most {MAX_CMD_LEN} bytes")));
+        return Err(DpdkError::invalid(
+            OP,
+            format!("{cmd:?}: want '/' then [A-Za-z0-9_/], at most {MAX_CMD_LEN} bytes"),
+        ));
     }
     let c_cmd = CString::new(cmd).map_err(|_| DpdkError::invalid(OP, "command contains NUL"))?;
     let c_help = CString::new(help).map_err(|_| DpdkError::invalid(OP, "help contains NUL"))?;
     let mut handlers = HANDLERS.lock().unwrap_or_else(|p| p.into_inner());
     if handlers.contains_key(cmd) {
-        return Err(DpdkError::invalid(OP, format!("{cmd} is already registered")));
+        return Err(DpdkError::invalid(
+            OP,
+            format!("{cmd} is already registered"),
+        ));
     }
     // SAFETY: both strings are valid C strings (DPDK copies them into its table); the trampoline
     // matches telemetry_cb and never unwinds.
-    check(OP, unsafe { sys::rte_telemetry_register_cmd(c_cmd.as_ptr(), Some(trampoline), c_help.as_ptr()) })?;
+    check(OP, unsafe {
+        sys::rte_telemetry_register_cmd(c_cmd.as_ptr(), Some(trampoline), c_help.as_ptr())
+    })?;
     handlers.insert(cmd.to_string(), Arc::new(f));
     Ok(())
 }
 
-unsafe extern "C" fn trampoline(cmd: *const c_char, params: *const c_char, d: *mut sys::rte_tel_data) -> c_int {
+unsafe extern "C" fn trampoline(
+    cmd: *const c_char,
+    params: *const c_char,
+    d: *mut sys::rte_tel_data,
+) -> c_int {
     let run = AssertUnwindSafe(|| -> Option<Vec<(String, TelemetryValue)>> {
         // SAFETY: DPDK passes the NUL-terminated command it matched.
         let cmd = unsafe { CStr::from_ptr(cmd) }.to_str().ok()?;
@@ -64,9 +78,18 @@ unsafe extern "C" fn trampoline(cmd: *const c_char, params: *const c_char, d: *m
             None
         } else {
             // SAFETY: non-NULL params is a NUL-terminated string owned by DPDK for the call.
-            Some(unsafe { CStr::from_ptr(params) }.to_string_lossy().into_owned()).filter(|p| !p.is_empty())
+            Some(
+                unsafe { CStr::from_ptr(params) }
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+            .filter(|p| !p.is_empty())
         };
-        let handler = HANDLERS.lock().unwrap_or_else(|p| p.into_inner()).get(cmd)?.clone();
+        let handler = HANDLERS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(cmd)?
+            .clone();
         Some(handler(params.as_deref()))
     });
     let Ok(Some(entries)) = catch_unwind(run) else {
@@ -74,10 +97,15 @@ unsafe extern "C" fn trampoline(cmd: *const c_char, params: *const c_char, d: *m
     };
     // SAFETY: `d` is the reply object DPDK handed us for this call.
     unsafe { sys::rte_tel_data_start_dict(d) };
-    for (name, value) in entries.into_iter().take(sys::RTE_TEL_MAX_DICT_ENTRIES as usize) {
+    for (name, value) in entries
+        .into_iter()
+        .take(sys::RTE_TEL_MAX_DICT_ENTRIES as usize)
+    {
         let mut name = name;
         name.truncate(sys::RTE_TEL_MAX_STRING_LEN as usize - 1);
-        let Ok(c_name) = CString::new(name) else { continue };
+        let Ok(c_name) = CString::new(name) else {
+            continue;
+        };
         // SAFETY: `d` is a dict started above; name and value are valid C strings that DPDK
         // copies (it truncates over-long ones).
         unsafe {

@@ -25,9 +25,17 @@ fn bad_input_gets_clear_errors() {
     let err = Port::open(&eal, PortId(5000)).unwrap_err().to_string();
     assert!(err.contains("beyond RTE_MAX_ETHPORTS"), "{err}");
     let err = Port::id_by_name(&eal, "net_ring9").unwrap_err().to_string();
-    assert!(err.contains("rte_eth_dev_get_port_by_name failed") && err.contains("net_ring9"), "{err}");
-    let err = Port::attach_vdev(&eal, "net_nosuchdriver0").unwrap_err().to_string();
-    assert!(err.starts_with("rte_vdev_init failed") && err.contains("net_nosuchdriver0"), "{err}");
+    assert!(
+        err.contains("rte_eth_dev_get_port_by_name failed") && err.contains("net_ring9"),
+        "{err}"
+    );
+    let err = Port::attach_vdev(&eal, "net_nosuchdriver0")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("rte_vdev_init failed") && err.contains("net_nosuchdriver0"),
+        "{err}"
+    );
 
     // A port has one owner.
     let mut port = Port::open_by_name(&eal, "net_ring0").unwrap();
@@ -36,11 +44,19 @@ fn bad_input_gets_clear_errors() {
 
     // Impossible mempools.
     let err = Mempool::new_pktmbuf(&eal, "huge", u32::MAX, 0, 2176).unwrap_err();
-    assert!(err.to_string().starts_with("rte_pktmbuf_pool_create failed"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("rte_pktmbuf_pool_create failed"),
+        "{err}"
+    );
     assert_eq!(err.errno(), Some(12), "ENOMEM: {err}");
-    let err = Mempool::new_pktmbuf(&eal, "empty", 0, 0, 2176).unwrap_err().to_string();
+    let err = Mempool::new_pktmbuf(&eal, "empty", 0, 0, 2176)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("at least one mbuf"), "{err}");
-    let err = Mempool::new_pktmbuf(&eal, "tiny", 63, 0, 16).unwrap_err().to_string();
+    let err = Mempool::new_pktmbuf(&eal, "tiny", 63, 0, 16)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("smaller than the headroom"), "{err}");
     let err = Mempool::new_pktmbuf(&eal, "bigcache", 1023, 100_000, 2176).unwrap_err();
     assert_eq!(err.errno(), Some(22), "EINVAL: {err}");
@@ -49,19 +65,33 @@ fn bad_input_gets_clear_errors() {
     assert_eq!(err.errno(), Some(17), "EEXIST: {err}");
 
     // Port misuse: start before configure, too many queues, queues that do not exist.
-    assert!(port.start().unwrap_err().to_string().contains("not configured"));
+    assert!(port
+        .start()
+        .unwrap_err()
+        .to_string()
+        .contains("not configured"));
     let err = port.configure(64, 1, 256, 256, &pool).unwrap_err();
-    assert!(err.to_string().starts_with("rte_eth_dev_configure failed"), "{err}");
+    assert!(
+        err.to_string().starts_with("rte_eth_dev_configure failed"),
+        "{err}"
+    );
     port.configure(1, 1, 256, 256, &pool).unwrap();
     assert!(port.rx_queue(QueueId(1)).is_err());
     assert!(port.tx_queue(QueueId(3)).is_err());
     port.start().unwrap();
-    assert!(port.configure(1, 1, 256, 256, &pool).unwrap_err().to_string().contains("stop it first"));
+    assert!(port
+        .configure(1, 1, 256, 256, &pool)
+        .unwrap_err()
+        .to_string()
+        .contains("stop it first"));
     let r = common::expect_panic(|| {
         let mut b: dpdk::MbufBatch<4> = dpdk::MbufBatch::new();
         port.rx_burst(QueueId(2), &mut b)
     });
-    assert!(r.is_err(), "rx_burst on an unconfigured queue panics instead of touching DPDK");
+    assert!(
+        r.is_err(),
+        "rx_burst on an unconfigured queue panics instead of touching DPDK"
+    );
     port.close().unwrap();
 
     // Everything still works after the refusals.
@@ -72,7 +102,8 @@ fn bad_input_gets_clear_errors() {
     port.configure(1, 1, 256, 256, &pool).unwrap();
     port.start().unwrap();
     let mut b: dpdk::MbufBatch<4> = dpdk::MbufBatch::new();
-    b.push(common::mbuf(&pool, &common::barrier_frame(1))).unwrap();
+    b.push(common::mbuf(&pool, &common::barrier_frame(1)))
+        .unwrap();
     assert_eq!(port.tx_burst(QueueId(0), &mut b), 1);
     assert_eq!(port.rx_burst(QueueId(0), &mut b), 1);
     assert_eq!(b.as_slice()[0].data(), &common::barrier_frame(1)[..]);

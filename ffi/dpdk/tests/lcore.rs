@@ -16,7 +16,9 @@ fn lcores() {
     assert_eq!(workers, vec![LcoreId(1)]);
 
     // The closure runs on lcore 1 and its value comes back.
-    let job = eal.launch_on(LcoreId(1), || (current_lcore(), 6 * 7)).unwrap();
+    let job = eal
+        .launch_on(LcoreId(1), || (current_lcore(), 6 * 7))
+        .unwrap();
     assert_eq!(job.lcore(), LcoreId(1));
     assert_eq!(job.join().unwrap(), (Some(LcoreId(1)), 42));
 
@@ -32,24 +34,43 @@ fn lcores() {
     // A panic is an error on join, not a crash; the lcore is usable afterwards.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {})); // keep the expected panic out of the test output
-    let bad = launch_on(&eal, LcoreId(1), || -> u32 { panic!("deliberate failure {}", 7) }).unwrap();
+    let bad = launch_on(&eal, LcoreId(1), || -> u32 {
+        panic!("deliberate failure {}", 7)
+    })
+    .unwrap();
     let err = bad.join().unwrap_err();
     std::panic::set_hook(hook);
     let LcoreError::Panicked { lcore, message } = &err;
     assert_eq!(*lcore, LcoreId(1));
     assert_eq!(message, "deliberate failure 7");
     assert!(err.to_string().contains("lcore1 panicked"), "{err}");
-    assert_eq!(launch_on(&eal, LcoreId(1), || "again").unwrap().join().unwrap(), "again");
+    assert_eq!(
+        launch_on(&eal, LcoreId(1), || "again")
+            .unwrap()
+            .join()
+            .unwrap(),
+        "again"
+    );
 
     // Lcores that are not workers are refused before reaching DPDK.
-    assert!(launch_on(&eal, LcoreId(0), || ()).unwrap_err().to_string().contains("main lcore"));
-    assert!(launch_on(&eal, LcoreId(5), || ()).unwrap_err().to_string().contains("not an enabled lcore"));
+    assert!(launch_on(&eal, LcoreId(0), || ())
+        .unwrap_err()
+        .to_string()
+        .contains("main lcore"));
+    assert!(launch_on(&eal, LcoreId(5), || ())
+        .unwrap_err()
+        .to_string()
+        .contains("not an enabled lcore"));
     assert!(launch_on(&eal, LcoreId(100_000), || ()).is_err());
 
     // Mbufs move between lcores (Mbuf: Send) and are freed on the worker.
-    let pool = Mempool::new_pktmbuf(&eal, "lcore_pool", 255, 0, dpdk::MBUF_DEFAULT_BUF_SIZE).unwrap();
+    let pool =
+        Mempool::new_pktmbuf(&eal, "lcore_pool", 255, 0, dpdk::MBUF_DEFAULT_BUF_SIZE).unwrap();
     let m = Mbuf::from_slice(&pool, b"to the worker").unwrap();
-    let len = launch_on(&eal, LcoreId(1), move || m.data().len()).unwrap().join().unwrap();
+    let len = launch_on(&eal, LcoreId(1), move || m.data().len())
+        .unwrap()
+        .join()
+        .unwrap();
     assert_eq!(len, 13);
     assert_eq!(pool.in_use_count(), 0);
 
@@ -60,8 +81,14 @@ fn lcores() {
         let reg = ThreadRegistration::new(&eal2).unwrap();
         let id = reg.lcore();
         assert_eq!(current_lcore(), Some(id));
-        assert!(id.0 >= 2, "registered threads get a free lcore id, got {id:?}");
-        assert!(ThreadRegistration::new(&eal2).is_err(), "double registration");
+        assert!(
+            id.0 >= 2,
+            "registered threads get a free lcore id, got {id:?}"
+        );
+        assert!(
+            ThreadRegistration::new(&eal2).is_err(),
+            "double registration"
+        );
         drop(reg);
         assert_eq!(current_lcore(), None);
     })
@@ -81,5 +108,8 @@ fn lcores() {
     assert!(dpdk::eal::is_initialised());
     assert_eq!(pool.avail_count(), 255);
     drop(pool);
-    assert!(!dpdk::eal::is_initialised(), "rte_eal_cleanup ran with the last handle");
+    assert!(
+        !dpdk::eal::is_initialised(),
+        "rte_eal_cleanup ran with the last handle"
+    );
 }

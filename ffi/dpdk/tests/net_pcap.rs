@@ -32,10 +32,21 @@ fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
 /// this machine).
 fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
     let data = std::fs::read(path).unwrap();
-    assert!(data.len() >= 24, "{} is too short for a pcap header", path.display());
+    assert!(
+        data.len() >= 24,
+        "{} is too short for a pcap header",
+        path.display()
+    );
     let magic = u32::from_le_bytes(data[0..4].try_into().unwrap());
-    assert!(magic == 0xa1b2_c3d4 || magic == 0xa1b2_3c4d, "magic {magic:#x}");
-    assert_eq!(u32::from_le_bytes(data[20..24].try_into().unwrap()), 1, "link type");
+    assert!(
+        magic == 0xa1b2_c3d4 || magic == 0xa1b2_3c4d,
+        "magic {magic:#x}"
+    );
+    assert_eq!(
+        u32::from_le_bytes(data[20..24].try_into().unwrap()),
+        1,
+        "link type"
+    );
     let mut frames = Vec::new();
     let mut at = 24;
     while at < data.len() {
@@ -55,13 +66,24 @@ fn pcap_replay_is_byte_exact() {
     std::fs::create_dir_all(&dir).unwrap();
     let input = dir.join("in.pcap");
     let output = dir.join("out.pcap");
-    let frames: Vec<Vec<u8>> = (0..FRAMES).map(|s| common::barrier_frame(s).to_vec()).collect();
+    let frames: Vec<Vec<u8>> = (0..FRAMES)
+        .map(|s| common::barrier_frame(s).to_vec())
+        .collect();
     write_pcap(&input, &frames);
-    assert_eq!(read_pcap(&input), frames, "the pcap writer and reader agree");
+    assert_eq!(
+        read_pcap(&input),
+        frames,
+        "the pcap writer and reader agree"
+    );
 
-    let vdev = format!("--vdev=net_pcap0,rx_pcap={},tx_pcap={}", input.display(), output.display());
+    let vdev = format!(
+        "--vdev=net_pcap0,rx_pcap={},tx_pcap={}",
+        input.display(),
+        output.display()
+    );
     let eal = common::eal("net_pcap", &[&vdev]);
-    let pool = Mempool::new_pktmbuf(&eal, "pcap_pool", 1023, 32, dpdk::MBUF_DEFAULT_BUF_SIZE).unwrap();
+    let pool =
+        Mempool::new_pktmbuf(&eal, "pcap_pool", 1023, 32, dpdk::MBUF_DEFAULT_BUF_SIZE).unwrap();
     let mut port = Port::open_by_name(&eal, "net_pcap0").unwrap();
     port.configure(1, 1, 512, 512, &pool).unwrap();
     port.start().unwrap();
@@ -80,8 +102,14 @@ fn pcap_replay_is_byte_exact() {
     }
     assert_eq!(forwarded, FRAMES as u64);
     let stats = port.stats().unwrap();
-    assert_eq!((stats.ipackets, stats.opackets), (FRAMES as u64, FRAMES as u64));
-    assert_eq!((stats.ibytes, stats.obytes), (60 * FRAMES as u64, 60 * FRAMES as u64));
+    assert_eq!(
+        (stats.ipackets, stats.opackets),
+        (FRAMES as u64, FRAMES as u64)
+    );
+    assert_eq!(
+        (stats.ibytes, stats.obytes),
+        (60 * FRAMES as u64, 60 * FRAMES as u64)
+    );
     let x = port.xstats().unwrap();
     let get = |n: &str| x.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
     assert_eq!(get("rx_good_bytes"), Some(60 * FRAMES as u64), "{x:?}");

@@ -17,7 +17,8 @@ fn loop_frames(port: &mut Port, pool: &Mempool, count: u32) {
     let mut idle_polls = 0;
     while next_rx < count {
         while next_tx < count && !tx.is_full() {
-            tx.push(common::mbuf(pool, &common::barrier_frame(next_tx))).unwrap();
+            tx.push(common::mbuf(pool, &common::barrier_frame(next_tx)))
+                .unwrap();
             next_tx += 1;
         }
         port.tx_burst(Q, &mut tx);
@@ -25,7 +26,11 @@ fn loop_frames(port: &mut Port, pool: &Mempool, count: u32) {
         idle_polls = if got == 0 { idle_polls + 1 } else { 0 };
         assert!(idle_polls < 1000, "stuck: {next_rx}/{count} frames back");
         for m in rx.drain() {
-            assert_eq!(m.data(), &common::barrier_frame(next_rx)[..], "frame {next_rx} differs");
+            assert_eq!(
+                m.data(),
+                &common::barrier_frame(next_rx)[..],
+                "frame {next_rx} differs"
+            );
             next_rx += 1;
         }
     }
@@ -35,7 +40,8 @@ fn loop_frames(port: &mut Port, pool: &Mempool, count: u32) {
 #[test]
 fn net_ring_end_to_end() {
     let eal = common::eal("net_ring", &["--vdev=net_ring0"]);
-    let pool = Mempool::new_pktmbuf(&eal, "ring_pool", 4095, 32, dpdk::MBUF_DEFAULT_BUF_SIZE).unwrap();
+    let pool =
+        Mempool::new_pktmbuf(&eal, "ring_pool", 4095, 32, dpdk::MBUF_DEFAULT_BUF_SIZE).unwrap();
     assert_eq!(pool.in_use_count(), 0);
     let start_avail = pool.avail_count();
     assert_eq!(start_avail, 4095);
@@ -70,7 +76,9 @@ fn net_ring_end_to_end() {
     assert_eq!(pool.in_use_count(), 0);
     // Closing released the ethdev: the name no longer resolves.
     assert_eq!(Port::count_avail(&eal), 0);
-    let err = Port::open_by_name(&eal, "net_ring0").unwrap_err().to_string();
+    let err = Port::open_by_name(&eal, "net_ring0")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("no port named \"net_ring0\""), "{err}");
 
     // A vdev made at run time works the same and is removed on close, so its name is reusable.
@@ -86,7 +94,11 @@ fn net_ring_end_to_end() {
     assert_eq!(pool.in_use_count(), 0);
 
     ring_pair_is_a_cable(&eal, &pool);
-    assert_eq!(pool.in_use_count(), 0, "frames left in the rings went back to the pool");
+    assert_eq!(
+        pool.in_use_count(),
+        0,
+        "frames left in the rings went back to the pool"
+    );
     drop(pool);
     eal.shutdown();
 }
@@ -94,8 +106,13 @@ fn net_ring_end_to_end() {
 /// Two ports joined by rings: A's TX queue i arrives on B's RX queue i and back; frames still
 /// in flight when both close are freed with the rings.
 fn ring_pair_is_a_cable(eal: &dpdk::Eal, pool: &Mempool) {
-    let err = Port::ring_pair(eal, "x", "y", 1, 100).unwrap_err().to_string();
-    assert!(err.starts_with("rte_ring_create failed"), "size not a power of two: {err}");
+    let err = Port::ring_pair(eal, "x", "y", 1, 100)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("rte_ring_create failed"),
+        "size not a power of two: {err}"
+    );
     let (mut a, mut b) = Port::ring_pair(eal, "a", "b", 2, 256).unwrap();
     assert_eq!((a.name(), b.name()), ("net_ring_a", "net_ring_b"));
     assert_eq!(Port::count_avail(eal), 2);
@@ -105,8 +122,14 @@ fn ring_pair_is_a_cable(eal: &dpdk::Eal, pool: &Mempool) {
     }
     let mut batch: MbufBatch<8> = MbufBatch::new();
     for (from, q, seq) in [(0, 0u16, 10u32), (0, 1, 11), (1, 1, 12), (1, 0, 13)] {
-        let (src, dst) = if from == 0 { (&mut a, &mut b) } else { (&mut b, &mut a) };
-        batch.push(common::mbuf(pool, &common::barrier_frame(seq))).unwrap();
+        let (src, dst) = if from == 0 {
+            (&mut a, &mut b)
+        } else {
+            (&mut b, &mut a)
+        };
+        batch
+            .push(common::mbuf(pool, &common::barrier_frame(seq)))
+            .unwrap();
         assert_eq!(src.tx_burst(QueueId(q), &mut batch), 1);
         // Nothing loops back to the sender, and nothing lands on the other queue.
         assert_eq!(src.rx_burst(QueueId(q), &mut batch), 0);
@@ -116,10 +139,16 @@ fn ring_pair_is_a_cable(eal: &dpdk::Eal, pool: &Mempool) {
     }
     // Leave three frames in flight, then close both ends.
     for s in 0..3 {
-        batch.push(common::mbuf(pool, &common::barrier_frame(s))).unwrap();
+        batch
+            .push(common::mbuf(pool, &common::barrier_frame(s)))
+            .unwrap();
     }
     assert_eq!(a.tx_burst(QueueId(0), &mut batch), 3);
-    assert_eq!(pool.in_use_count(), 3, "net_ring RX keeps no mbufs of its own");
+    assert_eq!(
+        pool.in_use_count(),
+        3,
+        "net_ring RX keeps no mbufs of its own"
+    );
     a.close().unwrap();
     assert_eq!(pool.in_use_count(), 3, "rings live until both ports close");
     b.close().unwrap();
@@ -163,7 +192,11 @@ fn mbuf_operations(pool: &Mempool) {
     let before = pool.avail_count();
     drop(c);
     assert_eq!(m.refcnt(), 1);
-    assert_eq!(pool.avail_count(), before, "dropping one of two refs must not free");
+    assert_eq!(
+        pool.avail_count(),
+        before,
+        "dropping one of two refs must not free"
+    );
     let copy = m.copy(pool).unwrap();
     assert_eq!(copy.data(), m.data());
     assert_ne!(copy.as_ptr(), m.as_ptr());
@@ -180,7 +213,11 @@ fn mbuf_operations(pool: &Mempool) {
         m.data_mut()[0] = 0;
     });
     assert!(r.is_err(), "data_mut on a shared mbuf must panic");
-    assert_eq!(c.refcnt(), 1, "the panicking handle was dropped while unwinding");
+    assert_eq!(
+        c.refcnt(),
+        1,
+        "the panicking handle was dropped while unwinding"
+    );
     drop(c);
 
     // Bulk allocation fills the batch; drop frees it.
@@ -230,7 +267,8 @@ fn unsent_frames_stay_in_batch(port: &mut Port, pool: &Mempool) {
     let mut sent_total = 0u32;
     loop {
         while !tx.is_full() {
-            tx.push(common::mbuf(pool, &common::barrier_frame(seq))).unwrap();
+            tx.push(common::mbuf(pool, &common::barrier_frame(seq)))
+                .unwrap();
             seq += 1;
         }
         let offered = tx.len();
@@ -239,7 +277,10 @@ fn unsent_frames_stay_in_batch(port: &mut Port, pool: &Mempool) {
         if sent < offered {
             assert_eq!(tx.len(), offered - sent);
             // The first unsent frame is the next in sequence.
-            assert_eq!(tx.as_slice()[0].data(), &common::barrier_frame(sent_total)[..]);
+            assert_eq!(
+                tx.as_slice()[0].data(),
+                &common::barrier_frame(sent_total)[..]
+            );
             break;
         }
         assert!(sent_total < 100_000, "ring never filled");
@@ -284,5 +325,9 @@ fn fan_out_with_clone_ref(port: &mut Port, pool: &Mempool) {
     assert!(rx.iter().all(|m| m.data() == frame));
     let in_use = pool.in_use_count();
     rx.clear();
-    assert_eq!(pool.in_use_count(), in_use - 1, "three references, one buffer");
+    assert_eq!(
+        pool.in_use_count(),
+        in_use - 1,
+        "three references, one buffer"
+    );
 }

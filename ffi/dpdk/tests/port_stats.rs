@@ -7,13 +7,17 @@ mod common;
 use dpdk::{launch_on, LcoreId, MbufBatch, Mempool, Port, PortStats, QueueId};
 
 fn xstat(x: &[(String, u64)], name: &str) -> u64 {
-    x.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no xstat {name} in {x:?}")).1
+    x.iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no xstat {name} in {x:?}"))
+        .1
 }
 
 #[test]
 fn stats_and_xstats_count_what_was_sent() {
     let eal = common::eal("port_stats", &["-l", "0,1", "--vdev=net_ring0"]);
-    let pool = Mempool::new_pktmbuf(&eal, "stats_pool", 2047, 32, dpdk::MBUF_DEFAULT_BUF_SIZE).unwrap();
+    let pool =
+        Mempool::new_pktmbuf(&eal, "stats_pool", 2047, 32, dpdk::MBUF_DEFAULT_BUF_SIZE).unwrap();
     let mut port = Port::open(&eal, Port::id_by_name(&eal, "net_ring0").unwrap()).unwrap();
     assert_eq!(format!("{:?}", port.id()), "port0");
     port.configure(2, 2, 512, 512, &pool).unwrap();
@@ -44,11 +48,16 @@ fn stats_and_xstats_count_what_was_sent() {
     .unwrap();
 
     let mut tx0 = port.tx_queue(QueueId(0)).unwrap();
-    assert!(port.stop().is_err(), "stop refused while queue handles live");
+    assert!(
+        port.stop().is_err(),
+        "stop refused while queue handles live"
+    );
     let mut batch: MbufBatch<50> = MbufBatch::new();
     for round in 0..2 {
         for s in 0..50 {
-            batch.push(common::mbuf(&pool, &common::barrier_frame(round * 50 + s))).unwrap();
+            batch
+                .push(common::mbuf(&pool, &common::barrier_frame(round * 50 + s)))
+                .unwrap();
         }
         while !batch.is_empty() {
             tx0.tx_burst(&mut batch);

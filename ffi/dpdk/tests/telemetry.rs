@@ -28,10 +28,16 @@ impl Client {
             let r = libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len);
             assert_eq!(r, 0, "connect {path}: {}", std::io::Error::last_os_error());
             // A reply that never comes fails the test instead of hanging it.
-            let tv = libc::timeval { tv_sec: 10, tv_usec: 0 };
+            let tv = libc::timeval {
+                tv_sec: 10,
+                tv_usec: 0,
+            };
             let tvp = &tv as *const libc::timeval as *const c_void;
             let tvl = std::mem::size_of::<libc::timeval>() as u32;
-            assert_eq!(libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tvp, tvl), 0);
+            assert_eq!(
+                libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tvp, tvl),
+                0
+            );
             Client(fd)
         }
     }
@@ -61,8 +67,10 @@ impl Drop for Client {
 
 #[test]
 fn telemetry_command_answers_over_the_socket() {
-    let args: Vec<String> =
-        dpdk::test_args("telemetry", &[]).into_iter().filter(|a| a != "--no-telemetry").collect();
+    let args: Vec<String> = dpdk::test_args("telemetry", &[])
+        .into_iter()
+        .filter(|a| a != "--no-telemetry")
+        .collect();
     let prefix = args[args.iter().position(|a| a == "--file-prefix").unwrap() + 1].clone();
     let (eal, _) = Eal::init(args).unwrap();
 
@@ -72,7 +80,10 @@ fn telemetry_command_answers_over_the_socket() {
         let n = c.fetch_add(1, Ordering::SeqCst) + 1;
         vec![
             ("calls".to_string(), TelemetryValue::U64(n)),
-            ("params".to_string(), TelemetryValue::Str(params.unwrap_or("none").to_string())),
+            (
+                "params".to_string(),
+                TelemetryValue::Str(params.unwrap_or("none").to_string()),
+            ),
         ]
     })
     .unwrap();
@@ -80,7 +91,10 @@ fn telemetry_command_answers_over_the_socket() {
     assert!(dup.to_string().contains("already registered"), "{dup}");
     assert!(register_dict(&eal, "no_slash", "", |_| vec![]).is_err());
     assert!(register_dict(&eal, "/bad-char", "", |_| vec![]).is_err());
-    register_dict(&eal, "/barrier/panics", "Always panics", |_| panic!("handler bug")).unwrap();
+    register_dict(&eal, "/barrier/panics", "Always panics", |_| {
+        panic!("handler bug")
+    })
+    .unwrap();
 
     let path = format!("/var/run/dpdk/{prefix}/dpdk_telemetry.v2");
     let client = Client::connect(&path);
@@ -92,7 +106,10 @@ fn telemetry_command_answers_over_the_socket() {
     let reply = client.ask("/barrier/test");
     assert_eq!(reply, r#"{"/barrier/test":{"calls":2,"params":"none"}}"#);
     let list = client.ask("/");
-    assert!(list.contains("/barrier/test") && list.contains("/barrier/panics"), "{list}");
+    assert!(
+        list.contains("/barrier/test") && list.contains("/barrier/panics"),
+        "{list}"
+    );
     let help = client.ask("/help,/barrier/test");
     assert!(help.contains("Test dictionary"), "{help}");
 
