@@ -6,7 +6,7 @@ use crate::counters::{bump, GroupCounters, RxCounters};
 use crate::io::{RxQueue, BURST};
 use crate::poll::Poller;
 use barrier_protocol::switch::{Action, Event, Outcome, Reject};
-use barrier_protocol::table::{GroupTable, TableError};
+use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{FrameRepr, Kind, ParseError};
 use barrier_protocol::{GroupId, PortIdx};
 use crossbeam_queue::ArrayQueue;
@@ -96,10 +96,8 @@ impl<Q: RxQueue> RxPoller<Q> {
         };
         let (outcome, actions) = match self.table.apply(repr.group, ev) {
             Ok(r) => r,
-            Err(TableError::NotConfigured(_)) | Err(TableError::GroupOutOfRange(_)) => {
-                bump(&c.drop_unknown_group, 1);
-                return;
-            }
+            // apply fails only for a group number the table does not hold or has no
+            // configuration for: either way the frame belongs to no tree here.
             Err(_) => {
                 bump(&c.drop_unknown_group, 1);
                 return;
