@@ -170,6 +170,14 @@ impl BarrierLeaf {
     pub fn into_raw(self: Box<Self>) -> *mut BarrierLeaf {
         Box::into_raw(self)
     }
+
+    /// A release of `group` that `barrier_leaf_poll` received but could not hand out. The
+    /// session already counts it as handed out, so `wait`/`try_wait` must look here first:
+    /// otherwise they would see the leaf as not waiting and arrive at the next barrier.
+    fn take_pending(&mut self, group: u32) -> Option<Record> {
+        let i = self.pending.iter().position(|r| r.group == group)?;
+        self.pending.remove(i)
+    }
 }
 
 thread_local! {
@@ -321,13 +329,14 @@ pub unsafe extern "C" fn barrier_leaf_wait(
     guard(|| {
         // SAFETY: forwarded contract of this function.
         let leaf = unsafe { leaf_mut(leaf) }?;
-        let r = if timeout_us == 0 {
-            leaf.session.wait(group)
-        } else {
-            leaf.session
+        let r = match leaf.take_pending(group) {
+            Some(r) => r,
+            None if timeout_us == 0 => leaf.session.wait(group).map_err(fail)?,
+            None => leaf
+                .session
                 .wait_timeout(group, Duration::from_micros(timeout_us))
-        }
-        .map_err(fail)?;
+                .map_err(fail)?,
+        };
         // SAFETY: NULL or writable per the contract.
         unsafe { write_record(rec, r) };
         Ok(status::OK)
@@ -361,7 +370,11 @@ pub unsafe extern "C" fn barrier_leaf_try_wait(
     guard(|| {
         // SAFETY: forwarded contract of this function.
         let leaf = unsafe { leaf_mut(leaf) }?;
-        match leaf.session.try_wait(group).map_err(fail)? {
+        let released = match leaf.take_pending(group) {
+            Some(r) => Some(r),
+            None => leaf.session.try_wait(group).map_err(fail)?,
+        };
+        match released {
             Some(r) => {
                 // SAFETY: NULL or writable per the contract.
                 unsafe { write_record(rec, r) };
@@ -679,6 +692,44 @@ mod tests {
                     status::EINVAL
                 );
                 assert!(last_error().contains("recs is NULL"));
+            }
+        });
+    }
+
+    #[test]
+    fn a_release_kept_by_poll_is_what_wait_and_try_wait_return() {
+        with_leaf(&[1], Duration::from_secs(5), |leaf| {
+            // SAFETY (whole block): `leaf` is a live handle used by this thread only; every
+            // out-pointer points at a local of the right type.
+            unsafe {
+                let mut rec = BarrierRecord::default();
+                for expect in 0..2u32 {
+                    assert_eq!(barrier_leaf_arrive(leaf, 1), status::OK);
+                    // Poll with no room until the release has come in and is kept.
+                    let mut seq = expect;
+                    while seq == expect {
+                        let mut n = 99;
+                        assert_eq!(
+                            barrier_leaf_poll(leaf, 1_000, ptr::null_mut(), 0, &mut n),
+                            status::OK
+                        );
+                        assert_eq!(n, 0);
+                        assert_eq!(barrier_leaf_seq(leaf, 1, &mut seq), status::OK);
+                    }
+                    // The kept release ends this barrier; it must not start the next one.
+                    let rc = if expect == 0 {
+                        barrier_leaf_try_wait(leaf, 1, &mut rec)
+                    } else {
+                        barrier_leaf_wait(leaf, 1, 0, &mut rec)
+                    };
+                    assert_eq!(rc, status::OK);
+                    assert_eq!((rec.group, rec.seq), (1, expect));
+                    assert_eq!(barrier_leaf_seq(leaf, 1, &mut seq), status::OK);
+                    assert_eq!(seq, expect + 1, "no reduce for the next barrier was sent");
+                }
+                let mut st = BarrierStats::default();
+                assert_eq!(barrier_leaf_stats(leaf, &mut st), status::OK);
+                assert_eq!((st.reduces, st.releases), (2, 2));
             }
         });
     }
