@@ -11,6 +11,8 @@ PACKAGES=(
   pkg-config clang libclang-dev llvm gcc make
   # network namespaces, veth pairs, tc with clsact/BPF for link faults; eBPF programs
   iproute2 libbpf-dev
+  # kill and sysctl, used by tests and the namespace scripts (absent from minimal images)
+  procps
   # pcap files for net_pcap golden tests; capture and dissection tools
   libpcap-dev tshark
   python3

@@ -79,7 +79,8 @@ nb_veth() {
   for side in "$nsa|$ifa" "$nsb|$ifb"; do
     local ns=${side%%|*} ifn=${side#*|}
     [ -n "$mtu" ] && nb_in "$ns" ip link set dev "$ifn" mtu "$mtu"
-    [ -z "$ns" ] && sysctl -qw "net.ipv6.conf.$ifn.disable_ipv6=1" >/dev/null 2>&1
+    # best effort: a kernel booted without IPv6 has no such key
+    [ -z "$ns" ] && { sysctl -qw "net.ipv6.conf.$ifn.disable_ipv6=1" >/dev/null 2>&1 || true; }
     nb_in "$ns" ip link set dev "$ifn" up || nb_die "cannot bring up $ns/$ifn"
   done
 }
@@ -190,12 +191,14 @@ nb_find_program() {
   echo "$best"
 }
 
-# nb_stale: namespaces and host interfaces left by runs whose process is gone ("nbt<pid>").
+# nb_stale: namespaces and host interfaces left by runs whose process is gone: "nbt<pid>" (these
+# scripts), "nbrs<pid>-<k>" (rawsock's Rust test bed), "nbgen-<pid>" (barrier-gen's tests). A test
+# killed by the runner's timeout never reaches its cleanup; `topo.sh --cleanup-stale` removes them.
 nb_stale() {
   local name pid
   for name in $(ip netns list 2>/dev/null | awk '{print $1}'; ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
-    [[ $name =~ ^nbt([0-9]+) ]] || continue
-    pid=${BASH_REMATCH[1]}
+    [[ $name =~ ^nb(t|rs|gen-)([0-9]+) ]] || continue
+    pid=${BASH_REMATCH[2]}
     kill -0 "$pid" 2>/dev/null || echo "$name"
   done
 }

@@ -29,7 +29,7 @@ case "\$1" in
   exit) exit 0 ;;
   fail) false ;;
   die) nb_veth "" not-our-prefix "\$(nb_ns a)" w ;;
-  wait) sleep 300 & wait ;;
+  wait) nb_spawn "" /dev/null sleep 300; wait ;;
 esac
 CHILD
 
@@ -45,7 +45,7 @@ leftovers() {
 
 # run_case NAME HOW [SIGNAL] [WANT_RC]
 run_case() {
-  local name=$1 how=$2 sig=${3:-} want=${4:-} p="nbt$$$1" rc i
+  local name=$1 how=$2 sig=${3:-} want=${4:-} p="nbt$(($$ % 1000000))$1" rc i
   NB_PREFIX=$p bash "$work/child.sh" "$how" >"$work/log.$p" 2>&1 &
   local child=$!
   if [ -n "$sig" ]; then

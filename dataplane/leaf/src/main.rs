@@ -49,15 +49,17 @@ struct Cli {
     #[arg(long, short = 'n', default_value_t = 1000)]
     count: u64,
     /// Give up on a barrier after this many µs without a release (the error names group and seq).
-    #[arg(long, default_value_t = 10_000_000)]
+    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     timeout_us: u64,
     /// Re-send the reduce after this many µs without a release.
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     resend_us: u64,
     /// Destination MAC of reduces (the switch accepts any).
     #[arg(long, default_value = "ff:ff:ff:ff:ff:ff", value_parser = parse_mac)]
     dst: MacAddr,
-    /// Sequence number of the first barrier (to rejoin a running tree).
+    /// Sequence number of the first barrier. Every leaf of the group must start at the same
+    /// number; a leaf may only rejoin at S if it saw the release of S-1 (anything else can let
+    /// the switches release a barrier this leaf never reached).
     #[arg(long, default_value_t = 0)]
     first_seq: u32,
     /// Pause this many µs between a release and the next arrival (emulated work).
