@@ -170,9 +170,10 @@ impl<T: TxQueue> SchedPoller<T> {
                     }
                     Err(blocked) => {
                         self.sched.unpop(p, group, send);
-                        match blocked {
-                            TxBlocked::Full => bump(&c.tx_full_waits, 1),
-                            TxBlocked::NoBuffer => bump(&c.alloc_fail_waits, 1),
+                        // A full buffer is the device refusing earlier frames: the flush below
+                        // counts that once as a tx-full wait.
+                        if blocked == TxBlocked::NoBuffer {
+                            bump(&c.alloc_fail_waits, 1);
                         }
                         break;
                     }

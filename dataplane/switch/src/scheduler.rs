@@ -131,8 +131,11 @@ impl Scheduler {
         match pq.pending.get_mut(&group) {
             Some(q) => {
                 q.push_front(send);
-                // The group is somewhere in the ring; move it to the front.
-                if let Some(pos) = pq.ready.iter().position(|&g| g == group) {
+                // The group is in the ring; move it to the front. Right after `pop` it is at the
+                // back (O(1)); the scan is only for a caller that popped something else since.
+                if pq.ready.back() == Some(&group) {
+                    pq.ready.pop_back();
+                } else if let Some(pos) = pq.ready.iter().position(|&g| g == group) {
                     pq.ready.remove(pos);
                 }
             }

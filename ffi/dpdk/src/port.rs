@@ -607,7 +607,7 @@ impl Port {
             self.id()
         );
         assert!(
-            !self.inner.rx_claimed[queue.0 as usize].load(Ordering::Relaxed),
+            !self.inner.rx_claimed[queue.0 as usize].load(Ordering::Acquire),
             "{:?}: rx {queue:?} is owned by an RxQueue",
             self.id()
         );
@@ -628,7 +628,7 @@ impl Port {
             self.id()
         );
         assert!(
-            !self.inner.tx_claimed[queue.0 as usize].load(Ordering::Relaxed),
+            !self.inner.tx_claimed[queue.0 as usize].load(Ordering::Acquire),
             "{:?}: tx {queue:?} is owned by a TxQueue",
             self.id()
         );

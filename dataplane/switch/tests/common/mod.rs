@@ -5,6 +5,7 @@
 
 pub mod pcap;
 
+use barrier_switch::counters::RxCounters;
 use barrier_switch::demo::{DemoOpts, Tree};
 use barrier_switch::runtime::run_demo_dpdk;
 use std::sync::atomic::AtomicBool;
@@ -49,11 +50,13 @@ pub fn run_tree_on(fanout: &[usize], groups: u32, count: u64, loops: usize) {
     assert_eq!(root.name, "root");
     assert_eq!(root.rx_sum(|c| &c.completions), count * u64::from(groups));
     for s in &out.switches {
-        let dropped = s.rx_sum(|c| &c.drop_unknown_group)
-            + s.rx_sum(|c| &c.drop_not_a_child)
-            + s.rx_sum(|c| &c.drop_not_the_parent)
-            + s.rx_sum(|c| &c.drop_too_short)
-            + s.rx_sum(|c| &c.drop_bad_magic);
+        // Every drop reason, whatever is added later.
+        let dropped: u64 =
+            s.rx.iter()
+                .flat_map(|(_, c)| RxCounters::NAMES.iter().zip(c.values()))
+                .filter(|(name, _)| name.starts_with("drop_"))
+                .map(|(_, v)| v)
+                .sum();
         assert_eq!(dropped, 0, "switch {} dropped frames", s.name);
         // Each intermediate reduced up once per barrier (plus re-sends after a timeout).
         if s.name != "root" {
