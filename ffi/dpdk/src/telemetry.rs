@@ -102,7 +102,13 @@ unsafe extern "C" fn trampoline(
         .take(sys::RTE_TEL_MAX_DICT_ENTRIES as usize)
     {
         let mut name = name;
-        name.truncate(sys::RTE_TEL_MAX_STRING_LEN as usize - 1);
+        // Cut at a character boundary: String::truncate panics inside a character, and a panic
+        // here (outside catch_unwind, in an extern "C" callback) would abort the process.
+        let mut cut = (sys::RTE_TEL_MAX_STRING_LEN as usize - 1).min(name.len());
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name.truncate(cut);
         let Ok(c_name) = CString::new(name) else {
             continue;
         };
