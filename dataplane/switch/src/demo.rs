@@ -337,6 +337,8 @@ pub fn run_on_threads(
     for pollers in demo.loops {
         let quit = quit.clone();
         handles.push(std::thread::spawn(move || {
+            // A panicking loop must end the wait below, not leave it waiting for the count.
+            let _stop = crate::poll::StopOnDrop(quit.clone());
             let c = crate::counters::LoopCounters::default();
             crate::poll::run_loop(pollers, &quit, clock, &c, idle)
         }));

@@ -4,6 +4,7 @@
 
 use crate::counters::{bump, LoopCounters};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A unit of poll-mode work. `poll` does a bounded amount of work and says whether it did any.
@@ -171,6 +172,16 @@ pub fn run_loop(
         idle.after_pass(busy, &mut idle_run, counters);
     }
     pollers
+}
+
+/// Sets the flag when dropped, also while unwinding from a panic: a loop that ends, normally or
+/// not, stops every other loop and the management thread watching the flag.
+pub struct StopOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]

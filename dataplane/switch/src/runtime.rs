@@ -7,7 +7,7 @@ use crate::counters::LoopCounters;
 use crate::demo::{build_demo, wait_until_done, DemoOpts, DemoResult, Tree, Wires};
 use crate::dpdk_io::{DpdkRx, DpdkTx};
 use crate::engine::{build_switch, build_table, PortIo, SwitchStats};
-use crate::poll::{finish_all, run_loop, Clock, Idle, Poller};
+use crate::poll::{finish_all, run_loop, Clock, Idle, Poller, StopOnDrop};
 use dpdk::{Eal, LcoreId, Mempool, Port, QueueId};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -32,15 +32,6 @@ impl Signals {
         signal_hook::flag::register(signal_hook::consts::SIGTERM, quit.clone())?;
         signal_hook::flag::register(signal_hook::consts::SIGUSR1, dump.clone())?;
         Ok(Signals { quit, dump })
-    }
-}
-
-/// Sets the flag when dropped, also while unwinding from a panic.
-struct StopOnDrop(Arc<AtomicBool>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
     }
 }
 
