@@ -2,7 +2,7 @@
 //!
 //! The protocol core of netbarrier: everything the barrier method
 //! (`shared/spec/barrier-method.md`) decides, as pure Rust. No I/O, no clock (time is an
-//! argument), no allocation on the per-frame path, no `unsafe`. The switch, the leaf library,
+//! argument), no allocation on the per-frame path, `forbid(unsafe_code)`. The switch, the leaf library,
 //! the simulator and the benchmarks all run this same code, so a simulated run and a real run
 //! make the same decisions.
 //!
