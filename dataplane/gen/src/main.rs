@@ -161,15 +161,9 @@ struct Opts {
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 6 {
-        return Err(format!("{s:?} is not a MAC address"));
-    }
-    let mut m = [0u8; 6];
-    for (i, p) in parts.iter().enumerate() {
-        m[i] = u8::from_str_radix(p, 16).map_err(|_| format!("{s:?} is not a MAC address"))?;
-    }
-    Ok(m)
+    s.parse::<barrier_protocol::wire::MacAddr>()
+        .map(|m| m.0)
+        .map_err(|e| e.to_string())
 }
 
 /// EAL arguments for virtual devices on a machine without NIC or hugepages.

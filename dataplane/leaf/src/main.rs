@@ -85,20 +85,8 @@ enum IdleArg {
 }
 
 fn parse_mac(s: &str) -> Result<MacAddr, String> {
-    let parts: Vec<&str> = s.split([':', '-']).collect();
-    if parts.len() != 6 {
-        return Err(format!(
-            "{s:?}: a MAC address has six bytes, like 02:00:00:00:00:01"
-        ));
-    }
-    let mut mac = [0u8; 6];
-    for (b, p) in mac.iter_mut().zip(parts) {
-        *b = u8::from_str_radix(p, 16)
-            .ok()
-            .filter(|_| p.len() <= 2)
-            .ok_or_else(|| format!("{s:?}: bad byte {p:?}"))?;
-    }
-    Ok(MacAddr(mac))
+    s.parse()
+        .map_err(|e: barrier_protocol::wire::MacParseError| e.to_string())
 }
 
 /// Parses the command line, with the checks clap's derive cannot express.

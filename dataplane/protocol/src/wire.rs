@@ -67,6 +67,45 @@ impl MacAddr {
     }
 }
 
+/// A string that is not a MAC address; its message shows the string and the expected form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MacParseError(pub String);
+
+impl fmt::Display for MacParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not a MAC address (want six two-digit hex bytes, like 02:00:00:00:00:01)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for MacParseError {}
+
+/// Six two-digit hex bytes separated by `:` (or `-`): the one parser for configuration files
+/// and command lines.
+impl core::str::FromStr for MacAddr {
+    type Err = MacParseError;
+
+    fn from_str(s: &str) -> Result<MacAddr, MacParseError> {
+        let bad = || MacParseError(s.to_string());
+        let mut mac = [0u8; 6];
+        let mut parts = s.split([':', '-']);
+        for b in &mut mac {
+            let p = parts.next().ok_or_else(bad)?;
+            if p.len() != 2 || !p.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(bad());
+            }
+            *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(MacAddr(mac))
+    }
+}
+
 impl fmt::Display for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
@@ -585,6 +624,30 @@ impl FrameRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mac_addresses_parse_strictly_and_round_trip() {
+        let m: MacAddr = "02:0a:FF:00:00:01".parse().unwrap();
+        assert_eq!(m, MacAddr([2, 0x0a, 0xff, 0, 0, 1]));
+        assert_eq!(m.to_string().parse::<MacAddr>().unwrap(), m);
+        assert_eq!(
+            "02-00-00-00-00-01".parse::<MacAddr>().unwrap(),
+            MacAddr([2, 0, 0, 0, 0, 1])
+        );
+        for bad in [
+            "",
+            "02:00:00:00:00",
+            "02:00:00:00:00:01:02",
+            "02:00:00:00:00:0g",
+            "2:00:00:00:00:01",
+            "02:00:00:00:00:100",
+            "+1:00:00:00:00:01",
+            "0200.0000.0001",
+        ] {
+            let e = bad.parse::<MacAddr>().unwrap_err();
+            assert!(e.to_string().contains("is not a MAC address"), "{bad}: {e}");
+        }
+    }
     use proptest::prelude::*;
 
     fn reduce() -> FrameRepr {

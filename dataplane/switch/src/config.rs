@@ -321,24 +321,9 @@ fn parse_raw(text: &str) -> Result<RawConfig, ConfigError> {
 }
 
 fn parse_mac(key: &str, s: &str) -> Result<[u8; 6], ConfigError> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let bad = || {
-        ConfigError::new(
-            key,
-            format!("{s:?} is not a MAC address (want 02:00:00:00:00:01)"),
-        )
-    };
-    if parts.len() != 6 {
-        return Err(bad());
-    }
-    let mut mac = [0u8; 6];
-    for (i, p) in parts.iter().enumerate() {
-        if p.len() != 2 {
-            return Err(bad());
-        }
-        mac[i] = u8::from_str_radix(p, 16).map_err(|_| bad())?;
-    }
-    Ok(mac)
+    s.parse::<barrier_protocol::wire::MacAddr>()
+        .map(|m| m.0)
+        .map_err(|e| ConfigError::new(key, e.to_string()))
 }
 
 /// `"0..1000"` (end excluded) or `"0..=999"`.
