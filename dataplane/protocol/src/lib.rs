@@ -55,6 +55,7 @@
 mod types;
 
 pub mod leaf;
+pub mod rng;
 pub mod switch;
 pub mod table;
 pub mod wire;

@@ -16,7 +16,8 @@ pub mod dissemination;
 pub mod link;
 pub mod queue;
 pub mod report;
-pub mod rng;
+/// The seeded generator, shared with barrier-gen through the protocol crate.
+pub use barrier_protocol::rng;
 pub mod sim;
 pub mod topology;
 pub mod trace;

@@ -13,6 +13,20 @@ pub trait RxQueue: Send {
     type Frame: AsRef<[u8]> + Send;
     /// Append up to `max` received frames to `out`.
     fn rx_burst(&mut self, out: &mut Vec<Self::Frame>, max: usize);
+
+    /// Receive and drop everything waiting (at shutdown), using `scratch` as the burst buffer;
+    /// returns how many frames there were.
+    fn drain(&mut self, scratch: &mut Vec<Self::Frame>) -> usize {
+        let mut n = 0;
+        loop {
+            scratch.clear();
+            self.rx_burst(scratch, BURST);
+            if scratch.is_empty() {
+                return n;
+            }
+            n += scratch.len();
+        }
+    }
 }
 
 /// Why a frame could not be queued for transmission. Either way the caller keeps the send.

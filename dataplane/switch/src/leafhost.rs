@@ -321,19 +321,7 @@ impl<R: RxQueue, T: TxQueue> Poller for LeafPoller<R, T> {
     }
 
     fn drain(&mut self) -> usize {
-        let mut n = 0;
-        let mut frames = std::mem::take(&mut self.frames);
-        for l in &mut self.links {
-            loop {
-                frames.clear();
-                l.rx.rx_burst(&mut frames, BURST);
-                if frames.is_empty() {
-                    break;
-                }
-                n += frames.len();
-            }
-        }
-        self.frames = frames;
-        n
+        let frames = &mut self.frames;
+        self.links.iter_mut().map(|l| l.rx.drain(frames)).sum()
     }
 }

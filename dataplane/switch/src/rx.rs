@@ -163,15 +163,7 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
     }
 
     fn drain(&mut self) -> usize {
-        let mut n = 0;
-        loop {
-            self.frames.clear();
-            self.queue.rx_burst(&mut self.frames, BURST);
-            if self.frames.is_empty() {
-                return n;
-            }
-            n += self.frames.len();
-        }
+        self.queue.drain(&mut self.frames)
     }
 }
 

@@ -1,6 +1,8 @@
-//! Deterministic pseudo-random numbers: xoshiro256** seeded through SplitMix64.
-//! Every random choice of a run comes from a stream derived from the run's seed, so one seed
-//! gives one run, on any machine and in any build profile.
+//! Deterministic pseudo-random numbers: xoshiro256** seeded through SplitMix64. Not used by the
+//! protocol's decisions; it lives here as the one seeded generator for everything built on this
+//! crate that must be repeatable from a seed (the simulator's model, barrier-gen's faults).
+//! Every random choice comes from a stream derived from the seed, so one seed gives one run, on
+//! any machine and in any build profile.
 
 /// SplitMix64 step: used to expand a 64-bit seed into xoshiro's 256-bit state.
 fn splitmix64(state: &mut u64) -> u64 {
@@ -18,6 +20,7 @@ pub struct Rng {
 }
 
 impl Rng {
+    /// A generator whose whole sequence follows from `seed`.
     pub fn new(seed: u64) -> Self {
         let mut sm = seed;
         let mut s = [0u64; 4];
@@ -34,6 +37,8 @@ impl Rng {
         Rng::new(splitmix64(&mut sm))
     }
 
+    /// The next 64 random bits.
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;
@@ -47,6 +52,7 @@ impl Rng {
     }
 
     /// Uniform in `0..n` (Lemire's multiply-shift; the tiny bias is irrelevant here). `n = 0` gives 0.
+    #[inline]
     pub fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
