@@ -25,6 +25,11 @@
 #   --switch-idle MODE  the switches' idle policy (lcores.idle): spin, yield, sleep or sleep:US;
 #                       default auto: sleep when the switches' loops outnumber the CPUs (a
 #                       spinning switch would hold a CPU the next hop needs), else spin
+#   --restart LIST      while the leaves run, SIGKILL these switches (e.g. s,s1) and start each
+#                       again at once, one after the other, waiting for its ready line each time
+#   --restarts N        kill and restart each switch of --restart N times (default 20); the
+#                       leaves must still be running after the last one (raise --barriers)
+#   --restart-gap-ms MS pause after a restarted switch is ready before the next kill (default 200)
 #   --timeout S         give the leaves this long to finish (default 300)
 #   --out DIR           keep configs, logs and records in DIR
 #   --verbose           print the leaves' summaries and the switches' final counters
@@ -37,6 +42,7 @@ root_dir=$(dirname "$here")
 source "$here/lib/netns.sh"
 
 fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 corrupt_xor=0xFF links=all resend_us=1000
+restart_list="" restarts=20 restart_gap_ms=200
 switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 switch_idle=auto timeout_s=300 out_dir="" dry_run=0 verbose=0
 
 usage() { awk 'NR >= 9 && !/^#/ { exit } NR >= 9 { sub(/^# ?/, ""); print }' "$0"; }
@@ -57,6 +63,9 @@ while [ $# -gt 0 ]; do
     --leaf-args) leaf_args=${2?}; shift 2 ;;
     --switch-lcores) switch_lcores=${2:?}; shift 2 ;;
     --switch-idle) switch_idle=${2:?}; shift 2 ;;
+    --restart) restart_list=${2:?}; shift 2 ;;
+    --restarts) restarts=${2:?}; shift 2 ;;
+    --restart-gap-ms) restart_gap_ms=${2:?}; shift 2 ;;
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --out) out_dir=${2:?}; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
@@ -81,6 +90,8 @@ fi
 
 [[ $fanout =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || { echo "topo.sh: --fanout wants e.g. 2,2" >&2; exit 2; }
 [[ $barriers =~ ^[1-9][0-9]*$ ]] || { echo "topo.sh: --barriers wants a positive number" >&2; exit 2; }
+[[ $restarts =~ ^[1-9][0-9]*$ ]] || { echo "topo.sh: --restarts wants a positive number" >&2; exit 2; }
+[[ $restart_gap_ms =~ ^[0-9]+$ ]] || { echo "topo.sh: --restart-gap-ms wants a number" >&2; exit 2; }
 [[ $switch_lcores =~ ^[12]$ ]] || { echo "topo.sh: --switch-lcores is 1 or 2" >&2; exit 2; }
 [[ $switch_idle =~ ^(auto|spin|yield|sleep(:[1-9][0-9]*)?)$ ]] || { echo "topo.sh: --switch-idle is auto, spin, yield, sleep or sleep:US" >&2; exit 2; }
 
@@ -122,6 +133,10 @@ build_tree() { # NAME PATH DEPTH
 }
 build_tree s "" 0
 nodes=("${switches[@]}" "${leaves[@]}")
+IFS=, read -ra restart_nodes <<<"$restart_list"
+for n in "${restart_nodes[@]}"; do
+  [[ " ${switches[*]} " == *" $n "* ]] || { echo "topo.sh: --restart: no switch '$n' (switches: ${switches[*]})" >&2; exit 2; }
+done
 nb_log "tree ${fanout}: switches ${switches[*]}; leaves ${leaves[*]}"
 if [ "$switch_idle" = auto ]; then
   if (( ${#switches[@]} * switch_lcores > $(nproc) )); then switch_idle=sleep; else switch_idle=spin; fi
@@ -233,9 +248,6 @@ for n in "${switches[@]}"; do
   pid_of[$n]=$NB_LAST_PID
 done
 
-# A switch is up once it holds a packet socket on each of its ports (/proc/net/packet of its
-# namespace); a leaf started earlier would only re-send, but the first barrier's latency would
-# then include the switch's start.
 fail() {
   echo "topo: FAIL $*" >&2
   local n recs=()
@@ -250,19 +262,20 @@ fail() {
   save_out
   exit 1
 }
-for n in "${switches[@]}"; do
-  want=$(wc -w <<<"${children_of[$n]}")
-  [ "$n" = s ] || want=$((want + 1))
+# A switch is up once it says so: "barrier-switch: ready" on stderr comes after every port is
+# bound, started and drained and every RX loop polls (docs/operations.md). A socket listed in
+# /proc/net/packet is not enough: net_af_packet lists it before binding it to its interface.
+wait_ready() { # NAME: wait for the ready line of switch NAME's current log
+  local n=$1 i
   for ((i = 0; i < 600; i++)); do
     kill -0 "${pid_of[$n]}" 2>/dev/null || fail "switch $n exited during start-up"
-    have=$(ip netns exec "$(nb_ns "$n")" awk 'NR > 1' /proc/net/packet | wc -l)
-    [ "$have" -ge "$want" ] && break
+    grep -q "^barrier-switch: ready" "$NB_STATE_DIR/$n.log" && return 0
     sleep 0.1
   done
-  [ "$have" -ge "$want" ] || fail "switch $n did not open its $want ports within 60 s"
-done
-sleep 0.5
-nb_log "switches up: ${switches[*]}"
+  fail "switch $n was not ready within 60 s"
+}
+for n in "${switches[@]}"; do wait_ready "$n"; done
+nb_log "switches ready: ${switches[*]}"
 
 mkdir -p "$NB_STATE_DIR/records"
 start=$(date +%s)
@@ -272,6 +285,27 @@ for n in "${leaves[@]}"; do
   pid_of[$n]=$NB_LAST_PID
 done
 nb_log "leaves running: ${leaves[*]} ($barriers barriers on group $group)"
+
+# Switch restarts while the leaves run: SIGKILL (no shutdown, state lost), start again at once.
+if [ ${#restart_nodes[@]} -gt 0 ]; then
+  leaves_alive() { local n; for n in "${leaves[@]}"; do kill -0 "${pid_of[$n]}" 2>/dev/null || return 1; done; }
+  restarted=0 restart_start=$(date +%s)
+  for ((r = 1; r <= restarts; r++)); do
+    for n in "${restart_nodes[@]}"; do
+      leaves_alive || fail "a leaf ended after $restarted of $((restarts * ${#restart_nodes[@]})) restarts (failed, or done: raise --barriers)"
+      kill -KILL "${pid_of[$n]}" 2>/dev/null || fail "switch $n died before restart $r"
+      wait "${pid_of[$n]}" 2>/dev/null || true
+      mv "$NB_STATE_DIR/$n.log" "$NB_STATE_DIR/$n.run$r.log"
+      nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
+      pid_of[$n]=$NB_LAST_PID
+      wait_ready "$n"
+      restarted=$((restarted + 1))
+      sleep "$(awk -v ms="$restart_gap_ms" 'BEGIN { printf "%.3f", ms / 1000 }')"
+    done
+  done
+  leaves_alive || fail "a leaf ended before the last restart was ready (failed, or done: raise --barriers)"
+  nb_log "restarted ${restart_nodes[*]} $restarts times each (SIGKILL, immediate restart) in $(( $(date +%s) - restart_start )) s while the leaves ran"
+fi
 
 # A leaf that fails (a barrier not released within its timeout) does not end the run at once:
 # the others finish or fail too, so that every leaf's records are complete for the check.
@@ -307,7 +341,7 @@ records=()
 for n in "${leaves[@]}"; do records+=("$NB_STATE_DIR/records/$n.csv"); done
 if python3 "$here/tools/check_records.py" --expect "$barriers" "${records[@]}"; then
   save_out
-  echo "topo: ok: ${#leaves[@]} leaves x $barriers barriers through ${#switches[@]} switches (fanout $fanout, loss $loss, dup $dup, corrupt $corrupt on ${#faulty_links[@]} links) in ${elapsed} s"
+  echo "topo: ok: ${#leaves[@]} leaves x $barriers barriers through ${#switches[@]} switches (fanout $fanout, loss $loss, dup $dup, corrupt $corrupt on ${#faulty_links[@]} links${restart_list:+, $restarts restarts of each of $restart_list}) in ${elapsed} s"
 else
   records_checked=1
   fail "leaf records show incomplete barriers or an early release"

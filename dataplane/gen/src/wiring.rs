@@ -9,6 +9,7 @@ use barrier_switch::config::{GroupRole, GroupSpec};
 use barrier_switch::dpdk_io::{DpdkRx, DpdkTx};
 use barrier_switch::engine::{build_switch, build_table, PortIo, SwitchStats};
 use barrier_switch::poll::{finish_all, Clock, Poller};
+use barrier_switch::runtime::start_ports;
 use dpdk::{Eal, LcoreId, LcoreJoin, Mempool, Port, QueueId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,14 +64,10 @@ fn mbufs_for(ports: usize) -> u32 {
     n.next_power_of_two() - 1
 }
 
-fn start(port: &mut Port, pool: &Mempool) -> Result<(), String> {
+fn configure(port: &mut Port, pool: &Mempool) -> Result<(), String> {
     let name = port.name().to_string();
     port.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, pool)
-        .map_err(|e| format!("port {name}: {e}"))?;
-    port.start().map_err(|e| format!("port {name}: {e}"))?;
-    // Releases go to our MAC or broadcast; a device that cannot do promiscuous is fine too.
-    let _ = port.set_promiscuous(true);
-    Ok(())
+        .map_err(|e| format!("port {name}: {e}"))
 }
 
 fn mac_of(port: &Port, i: usize) -> [u8; 6] {
@@ -163,7 +160,7 @@ pub fn open_ports(
                     Port::open_by_name(&eal, name)
                 }
                 .map_err(|e| format!("port {name}: {e}"))?;
-                start(&mut p, &pool)?;
+                configure(&mut p, &pool)?;
                 gen_side.push(p);
             }
         }
@@ -177,12 +174,20 @@ pub fn open_ports(
                     u32::from(QUEUE_DEPTH),
                 )
                 .map_err(|e| format!("ring pair {i}: {e}"))?;
-                start(&mut a, &pool)?;
-                start(&mut b, &pool)?;
+                configure(&mut a, &pool)?;
+                configure(&mut b, &pool)?;
                 gen_side.push(a);
                 far_side.push(b);
             }
         }
+    }
+    // Started and drained before any queue is polled: a release that reached a port before
+    // its socket was bound may be another port's (another emulated leaf's) release.
+    start_ports(&mut gen_side)?;
+    start_ports(&mut far_side)?;
+    for p in &mut gen_side {
+        // Releases go to our MAC or broadcast; a device that cannot do promiscuous is fine too.
+        let _ = p.set_promiscuous(true);
     }
     let mut gen = Vec::new();
     for (i, p) in gen_side.iter().enumerate() {

@@ -156,7 +156,9 @@ impl DpdkPort {
         if opts.promiscuous {
             port.set_promiscuous(true)?;
         }
-        port.start()?;
+        // Started and drained: a release that reached the port before its socket was bound to
+        // its interface (net_af_packet) may have been sent on another link.
+        Port::start_all(std::slice::from_mut(&mut port)).map_err(|(_, e)| e)?;
         let mac = MacAddr(port.mac_address()?);
         let name = port.name().to_owned();
         Ok(DpdkPort::with_queues(

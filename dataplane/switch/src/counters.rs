@@ -32,6 +32,10 @@ pub fn bump(c: &AtomicU64, n: u64) {
 counter_set! {
     /// One RX poller (a port queue), written by the lcore that polls it.
     RxCounters {
+        /// Frames found in the port's RX queues when it started, freed unread: nothing received
+        /// before every port is bound and started can be trusted to name its ingress port
+        /// (`dpdk::Port::discard_received`). Counted on the port's first queue.
+        discarded_at_start,
         frames,
         reduce_in,
         release_in,

@@ -39,8 +39,10 @@ impl Signals {
 pub type Placement = BTreeMap<u32, Vec<Box<dyn Poller>>>;
 
 /// Run every loop on its lcore (the main lcore's on this thread) until `quit`, each doing what
-/// `idle` says on empty passes, then shut the pollers down (`finish_all`). `manage` runs on a plain thread that sleeps between looks; it
-/// returns when it is time to stop (it may also just wait for `quit`).
+/// `idle` says on empty passes, then shut the pollers down (`finish_all`). `manage` runs on a
+/// plain thread that sleeps between looks, given every loop's counters (a loop has polled once
+/// its pass count is non-zero: `all_loops_polled`); it returns when it is time to stop (it may
+/// also just wait for `quit`).
 pub fn run_placement<F>(
     eal: &Eal,
     placement: Placement,
@@ -50,7 +52,7 @@ pub fn run_placement<F>(
     manage: F,
 ) -> Result<Vec<(u32, Arc<LoopCounters>)>, String>
 where
-    F: FnOnce() + Send + 'static,
+    F: FnOnce(Vec<Arc<LoopCounters>>) + Send + 'static,
 {
     let main = eal.main_lcore().0;
     let mut joins = Vec::new();
@@ -76,10 +78,11 @@ where
         joins.push(j);
     }
     let q = quit.clone();
+    let watched: Vec<Arc<LoopCounters>> = loop_counters.iter().map(|(_, c)| c.clone()).collect();
     let manager = std::thread::Builder::new()
         .name("management".into())
         .spawn(move || {
-            manage();
+            manage(watched);
             q.store(true, Ordering::Relaxed);
         })
         .map_err(|e| e.to_string())?;
@@ -116,6 +119,17 @@ where
     }
 }
 
+/// Whether every loop has made at least one pass over its pollers.
+pub fn all_loops_polled(loops: &[Arc<LoopCounters>]) -> bool {
+    loops
+        .iter()
+        .all(|c| c.busy_polls.load(Ordering::Relaxed) + c.idle_polls.load(Ordering::Relaxed) > 0)
+}
+
+/// The line a switch prints on stderr once it is ready: every port bound, started and drained,
+/// and every RX loop polling. Scripts and tests wait for it (`scripts/topo.sh`).
+pub const READY_LINE: &str = "barrier-switch: ready";
+
 fn loops_report(loops: &[(u32, Arc<LoopCounters>)]) -> String {
     let mut s = String::new();
     for (l, c) in loops {
@@ -133,6 +147,11 @@ fn loops_report(loops: &[(u32, Arc<LoopCounters>)]) -> String {
 
 fn stats_report(switches: &[SwitchStats]) -> String {
     switches.iter().map(|s| s.report()).collect()
+}
+
+/// `dpdk::Port::start_all` with the port's name in the error.
+pub fn start_ports(ports: &mut [Port]) -> Result<Vec<u64>, String> {
+    Port::start_all(ports).map_err(|(name, e)| format!("port {name}: {e}"))
 }
 
 /// Stop and close every port, then check that every mbuf came back to `pool` (also used by
@@ -219,8 +238,9 @@ pub fn run_config(
         ));
     }
 
+    // Every port is created, started and drained before any queue is polled: a frame that
+    // arrived before then may name the wrong ingress port (`start_ports`).
     let mut ports = Vec::new();
-    let mut io = Vec::new();
     for pc in &cfg.ports {
         let mut port = match &pc.device {
             Device::Vdev(spec) => Port::attach_vdev(&eal, spec),
@@ -235,7 +255,11 @@ pub fn run_config(
             &pool,
         )
         .map_err(|e| format!("port {}: {e}", pc.name))?;
-        port.start().map_err(|e| format!("port {}: {e}", pc.name))?;
+        ports.push(port);
+    }
+    let discarded = start_ports(&mut ports)?;
+    let mut io = Vec::new();
+    for (pc, port) in cfg.ports.iter().zip(&mut ports) {
         // Barrier frames go to the peer's MAC or broadcast: take everything and let the
         // parser decide. Virtual devices may not support it; that is fine for them.
         let _ = port.set_promiscuous(true);
@@ -256,11 +280,15 @@ pub fn run_config(
             peer_mac: pc.peer_mac,
             mac: Some(pc.mac),
         });
-        ports.push(port);
     }
     let table = Arc::new(build_table(&cfg.groups)?);
     let sw = build_switch(name, cfg.mac, io, table, clock.now_ns());
     let stats = sw.stats.clone();
+    for (port, n) in discarded.iter().enumerate() {
+        if let Some((_, c)) = stats.rx.iter().find(|(p, _)| *p == port) {
+            c.discarded_at_start.store(*n, Ordering::Relaxed);
+        }
+    }
 
     // Place the pollers: each RX queue on the lcore the file names, the scheduler on its own.
     let mut placement: Placement = BTreeMap::new();
@@ -299,8 +327,22 @@ pub fn run_config(
         quit.clone(),
         clock,
         cfg.lcores.idle,
-        move || {
+        move |loops| {
+            let mut ready = false;
             while !quit.load(Ordering::Relaxed) {
+                if !ready && all_loops_polled(&loops) {
+                    ready = true;
+                    let discarded: Vec<String> = mgmt_stats
+                        .port_names
+                        .iter()
+                        .zip(&discarded)
+                        .map(|(n, d)| format!("{n}={d}"))
+                        .collect();
+                    eprintln!(
+                        "{READY_LINE} (frames discarded at start: {})",
+                        discarded.join(" ")
+                    );
+                }
                 if dump.swap(false, Ordering::Relaxed) {
                     println!("{}", mgmt_stats.report());
                 }
@@ -356,23 +398,26 @@ fn net_ring_wires(
         (0..tree.nodes.len()).map(|_| None).collect();
     let mut ports = Vec::new();
     for (k, &s) in switches.iter().enumerate() {
-        let children = &tree.nodes[s].children;
-        let n = children.len();
+        let n = tree.nodes[s].children.len();
         if n > NET_RING_QUEUES {
             return Err(format!(
                 "a switch with {n} children: net_ring wires allow {NET_RING_QUEUES} (use --io mem)"
             ));
         }
-        let open = |name: String| -> Result<Port, String> {
+        for name in [
+            format!("net_ring_{run}_{}", 2 * k),
+            format!("net_ring_{run}_{}", 2 * k + 1),
+        ] {
             let mut p = Port::attach_vdev(eal, &name).map_err(|e| format!("{name}: {e}"))?;
             p.configure(n as u16, n as u16, 1024, 1024, pool)
                 .map_err(|e| format!("{name}: {e}"))?;
-            p.start().map_err(|e| format!("{name}: {e}"))?;
-            Ok(p)
-        };
-        let down = open(format!("net_ring_{run}_{}", 2 * k))?;
-        let up = open(format!("net_ring_{run}_{}", 2 * k + 1))?;
-        for (i, &c) in children.iter().enumerate() {
+            ports.push(p);
+        }
+    }
+    start_ports(&mut ports)?;
+    for (k, &s) in switches.iter().enumerate() {
+        let (down, up) = (&ports[2 * k], &ports[2 * k + 1]);
+        for (i, &c) in tree.nodes[s].children.iter().enumerate() {
             let q = QueueId(i as u16);
             let e = |e: dpdk::DpdkError| e.to_string();
             at_parent[c] = Some((
@@ -384,8 +429,6 @@ fn net_ring_wires(
                 DpdkTx::new(up.tx_queue(q).map_err(e)?, pool.clone()),
             ));
         }
-        ports.push(down);
-        ports.push(up);
     }
     Ok((
         Wires {
@@ -482,7 +525,7 @@ pub fn run_demo_on(
     // The loops stop on this run's own flag; `quit` (a signal) only ends the wait early.
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
-    let loops = run_placement(eal, placement, stop, clock, opts.idle, move || {
+    let loops = run_placement(eal, placement, stop, clock, opts.idle, move |_| {
         wait_until_done(&done, &o, start, &[&q, &stopped]);
     })?;
     let elapsed = start.elapsed();

@@ -4,66 +4,14 @@
 //! The switch is the real binary with a configuration file, RX and scheduler on two lcores; it
 //! prints its counters on SIGUSR1 and stops cleanly on SIGTERM.
 
-use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, ETHERTYPE, FRAME_LEN};
+mod common;
+
+use barrier_protocol::wire::{Flags, Kind, ETHERTYPE};
 use barrier_protocol::{GroupId, Seq};
+use common::afp::{next_frame, reduce, root_config, SwitchProc};
 use rawsock::testbed::{can_create, VethNetns};
 use rawsock::RawSocket;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
-
-fn reduce(src: [u8; 6], group: u32, seq: u32) -> Vec<u8> {
-    let mut b = vec![0u8; FRAME_LEN];
-    FrameRepr {
-        dst: MacAddr::BROADCAST,
-        src: MacAddr(src),
-        kind: Kind::Reduce,
-        flags: Flags::empty(),
-        group: GroupId(group),
-        seq: Seq(seq),
-        tx_timestamp: None,
-    }
-    .emit(&mut b);
-    b
-}
-
-/// The next barrier frame on `sock` within `timeout`, parsed.
-fn next_frame(sock: &RawSocket, timeout: Duration) -> Option<FrameRepr> {
-    let deadline = Instant::now() + timeout;
-    let mut buf = [0u8; 2048];
-    loop {
-        let left = deadline.checked_duration_since(Instant::now())?;
-        match sock.recv(&mut buf, Some(left)).unwrap() {
-            Some(n) => {
-                if let Ok(r) = FrameRepr::parse(&buf[..n]) {
-                    return Some(r);
-                }
-            }
-            None => return None,
-        }
-    }
-}
-
-/// Kills the switch if the test fails before it stops it.
-struct Switch(Option<Child>);
-
-impl Drop for Switch {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn signal(pid: u32, sig: &str) {
-    assert!(Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-}
+use std::time::Duration;
 
 #[test]
 fn raw_sockets_get_the_release_over_veth() {
@@ -74,77 +22,15 @@ fn raw_sockets_get_the_release_over_veth() {
     let bed = VethNetns::with_pairs(2).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("afp.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"
-[eal]
-args = ["--no-huge", "-m", "256", "--no-shconf", "--file-prefix", "nb-afp-{pid}", "--no-pci",
-        "--iova-mode=va", "--no-telemetry", "-l", "0,1"]
-
-[[ports]]
-name = "leaf0"
-vdev = "net_af_packet0,iface={a0}"
-
-[[ports]]
-name = "leaf1"
-vdev = "net_af_packet1,iface={a1}"
-
-[lcores]
-scheduler = 1
-rx = [ {{ lcore = 0, poll = ["leaf0", "leaf1"] }} ]
-
-[[groups]]
-number = 42
-role = "root"
-children = ["leaf0", "leaf1"]
-"#,
-            pid = std::process::id(),
-            a0 = bed.pairs[0].0,
-            a1 = bed.pairs[1].0,
-        ),
-    )
-    .unwrap();
+    let names = ["leaf0", "leaf1"];
+    std::fs::write(&cfg, root_config(&bed, &names, 42, &names)).unwrap();
 
     let leaf0 = RawSocket::open_in_netns(&bed.netns, &bed.pairs[0].1, ETHERTYPE).unwrap();
     let leaf1 = RawSocket::open_in_netns(&bed.netns, &bed.pairs[1].1, ETHERTYPE).unwrap();
 
-    let mut child = bed
-        .command(env!("CARGO_BIN_EXE_barrier-switch"))
-        .args(["run", "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (out_tx, out_rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = out_tx.send(line);
-        }
-    });
-    // Wait for the switch to say it runs (its first line on stderr after EAL and the ports).
-    let (tx, rx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut switch = Switch(Some(child));
-    let mut log = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("switch did not start");
-        log.push(line.clone());
-        if line.starts_with("barrier-switch: 2 ports") {
-            break;
-        }
-    }
+    let mut switch = SwitchProc::spawn(&bed, &cfg);
+    switch.wait_stderr("barrier-switch: 2 ports", Duration::from_secs(60));
+    switch.wait_ready();
 
     for seq in 0..3u32 {
         leaf0.send(&reduce(leaf0.mac(), 42, seq)).unwrap();
@@ -171,30 +57,13 @@ children = ["leaf0", "leaf1"]
     assert!(r.flags.contains(Flags::RETRANSMIT));
     assert!(next_frame(&leaf0, Duration::from_millis(200)).is_none());
 
-    signal(pid, "-USR1");
-    let mut stdout = String::new();
-    let until = Instant::now() + Duration::from_secs(30);
-    while !stdout.contains("== switch") {
-        let l = out_rx
-            .recv_timeout(until.saturating_duration_since(Instant::now()))
-            .expect("no counters after SIGUSR1");
-        stdout += &l;
-        stdout.push('\n');
-    }
-    signal(pid, "-TERM");
-    let status = switch.0.take().unwrap().wait().unwrap();
-    stdout.extend(out_rx.iter().map(|l| l + "\n"));
-    let rest: Vec<String> = rx.try_iter().collect();
-    assert!(
-        status.success(),
-        "exit {status:?}\n{stdout}\n{}\n{}",
-        log.join("\n"),
-        rest.join("\n")
-    );
+    let dump = switch.counters();
+    let (status, rest) = switch.stop();
+    assert!(status.success(), "exit {status:?}\n{dump}\n{rest}");
     // Once for SIGUSR1, once at exit.
-    assert_eq!(stdout.matches("== switch").count(), 2, "{stdout}");
-    assert!(stdout.contains("completions=3"), "{stdout}");
-    assert!(stdout.contains("stale_reduce=1"), "{stdout}");
-    assert!(stdout.contains("mbufs back"), "{stdout}");
+    assert!(dump.contains("completions=3"), "{dump}");
+    assert!(dump.contains("stale_reduce=1"), "{dump}");
+    assert!(rest.contains("== switch"), "{rest}");
+    assert!(rest.contains("mbufs back"), "{rest}");
     drop(bed);
 }

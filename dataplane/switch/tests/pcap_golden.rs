@@ -198,7 +198,7 @@ resend_timeout_us = 60000000
     let err_lines = lines(Box::new(child.stderr.take().unwrap()));
     let mut stdout = String::new();
     let mut stderr = String::new();
-    // Wait until it runs (it says so once its ports are up and the signal handlers are in),
+    // Wait until it is ready (its ports started and drained, its loops polling),
     // then ask for counters (SIGUSR1) until every input frame was received: no fixed sleeps, so
     // a slow machine only makes the test slower.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -208,7 +208,7 @@ resend_timeout_us = 60000000
             .unwrap_or_else(|_| panic!("switch did not start:\n{stderr}"));
         stderr += &l;
         stderr.push('\n');
-        if l.starts_with("barrier-switch: 2 ports") {
+        if l.starts_with("barrier-switch: ready") {
             break;
         }
     }

@@ -95,7 +95,7 @@ children = [{quoted}]
 }
 
 /// Starts the switch in the namespace and waits for its ready line (printed once its ports are
-/// started and its loops about to run). Its stderr keeps being drained by a thread, so that a
+/// bound, started and drained and its loops poll). Its stderr keeps being drained by a thread, so that a
 /// chatty switch never blocks on a full pipe; the lines come back through the receiver.
 fn start_switch(
     bed: &VethNetns,
@@ -125,7 +125,7 @@ fn start_switch(
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(line) => {
-                let ready = line.contains("SIGINT/SIGTERM stops");
+                let ready = line.starts_with("barrier-switch: ready");
                 seen.push(line);
                 if ready {
                     return rx;

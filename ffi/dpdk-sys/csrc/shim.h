@@ -9,4 +9,12 @@ int dpdk_sys_rte_errno(void);
 /* Sets the calling thread's rte_errno (tests use it to check the getter reads the right slot). */
 void dpdk_sys_set_rte_errno(int value);
 
+/* The device arguments the port was created with (`rx_pcap=in.pcap,tx_pcap=out.pcap` for
+ * `--vdev net_pcap0,rx_pcap=...`), or NULL when the port is invalid or has none. The string
+ * belongs to DPDK and lives as long as the device. (`struct rte_device` is internal in 22.11, so
+ * its devargs are reached through `rte_dev_devargs`, whose `struct rte_devargs` bindgen keeps
+ * out of the allowlist.) */
+#include <stdint.h>
+const char *dpdk_sys_port_devargs(uint16_t port_id);
+
 #endif

@@ -72,6 +72,9 @@ struct PortInner {
     pools: Mutex<Vec<Mempool>>,
     /// The vdev this port was created from by `attach_vdev`, removed after close.
     vdev: Option<CString>,
+    /// A `net_pcap` vdev that reads its RX frames from a file (`rx_pcap=`): what it "receives"
+    /// is the file, read on demand, not traffic that arrived before the port started.
+    replays_file: bool,
     _eal: Eal,
 }
 
@@ -310,6 +313,7 @@ impl Port {
                 .into_owned(),
             Err(_) => format!("{id:?}"),
         };
+        let replays_file = name.starts_with("net_pcap") && devargs_replay_file(id);
         Ok(Port {
             inner: Arc::new(PortInner {
                 id,
@@ -319,6 +323,7 @@ impl Port {
                 tx_claimed: (0..MAX_QUEUES).map(|_| AtomicBool::new(false)).collect(),
                 rings: None,
                 pools: Mutex::new(Vec::new()),
+                replays_file,
                 vdev,
                 _eal: eal.clone(),
             }),
@@ -425,6 +430,80 @@ impl Port {
         })?;
         self.inner.started.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Frees everything the started port holds in its RX queues now, and returns how many
+    /// frames that was. Call it after `start` and before anything trusts the port as a frame's
+    /// ingress.
+    ///
+    /// Why: `net_af_packet` opens each queue's socket for every interface of the namespace
+    /// (`socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL))`), sets up its ring, and only then binds
+    /// it to its own interface (DPDK 22.11 `rte_eth_af_packet.c`, `rte_pmd_init_internals`);
+    /// frames of other interfaces that arrive in between sit in this port's ring and come out
+    /// of the first `rx_burst` as if received here. The bind has returned once the port
+    /// exists (the kernel's bind waits for in-flight deliveries), so after one pass over what
+    /// the ring held, every frame is this interface's. Other drivers cannot misplace frames
+    /// (net_ring, net_memif, net_af_xdp and PCI NICs receive one link's frames from creation;
+    /// net_pcap opens live interfaces with protocol 0 and binds before capturing), but frames
+    /// that waited in a queue since before the program was ready are stale there too, so
+    /// every live port is drained the same way.
+    ///
+    /// A `net_pcap` port that replays a file (`rx_pcap=` in its device arguments, given to
+    /// `--vdev` or `attach_vdev`) is left alone: its RX frames are the file, read on demand.
+    /// Queues already handed out as `RxQueue`s are skipped (their owner polls them). Draining
+    /// stops at the first empty burst, or after 65,536 frames per queue when a sender on the
+    /// port's own link keeps it busy: by then whatever the ring held at the call is gone (rings
+    /// hold far fewer).
+    #[cold]
+    pub fn discard_received(&mut self) -> Result<u64, DpdkError> {
+        if !self.inner.started.load(Ordering::Acquire) {
+            return Err(DpdkError::invalid(
+                "Port::discard_received",
+                format!("{:?} is not started", self.id()),
+            ));
+        }
+        if self.inner.replays_file {
+            return Ok(0);
+        }
+        const CAP: u64 = 65536;
+        let mut total = 0u64;
+        let mut batch = MbufBatch::<64>::default();
+        for q in 0..self.nb_rx {
+            if self.inner.rx_claimed[q as usize].load(Ordering::Acquire) {
+                continue;
+            }
+            let mut n = 0u64;
+            loop {
+                let got = self.rx_burst(QueueId(q), &mut batch) as u64;
+                batch.clear();
+                n += got;
+                if got == 0 || n >= CAP {
+                    break;
+                }
+            }
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// Starts every port, then frees what each already holds in its RX queues
+    /// (`discard_received`), and returns the count per port. This is how a program that trusts
+    /// a frame's ingress port brings its ports up: no port is polled before all of them are
+    /// bound, started and drained. On error, the name of the port that failed.
+    #[cold]
+    pub fn start_all(ports: &mut [Port]) -> Result<Vec<u64>, (String, DpdkError)> {
+        for p in ports.iter_mut() {
+            p.start().map_err(|e| (p.name().to_string(), e))?;
+        }
+        ports
+            .iter_mut()
+            .map(|p| p.discard_received().map_err(|e| (p.name().to_string(), e)))
+            .collect()
+    }
+
+    /// Whether this is a `net_pcap` port that replays a file (see `discard_received`).
+    pub fn replays_file(&self) -> bool {
+        self.inner.replays_file
     }
 
     /// Stops the port. Refused while queue handles are alive (they may be polling).
@@ -715,6 +794,20 @@ unsafe fn tx_burst_raw<const N: usize>(
     // The driver owns the first n now; the rest are still ours.
     batch.consume_front(n);
     n
+}
+
+/// Whether the port's device arguments (`--vdev` or `attach_vdev`) name an RX pcap file.
+fn devargs_replay_file(id: PortId) -> bool {
+    // SAFETY: EAL is initialised and the port valid (checked by the caller); the returned string
+    // belongs to the device, which outlives this call.
+    let args = unsafe { sys::dpdk_sys_port_devargs(id.0) };
+    if args.is_null() {
+        return false;
+    }
+    // SAFETY: non-NULL: a NUL-terminated string owned by DPDK (see above).
+    let args = unsafe { CStr::from_ptr(args) }.to_string_lossy();
+    args.split(',')
+        .any(|kv| kv.trim_start().starts_with("rx_pcap="))
 }
 
 /// The exclusive right to poll one RX queue, movable to another lcore.

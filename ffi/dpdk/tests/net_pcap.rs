@@ -8,26 +8,6 @@ use dpdk::{MbufBatch, Mempool, Port, QueueId};
 
 const FRAMES: u32 = 300;
 
-/// Writes a classic pcap file (microsecond timestamps, Ethernet link type).
-fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes()); // magic, microseconds
-    out.extend_from_slice(&2u16.to_le_bytes()); // version major
-    out.extend_from_slice(&4u16.to_le_bytes()); // version minor
-    out.extend_from_slice(&0i32.to_le_bytes()); // thiszone
-    out.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
-    out.extend_from_slice(&65535u32.to_le_bytes()); // snaplen
-    out.extend_from_slice(&1u32.to_le_bytes()); // LINKTYPE_ETHERNET
-    for (i, f) in frames.iter().enumerate() {
-        out.extend_from_slice(&(i as u32).to_le_bytes()); // ts_sec
-        out.extend_from_slice(&0u32.to_le_bytes()); // ts_usec
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes()); // incl_len
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes()); // orig_len
-        out.extend_from_slice(f);
-    }
-    std::fs::write(path, out).unwrap();
-}
-
 /// Reads the packets of a pcap file (either timestamp precision, little-endian as written on
 /// this machine).
 fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
@@ -69,7 +49,7 @@ fn pcap_replay_is_byte_exact() {
     let frames: Vec<Vec<u8>> = (0..FRAMES)
         .map(|s| common::barrier_frame(s).to_vec())
         .collect();
-    write_pcap(&input, &frames);
+    common::write_pcap(&input, &frames);
     assert_eq!(
         read_pcap(&input),
         frames,

@@ -3,6 +3,7 @@
 //! Also a small pcap reader/writer for the golden test.
 #![allow(dead_code)]
 
+pub mod afp;
 pub mod pcap;
 
 use barrier_switch::counters::RxCounters;

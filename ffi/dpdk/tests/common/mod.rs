@@ -39,3 +39,23 @@ pub fn expect_panic<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
     std::panic::set_hook(hook);
     r
 }
+
+/// Writes a classic pcap file (microsecond timestamps, Ethernet link type).
+pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes()); // magic, microseconds
+    out.extend_from_slice(&2u16.to_le_bytes()); // version major
+    out.extend_from_slice(&4u16.to_le_bytes()); // version minor
+    out.extend_from_slice(&0i32.to_le_bytes()); // thiszone
+    out.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
+    out.extend_from_slice(&65535u32.to_le_bytes()); // snaplen
+    out.extend_from_slice(&1u32.to_le_bytes()); // LINKTYPE_ETHERNET
+    for (i, f) in frames.iter().enumerate() {
+        out.extend_from_slice(&(i as u32).to_le_bytes()); // ts_sec
+        out.extend_from_slice(&0u32.to_le_bytes()); // ts_usec
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes()); // incl_len
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes()); // orig_len
+        out.extend_from_slice(f);
+    }
+    std::fs::write(path, out).unwrap();
+}
