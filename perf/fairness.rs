@@ -1,11 +1,11 @@
-//! Fairness benchmark (`cargo bench -p barrier-switch --bench fairness [-- SECONDS]`): the slow
+//! Fairness benchmark (`cargo bench -p barrier-testbed --bench fairness [-- SECONDS]`): the slow
 //! group's barrier latency next to a flooding group, as a ratio to its latency alone, measured
 //! in the same run on the same tree (root, 2 intermediates, 8 leaves on net_ring wires, two
 //! busy lcores). Needs root (DPDK). The method's promise is a small factor; see
 //! perf/fairness.md for what was measured and how to read it.
 
-use barrier_switch::fairness::{run_fairness, FairnessOpts};
-use barrier_switch::runtime::demo_eal_args;
+use barrier_testbed::demo_dpdk::demo_eal_args;
+use barrier_testbed::fairness::{run_fairness, FairnessOpts};
 use std::time::Duration;
 
 fn main() {

@@ -1,16 +1,16 @@
 //! barrier-gen benchmark (`cargo bench -p barrier-gen --bench gen [-- SECONDS]`, as root): the
 //! same generator, in the same run and process, drives first a minimal reference system under
-//! test (`barrier_gen::reflector`: counts reduces, sends releases) and then a barrier-switch
+//! test (`barrier_testbed::reflector`: counts reduces, sends releases) and then a barrier-switch
 //! root, both on net_ring pairs and run inside the generator's loop on one lcore. Prints each
 //! side's closed-loop barriers/s and latency, and the ratios barrier-switch / reference. The
 //! reference phase is also the generator's own ceiling on this machine. See perf/gen.md.
 
 use barrier_gen::engine::{Clock, Engine, GenConfig, Load, TrialSpec};
-use barrier_gen::reflector::{Reflector, ReflectorPort};
 use barrier_gen::report::{ns, rate, TrialReport};
 use barrier_gen::wiring::{self, PortPlan, Wiring};
-use barrier_switch::dpdk_io::{DpdkRx, DpdkTx};
-use barrier_switch::poll::Poller;
+use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
+use barrier_runtime::poll::Poller;
+use barrier_testbed::reflector::{Reflector, ReflectorPort};
 use std::time::Duration;
 
 const PORTS: usize = 4;
@@ -78,7 +78,7 @@ fn main() {
         })
         .collect();
     let pollers: Vec<Box<dyn Poller>> = vec![Box::new(Reflector::new(rp, 0, GROUPS, 0))];
-    w.attach(pollers, barrier_switch::poll::Clock::new(), None, None)
+    w.attach(pollers, barrier_runtime::clock::Clock::new(), None, None)
         .expect("attach");
     let mut e = Engine::new(cfg(), gen, Clock::tsc());
     let (p, c) = w

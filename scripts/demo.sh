@@ -17,4 +17,4 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "demo.sh: DPDK needs root for its virtual devices; run as root (or use --io mem)" >&2
 fi
 
-exec cargo run --quiet --release -p barrier-switch -- demo "$@"
+exec cargo run --quiet --release -p barrier-switchd -- demo "$@"

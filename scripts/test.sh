@@ -15,6 +15,8 @@ echo "== build"
 cargo build --workspace --all-targets
 
 echo "== tests"
+# Tests that need root fail instead of skipping (dataplane/testbed/src/netns.rs, can_create).
+export NB_REQUIRE_ROOT=1
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast --profile ci
 else

@@ -114,6 +114,9 @@ def run_switch(args):
         g["seq"], g["arrived"], g["awaiting"] = seq + 1, set(), None
 
     print(f"mockbarrier switch: {len(ports)} ports, groups {sorted(groups)}", flush=True)
+    # The line scripts/topo.sh waits for (barrier-switch prints it once its ports are bound,
+    # started and drained; these sockets were bound before they could receive).
+    print("barrier-switch: ready (mock)", file=sys.stderr, flush=True)
     while not stop:
         now = time.monotonic()
         for num, g in groups.items():

@@ -13,75 +13,18 @@ use crate::report::{
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend, LeafState};
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq, Time};
-use barrier_switch::io::{RxQueue, TxBlocked, TxQueue, BURST};
-use barrier_switch::poll::Poller;
+pub use barrier_runtime::clock::Clock;
+use barrier_runtime::io::{RxQueue, TxBlocked, TxQueue, BURST};
+use barrier_runtime::poll::Poller;
 use hdrhistogram::Histogram;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Frames waiting per port (after fault injection) before new arrivals pause: bounds memory and
 /// keeps a leaf's "first reduce" time close to when the frame reaches the device.
 const PENDING_CAP: usize = 4 * BURST;
-
-/// The generator's time source. Ticks are the TSC on DPDK (read in a few cycles) or
-/// nanoseconds of `Instant` without EAL; `ns()` turns ticks into nanoseconds since creation by
-/// one multiply and shift.
-#[derive(Copy, Clone, Debug)]
-pub struct Clock {
-    tsc: bool,
-    origin_tick: u64,
-    origin: Instant,
-    hz: u64,
-    /// ns per tick in 32.32 fixed point.
-    mult: u128,
-}
-
-impl Clock {
-    /// The TSC, at the rate EAL measured (EAL must be initialised).
-    pub fn tsc() -> Clock {
-        let hz = dpdk::tsc_hz();
-        assert!(hz > 0, "TSC rate unknown: EAL not initialised");
-        Clock {
-            tsc: true,
-            origin_tick: dpdk::tsc(),
-            origin: Instant::now(),
-            hz,
-            mult: (1_000_000_000u128 << 32) / u128::from(hz),
-        }
-    }
-
-    /// `Instant`, in nanoseconds (no EAL needed).
-    pub fn instant() -> Clock {
-        Clock {
-            tsc: false,
-            origin_tick: 0,
-            origin: Instant::now(),
-            hz: 1_000_000_000,
-            mult: 1u128 << 32,
-        }
-    }
-
-    #[inline]
-    pub fn ticks(&self) -> u64 {
-        if self.tsc {
-            dpdk::tsc()
-        } else {
-            self.origin.elapsed().as_nanos() as u64
-        }
-    }
-
-    pub fn hz(&self) -> u64 {
-        self.hz
-    }
-
-    /// Nanoseconds since the clock was made, for a tick value read from it.
-    #[inline]
-    pub fn ns(&self, ticks: u64) -> u64 {
-        ((u128::from(ticks.saturating_sub(self.origin_tick)) * self.mult) >> 32) as u64
-    }
-}
 
 /// How arrivals are paced.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -233,7 +176,7 @@ pub struct Engine<R: RxQueue, T: TxQueue> {
     iv_leaf: Histogram<u64>,
     iv_barrier: Histogram<u64>,
     inline: Vec<Box<dyn Poller>>,
-    inline_clock: barrier_switch::poll::Clock,
+    inline_clock: Clock,
     hdr: Option<HdrLog>,
     quit: Arc<AtomicBool>,
 }
@@ -290,7 +233,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             iv_leaf: new_histogram(),
             iv_barrier: new_histogram(),
             inline: Vec::new(),
-            inline_clock: barrier_switch::poll::Clock::new(),
+            inline_clock: Clock::new(),
             hdr: None,
             quit: Arc::new(AtomicBool::new(false)),
             cfg,
@@ -299,11 +242,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
 
     /// Pollers run in the generator's own loop after its own work (e.g. an in-process switch
     /// when only one lcore is given), with their own clock.
-    pub fn set_inline_pollers(
-        &mut self,
-        pollers: Vec<Box<dyn Poller>>,
-        clock: barrier_switch::poll::Clock,
-    ) {
+    pub fn set_inline_pollers(&mut self, pollers: Vec<Box<dyn Poller>>, clock: Clock) {
         self.inline = pollers;
         self.inline_clock = clock;
     }
@@ -809,14 +748,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
     pub fn drain_rx(&mut self) -> usize {
         let mut n = 0;
         for p in &mut self.ports {
-            loop {
-                p.frames.clear();
-                p.rx.rx_burst(&mut p.frames, BURST);
-                if p.frames.is_empty() {
-                    break;
-                }
-                n += p.frames.len();
-            }
+            n += p.rx.drain(&mut p.frames);
             p.frames.clear();
         }
         n
@@ -849,9 +781,9 @@ impl Progress {
 mod tests {
     use super::*;
     use barrier_protocol::wire::Flags;
+    use barrier_runtime::io::{mem_wire, MemRx, MemTx};
     use barrier_switch::config::{GroupRole, GroupSpec};
     use barrier_switch::engine::{build_switch, build_table, PortIo};
-    use barrier_switch::io::{mem_wire, MemRx, MemTx};
 
     const MS: u64 = 1_000_000;
 
@@ -902,11 +834,11 @@ mod tests {
             resend_timeout_ns: 5 * MS,
         };
         let table = Arc::new(build_table(&[spec]).unwrap());
-        let clock = barrier_switch::poll::Clock::new();
+        let clock = Clock::new();
         let sw = build_switch("sut", [2, 0, 0, 0, 0, 1], sw_ports, table, clock.now_ns());
         let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
         pollers.push(sw.sched);
-        let mut e = Engine::new(gcfg, gen_ports, Clock::instant());
+        let mut e = Engine::new(gcfg, gen_ports, Clock::new());
         e.set_inline_pollers(pollers, clock);
         e
     }
@@ -1070,8 +1002,8 @@ mod tests {
             srx.push(up_rx);
             stx.push(down_tx);
         }
-        let mut e = Engine::new(gcfg, gp, Clock::instant());
-        e.set_inline_pollers(vec![make(srx, stx)], barrier_switch::poll::Clock::new());
+        let mut e = Engine::new(gcfg, gp, Clock::new());
+        e.set_inline_pollers(vec![make(srx, stx)], Clock::new());
         e
     }
 
@@ -1114,7 +1046,7 @@ mod tests {
             drain: Duration::from_millis(100),
             ..closed(5)
         };
-        let t0 = Instant::now();
+        let t0 = std::time::Instant::now();
         let r = e.run_trial(&spec);
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert_eq!(r.barriers.started, 8);

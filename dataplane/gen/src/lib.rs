@@ -14,7 +14,6 @@
 //! | [`search`] | RFC 2544-style binary search for the highest rate with no lost barrier |
 //! | [`report`] | trial report: counts, rates, latency percentiles; text and JSON |
 //! | [`hdrlog`] | the hdrhistogram interval log, written on its own thread |
-//! | [`reflector`] | a minimal reference system under test (counts reduces, releases): the generator's ceiling and a baseline for benchmarks |
 //! | [`wiring`] | DPDK: ports by name, or ring pairs to a `barrier-switch` instance in this process |
 //!
 //! `docs/gen.md` is the user's guide and defines the terms (lost barrier, latencies).
@@ -25,7 +24,6 @@ pub mod engine;
 pub mod fault;
 pub mod hdrlog;
 pub mod multi;
-pub mod reflector;
 pub mod report;
 pub mod search;
 pub mod wiring;

@@ -5,7 +5,7 @@
 
 use crate::engine::{Engine, Load, TrialSpec};
 use crate::report::{merge, TrialReport};
-use barrier_switch::io::{RxQueue, TxQueue};
+use barrier_runtime::io::{RxQueue, TxQueue};
 use dpdk::{Eal, LcoreId};
 use std::ops::Range;
 

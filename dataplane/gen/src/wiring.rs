@@ -5,11 +5,13 @@
 
 use crate::engine::GenPort;
 use crate::fault::FaultRates;
+use barrier_runtime::clock::Clock;
+use barrier_runtime::counters::LoopCounters;
+use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
+use barrier_runtime::launch::{close_ports, open_port, start_ports, PortDevice, PortSetup};
+use barrier_runtime::poll::{finish_all, run_loop, Idle, Poller};
 use barrier_switch::config::{GroupRole, GroupSpec};
-use barrier_switch::dpdk_io::{DpdkRx, DpdkTx};
 use barrier_switch::engine::{build_switch, build_table, PortIo, SwitchStats};
-use barrier_switch::poll::{finish_all, Clock, Poller};
-use barrier_switch::runtime::start_ports;
 use dpdk::{Eal, LcoreId, LcoreJoin, Mempool, Port, QueueId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -64,11 +66,12 @@ fn mbufs_for(ports: usize) -> u32 {
     n.next_power_of_two() - 1
 }
 
-fn configure(port: &mut Port, pool: &Mempool) -> Result<(), String> {
-    let name = port.name().to_string();
-    port.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, pool)
-        .map_err(|e| format!("port {name}: {e}"))
-}
+const SETUP: PortSetup = PortSetup {
+    rx_queues: 1,
+    tx_queues: 1,
+    rx_descriptors: QUEUE_DEPTH,
+    tx_descriptors: QUEUE_DEPTH,
+};
 
 fn mac_of(port: &Port, i: usize) -> [u8; 6] {
     match port.mac_address() {
@@ -154,14 +157,13 @@ pub fn open_ports(
     match plan {
         PortPlan::Named(names) => {
             for name in names {
-                let mut p = if name.contains(',') {
-                    Port::attach_vdev(&eal, name)
+                let device = if name.contains(',') {
+                    PortDevice::Vdev(name)
                 } else {
-                    Port::open_by_name(&eal, name)
-                }
-                .map_err(|e| format!("port {name}: {e}"))?;
-                configure(&mut p, &pool)?;
-                gen_side.push(p);
+                    PortDevice::Existing(name)
+                };
+                gen_side
+                    .push(open_port(&eal, device, SETUP, &pool).map_err(|e| format!("port {e}"))?);
             }
         }
         PortPlan::Inproc { ports, .. } => {
@@ -174,8 +176,10 @@ pub fn open_ports(
                     u32::from(QUEUE_DEPTH),
                 )
                 .map_err(|e| format!("ring pair {i}: {e}"))?;
-                configure(&mut a, &pool)?;
-                configure(&mut b, &pool)?;
+                for p in [&mut a, &mut b] {
+                    p.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, &pool)
+                        .map_err(|e| format!("ring pair {i}: {e}"))?;
+                }
                 gen_side.push(a);
                 far_side.push(b);
             }
@@ -234,8 +238,11 @@ impl Wiring {
         let (inline, running) = match lcore {
             Some(lcore) => {
                 let q = quit.clone();
-                let j = dpdk::launch_on(&self.eal, lcore, move || spin(pollers, &q, clock))
-                    .map_err(|e| format!("system-under-test lcore: {e}"))?;
+                // The system under test's own lcore: it spins (the lcore is its own).
+                let j = dpdk::launch_on(&self.eal, lcore, move || {
+                    run_loop(pollers, &q, clock, &LoopCounters::default(), Idle::Spin)
+                })
+                .map_err(|e| format!("system-under-test lcore: {e}"))?;
                 (None, Some(j))
             }
             None => (Some((pollers, clock)), None),
@@ -269,22 +276,6 @@ impl Wiring {
 
     /// Stops and closes every port; then every mbuf must be back in the pool.
     pub fn close(self) -> Result<String, String> {
-        barrier_switch::runtime::close_ports(self.ports, &self.pool)
+        close_ports(self.ports, &self.pool)
     }
-}
-
-/// The system under test's own loop: poll everything until `quit`, spinning (the lcore is its
-/// own), then hand the pollers back for `finish_all`.
-fn spin(
-    mut pollers: Vec<Box<dyn Poller>>,
-    quit: &AtomicBool,
-    clock: Clock,
-) -> Vec<Box<dyn Poller>> {
-    while !quit.load(Ordering::Relaxed) {
-        let now = clock.now_ns();
-        for p in pollers.iter_mut() {
-            p.poll(now);
-        }
-    }
-    pollers
 }

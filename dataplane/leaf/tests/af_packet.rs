@@ -5,7 +5,7 @@
 use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_leaf::{Config, Error, Record, Session};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
-use rawsock::testbed::{can_create, VethNetns};
+use barrier_testbed::netns::{can_create, VethNetns};
 use rawsock::RawSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

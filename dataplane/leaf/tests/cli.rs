@@ -4,7 +4,7 @@
 
 use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
-use rawsock::testbed::{can_create, VethNetns};
+use barrier_testbed::netns::{can_create, VethNetns};
 use rawsock::RawSocket;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,7 +10,7 @@ use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_leaf::records::parse_records;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, ETHERTYPE, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq};
-use rawsock::testbed::{can_create, VethNetns};
+use barrier_testbed::netns::{can_create, VethNetns};
 use rawsock::RawSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,33 +1,12 @@
 //! Counters: plain `AtomicU64` cells, each written by exactly one thread (Relaxed), read and
-//! summed by the management thread. One set per RX poller, per egress port, per lcore loop, and
+//! summed by the management thread. One set per RX poller, per egress port, the scheduler, and
 //! a frugal per-group pair (completions, re-sends) as `u32` arrays.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-/// Declares a struct of named `AtomicU64` counters with `add`, `get` and a name/value listing.
-macro_rules! counter_set {
-    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $field:ident),* $(,)? }) => {
-        $(#[$m])*
-        #[derive(Default, Debug)]
-        pub struct $name { $($(#[$fm])* pub $field: AtomicU64,)* }
-        impl $name {
-            pub const NAMES: &'static [&'static str] = &[$(stringify!($field)),*];
-            /// Current values in declaration order (same order as NAMES).
-            pub fn values(&self) -> Vec<u64> { vec![$(self.$field.load(Relaxed)),*] }
-            /// Add `other`'s values into `into` (same order as NAMES).
-            pub fn sum_into(&self, into: &mut [u64]) {
-                for (slot, v) in into.iter_mut().zip(self.values()) { *slot += v; }
-            }
-        }
-    };
-}
-
-/// Owner-only increment: a load and a store, no locked instruction (the cell has one writer).
-#[inline]
-pub fn bump(c: &AtomicU64, n: u64) {
-    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
-}
+use barrier_runtime::counter_set;
+pub(crate) use barrier_runtime::counters::{bump, format_sum};
 
 counter_set! {
     /// One RX poller (a port queue), written by the lcore that polls it.
@@ -74,16 +53,6 @@ counter_set! {
         alloc_fail_waits,
         /// A send equal to one already waiting for the same group and port was merged into it.
         coalesced,
-    }
-}
-
-counter_set! {
-    /// One lcore loop (all the pollers it runs).
-    LoopCounters {
-        busy_polls,
-        idle_polls,
-        /// Empty passes on which the loop yielded or slept (its idle policy backed off).
-        backoffs,
     }
 }
 
@@ -182,51 +151,9 @@ impl GroupCounters {
     }
 }
 
-/// Sum a set of counter structs by name and print the non-zero ones as `prefix.name value`.
-pub fn format_sum<I>(title: &str, names: &[&str], sets: I) -> String
-where
-    I: IntoIterator<Item = Vec<u64>>,
-{
-    let mut sum = vec![0u64; names.len()];
-    for v in sets {
-        for (s, x) in sum.iter_mut().zip(v) {
-            *s += x;
-        }
-    }
-    let mut out = String::new();
-    let parts: Vec<String> = names
-        .iter()
-        .zip(&sum)
-        .filter(|(_, v)| **v > 0)
-        .map(|(n, v)| format!("{n}={v}"))
-        .collect();
-    let _ = writeln!(
-        out,
-        "{title}: {}",
-        if parts.is_empty() {
-            "-".to_string()
-        } else {
-            parts.join(" ")
-        }
-    );
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sums_by_name_and_skips_zeroes() {
-        let a = RxCounters::default();
-        let b = RxCounters::default();
-        bump(&a.frames, 3);
-        bump(&b.frames, 4);
-        bump(&b.drop_bad_magic, 1);
-        let s = format_sum("rx", RxCounters::NAMES, [a.values(), b.values()]);
-        assert_eq!(s, "rx: frames=7 drop_bad_magic=1\n");
-        assert_eq!(RxCounters::NAMES.len(), a.values().len());
-    }
 
     #[test]
     fn group_counters_are_bounded_and_report_worst() {

@@ -1,8 +1,8 @@
 //! The fairness benchmark (perf/fairness.rs) runs to completion with short phases. No timing is
 //! asserted: speed is the benchmark's business, and a loaded test machine would make it flaky.
 
-use barrier_switch::fairness::{run_fairness, FairnessOpts};
-use barrier_switch::runtime::demo_eal_args;
+use barrier_testbed::demo_dpdk::demo_eal_args;
+use barrier_testbed::fairness::{run_fairness, FairnessOpts};
 use std::time::Duration;
 
 #[test]

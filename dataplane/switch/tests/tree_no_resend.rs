@@ -5,9 +5,9 @@
 //! buffer not flushed, a coalesced send that never leaves) shows up here as a re-send timer
 //! firing, a stale reduce at the root, or a barrier that takes many loop iterations.
 
-use barrier_switch::demo::{build_demo, mem_wires, DemoOpts, Tree};
+use barrier_runtime::poll::Poller;
 use barrier_switch::engine::SwitchStats;
-use barrier_switch::poll::Poller;
+use barrier_testbed::demo::{build_demo, mem_wires, DemoOpts, Tree};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Simulated time per pass over every poller: far below both re-send timeouts, so a barrier
@@ -16,7 +16,7 @@ const TICK_NS: u64 = 1_000;
 
 struct Run {
     switches: Vec<SwitchStats>,
-    report: barrier_switch::leafhost::LeafReport,
+    report: barrier_testbed::leafhost::LeafReport,
     passes: u64,
 }
 
@@ -54,7 +54,7 @@ fn run(fanout: &[usize], barriers: u64, reverse: bool) -> Run {
             demo.progress.load(Relaxed)
         );
     }
-    barrier_switch::poll::finish_all(&mut pollers);
+    barrier_runtime::poll::finish_all(&mut pollers);
     let report = demo.report.lock().unwrap().take().unwrap();
     Run {
         switches: demo.switches,
@@ -148,8 +148,8 @@ fn a_backlog_of_resent_reduces_coalesces_into_the_one_release() {
     use barrier_protocol::table::GroupTable;
     use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
     use barrier_protocol::{GroupId, PortSet, Seq};
+    use barrier_runtime::io::{mem_wire, RxQueue, TxQueue};
     use barrier_switch::engine::{build_switch, PortIo};
-    use barrier_switch::io::{mem_wire, RxQueue, TxQueue};
     use std::sync::Arc;
 
     let table = GroupTable::new(2);

@@ -9,8 +9,8 @@ mod common;
 
 use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
+use barrier_testbed::netns::{can_create, VethNetns};
 use common::{build_example_shared, check, example_seqs, lib_dir, run, scratch, CRATE};
-use rawsock::testbed::{can_create, VethNetns};
 use rawsock::RawSocket;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};

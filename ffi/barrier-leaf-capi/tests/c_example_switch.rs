@@ -12,8 +12,8 @@
 mod common;
 
 use barrier_leaf::records::{parse_records, Record};
+use barrier_testbed::netns::{can_create, VethNetns};
 use common::{build_example_shared, example_seqs, scratch, target_dir};
-use rawsock::testbed::{can_create, VethNetns};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ fn switch_binary() -> PathBuf {
     assert!(
         p.exists(),
         "{} not found: build the workspace first (cargo build --workspace --all-targets, or \
-         cargo build -p barrier-switch with the same CARGO_TARGET_DIR)",
+         cargo build -p barrier-switchd with the same CARGO_TARGET_DIR)",
         p.display()
     );
     p

@@ -15,8 +15,6 @@ use std::mem;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
-pub mod testbed;
-
 /// `PACKET_OUTGOING` from `<linux/if_packet.h>`: the frame was sent by this host.
 const PACKET_OUTGOING: u8 = 4;
 /// `PACKET_IGNORE_OUTGOING` socket option (Linux 4.20+).

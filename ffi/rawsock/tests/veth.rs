@@ -1,7 +1,7 @@
 //! Real frames over a veth pair in a throw-away network namespace (needs root; skipped, with a
 //! note on stderr, otherwise).
 
-use rawsock::testbed::{can_create, VethNetns};
+use barrier_testbed::netns::{can_create, VethNetns};
 use rawsock::RawSocket;
 use std::time::Duration;
 

@@ -1,14 +1,10 @@
 //! Shared by the net_ring end-to-end tests: run a demo tree on DPDK in this process (each test
 //! file is its own process, so one EAL each) and check the method's promises.
-//! Also a small pcap reader/writer for the golden test.
 #![allow(dead_code)]
 
-pub mod afp;
-pub mod pcap;
-
 use barrier_switch::counters::RxCounters;
-use barrier_switch::demo::{DemoOpts, Tree};
-use barrier_switch::runtime::run_demo_dpdk;
+use barrier_testbed::demo::{DemoOpts, Tree};
+use barrier_testbed::demo_dpdk::run_demo_dpdk;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;

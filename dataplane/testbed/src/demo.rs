@@ -4,11 +4,11 @@
 //! given). The wires are DPDK `net_ring` queues (see `dpdk_io`) or, with `--io mem`, in-memory
 //! rings; the engine cannot tell them apart.
 
-use crate::config::{GroupRole, GroupSpec};
-use crate::engine::{build_switch, build_table, PortIo, SwitchStats};
-use crate::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
 use crate::leafhost::{LeafLink, LeafPoller, LeafReport};
-use crate::poll::Poller;
+use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
+use barrier_runtime::poll::Poller;
+use barrier_switch::config::{GroupRole, GroupSpec};
+use barrier_switch::engine::{build_switch, build_table, PortIo, SwitchStats};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,7 +33,7 @@ pub struct DemoOpts {
     /// Deal each switch's RX pollers over the switch loops instead of keeping a switch on one.
     pub spread_rx: bool,
     /// What the loops do when a pass finds no work.
-    pub idle: crate::poll::Idle,
+    pub idle: barrier_runtime::poll::Idle,
 }
 
 impl Default for DemoOpts {
@@ -49,7 +49,7 @@ impl Default for DemoOpts {
             think_ns: Vec::new(),
             copies: Vec::new(),
             spread_rx: false,
-            idle: crate::poll::Idle::Spin,
+            idle: barrier_runtime::poll::Idle::Spin,
         }
     }
 }
@@ -328,7 +328,7 @@ impl DemoResult {
 pub fn run_on_threads(
     demo: Demo,
     opts: &DemoOpts,
-    clock: crate::poll::Clock,
+    clock: barrier_runtime::clock::Clock,
     quit: Arc<AtomicBool>,
 ) -> DemoResult {
     let start = Instant::now();
@@ -338,9 +338,9 @@ pub fn run_on_threads(
         let quit = quit.clone();
         handles.push(std::thread::spawn(move || {
             // A panicking loop must end the wait below, not leave it waiting for the count.
-            let _stop = crate::poll::StopOnDrop(quit.clone());
-            let c = crate::counters::LoopCounters::default();
-            crate::poll::run_loop(pollers, &quit, clock, &c, idle)
+            let _stop = barrier_runtime::poll::StopOnDrop(quit.clone());
+            let c = barrier_runtime::counters::LoopCounters::default();
+            barrier_runtime::poll::run_loop(pollers, &quit, clock, &c, idle)
         }));
     }
     wait_until_done(&demo.done, opts, start, &[&quit]);
@@ -350,7 +350,7 @@ pub fn run_on_threads(
     for h in handles {
         all.extend(h.join().expect("poll loop panicked"));
     }
-    crate::poll::finish_all(&mut all);
+    barrier_runtime::poll::finish_all(&mut all);
     let report = demo
         .report
         .lock()
@@ -377,7 +377,7 @@ pub fn wait_until_done(done: &AtomicBool, opts: &DemoOpts, start: Instant, stop:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::poll::Clock;
+    use barrier_runtime::clock::Clock;
 
     fn run_mem(
         fanout: &[usize],
@@ -513,7 +513,7 @@ mod tests {
             count: Some(200),
             loops: 3,
             think_ns: vec![30_000, 30_000],
-            idle: crate::poll::Idle::Sleep {
+            idle: barrier_runtime::poll::Idle::Sleep {
                 after: 10,
                 ns: 5_000,
             },

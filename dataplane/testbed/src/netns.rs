@@ -83,13 +83,27 @@ impl Drop for VethNetns {
     }
 }
 
-/// True when the test can create namespaces: running as root with `ip` on the PATH.
+/// True when the test can create namespaces: running as root with `ip` on the PATH. A test
+/// that cannot skips itself, except where the run requires root (`NB_REQUIRE_ROOT=1`, set by
+/// `scripts/test.sh`, which CI runs): then this panics with the reason, so a CI run without
+/// root fails instead of passing with skipped tests.
 pub fn can_create() -> bool {
-    crate::effective_uid_is_root()
-        && Command::new("ip")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
+    let root = rawsock::effective_uid_is_root();
+    let ip = Command::new("ip")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if (!root || !ip) && std::env::var_os("NB_REQUIRE_ROOT").is_some_and(|v| v == "1") {
+        panic!(
+            "NB_REQUIRE_ROOT=1 but this test cannot create network namespaces ({})",
+            if root {
+                "no `ip` (iproute2) on the PATH"
+            } else {
+                "not root"
+            }
+        );
+    }
+    root && ip
 }
 
 fn ip(args: &[&str]) -> io::Result<()> {

@@ -4,11 +4,11 @@
 //! every release (no leaf released before all leaves arrived, each leaf released once per
 //! barrier) and records barrier latency: first reduce sent to last release received.
 
-use crate::io::{RxQueue, TxQueue, BURST};
-use crate::poll::Poller;
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend};
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq, Time};
+use barrier_runtime::io::{RxQueue, TxQueue, BURST};
+use barrier_runtime::poll::Poller;
 use hdrhistogram::Histogram;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

@@ -3,7 +3,7 @@
 
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq};
-use rawsock::testbed::VethNetns;
+use barrier_testbed::netns::VethNetns;
 use rawsock::RawSocket;
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -8,8 +8,8 @@ mod common;
 
 use barrier_protocol::wire::{Flags, Kind, ETHERTYPE};
 use barrier_protocol::{GroupId, Seq};
+use barrier_testbed::netns::{can_create, VethNetns};
 use common::afp::{next_frame, reduce, root_config, SwitchProc};
-use rawsock::testbed::{can_create, VethNetns};
 use rawsock::RawSocket;
 use std::time::Duration;
 

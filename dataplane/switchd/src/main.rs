@@ -1,10 +1,13 @@
 //! barrier-switch: `run` one switch from a configuration file, `check` a file without starting
 //! DPDK, or `demo` a whole barrier tree in one process.
 
+use barrier_runtime::clock::Clock;
+use barrier_runtime::launch::Signals;
+use barrier_runtime::poll::Idle;
 use barrier_switch::config::{idle_policy, Config};
-use barrier_switch::demo::{build_demo, mem_wires, run_on_threads, DemoOpts, Tree};
-use barrier_switch::poll::Clock;
-use barrier_switch::runtime::{run_config, run_demo_dpdk, Signals};
+use barrier_switch::runtime::run_config;
+use barrier_testbed::demo::{build_demo, mem_wires, run_on_threads, DemoOpts, Tree};
+use barrier_testbed::demo_dpdk::run_demo_dpdk;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -212,7 +215,7 @@ fn demo(a: DemoArgs) -> ExitCode {
         ..DemoOpts::default()
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if opts.loops > cores && opts.idle == barrier_switch::poll::Idle::Spin {
+    if opts.loops > cores && opts.idle == Idle::Spin {
         eprintln!(
             "barrier-switch demo: warning: {} busy lcores on {cores} core(s): the loops will preempt each other and latency will be scheduler time slices (--idle sleep gives the core up when idle)",
             opts.loops

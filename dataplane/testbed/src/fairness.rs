@@ -5,7 +5,7 @@
 //! scheduler's round-robin and the RX path keep groups apart.
 
 use crate::demo::DemoOpts;
-use crate::runtime::run_demo_on;
+use crate::demo_dpdk::run_demo_on;
 use dpdk::Eal;
 use hdrhistogram::Histogram;
 use std::sync::atomic::AtomicBool;

@@ -1,0 +1,217 @@
+//! Running pollers on DPDK lcores: ports brought up and closed in the order that loses nothing,
+//! loops placed on lcores with a management thread beside them, signals, and shutdown in the
+//! l2fwd order (quit flag, wait for lcores, flush and drain, stop and close ports, EAL cleanup
+//! by the caller). Every program that runs loops on DPDK uses this: the switch, the demo tree,
+//! the generator.
+
+use crate::clock::Clock;
+use crate::counters::LoopCounters;
+use crate::poll::{finish_all, run_loop, Idle, Poller, StopOnDrop};
+use dpdk::{Eal, LcoreId, Mempool, Port};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// SIGINT/SIGTERM set `quit`; SIGUSR1 sets `dump`. Both polled by the management thread.
+pub struct Signals {
+    pub quit: Arc<AtomicBool>,
+    pub dump: Arc<AtomicBool>,
+}
+
+impl Signals {
+    pub fn install() -> std::io::Result<Signals> {
+        let quit = Arc::new(AtomicBool::new(false));
+        let dump = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGINT, quit.clone())?;
+        signal_hook::flag::register(signal_hook::consts::SIGTERM, quit.clone())?;
+        signal_hook::flag::register(signal_hook::consts::SIGUSR1, dump.clone())?;
+        Ok(Signals { quit, dump })
+    }
+}
+
+/// Loops to run: lcore -> pollers.
+pub type Placement = BTreeMap<u32, Vec<Box<dyn Poller>>>;
+
+/// Run every loop on its lcore (the main lcore's on this thread) until `quit`, each doing what
+/// `idle` says on empty passes, then shut the pollers down (`finish_all`). `manage` runs on a
+/// plain thread that sleeps between looks, given every loop's counters (a loop has polled once
+/// its pass count is non-zero: `all_loops_polled`); it returns when it is time to stop (it may
+/// also just wait for `quit`).
+pub fn run_placement<F>(
+    eal: &Eal,
+    placement: Placement,
+    quit: Arc<AtomicBool>,
+    clock: Clock,
+    idle: Idle,
+    manage: F,
+) -> Result<Vec<(u32, Arc<LoopCounters>)>, String>
+where
+    F: FnOnce(Vec<Arc<LoopCounters>>) + Send + 'static,
+{
+    let main = eal.main_lcore().0;
+    let mut joins = Vec::new();
+    let mut main_loop = None;
+    let mut loop_counters = Vec::new();
+    for (lcore, pollers) in placement {
+        let counters = Arc::new(LoopCounters::default());
+        loop_counters.push((lcore, counters.clone()));
+        if lcore == main {
+            main_loop = Some((pollers, counters));
+            continue;
+        }
+        let q = quit.clone();
+        let j = dpdk::launch_on(eal, LcoreId(lcore), move || {
+            // A loop that ends for any reason, a panic included, stops the others too.
+            let _stop_all = StopOnDrop(q.clone());
+            run_loop(pollers, &q, clock, &counters, idle)
+        })
+        .map_err(|e| {
+            quit.store(true, Ordering::Relaxed);
+            format!("lcore {lcore}: {e}")
+        })?;
+        joins.push(j);
+    }
+    let q = quit.clone();
+    let watched: Vec<Arc<LoopCounters>> = loop_counters.iter().map(|(_, c)| c.clone()).collect();
+    let manager = std::thread::Builder::new()
+        .name("management".into())
+        .spawn(move || {
+            manage(watched);
+            q.store(true, Ordering::Relaxed);
+        })
+        .map_err(|e| e.to_string())?;
+    let mut all: Vec<Box<dyn Poller>> = Vec::new();
+    let mut errors = Vec::new();
+    if let Some((pollers, counters)) = main_loop {
+        let _stop_all = StopOnDrop(quit.clone());
+        let q = quit.clone();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            run_loop(pollers, &q, clock, &counters, idle)
+        })) {
+            Ok(p) => all.extend(p),
+            Err(_) => errors.push(format!("lcore{main} (main): a poller panicked")),
+        }
+    } else {
+        while !quit.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    for j in joins {
+        let lcore = j.lcore();
+        match j.join() {
+            Ok(p) => all.extend(p),
+            Err(e) => errors.push(format!("{lcore:?}: {e}")),
+        }
+    }
+    let _ = manager.join();
+    finish_all(&mut all);
+    drop(all); // queue handles go back to their ports here
+    if errors.is_empty() {
+        Ok(loop_counters)
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// Whether every loop has made at least one pass over its pollers.
+pub fn all_loops_polled(loops: &[Arc<LoopCounters>]) -> bool {
+    loops
+        .iter()
+        .all(|c| c.busy_polls.load(Ordering::Relaxed) + c.idle_polls.load(Ordering::Relaxed) > 0)
+}
+
+pub fn loops_report(loops: &[(u32, Arc<LoopCounters>)]) -> String {
+    let mut s = String::new();
+    for (l, c) in loops {
+        let busy = c.busy_polls.load(Ordering::Relaxed);
+        let idle = c.idle_polls.load(Ordering::Relaxed);
+        let backoffs = c.backoffs.load(Ordering::Relaxed);
+        let _ = writeln!(
+            s,
+            "lcore {l}: busy_polls={busy} idle_polls={idle} ({:.1}% busy) backoffs={backoffs}",
+            100.0 * busy as f64 / (busy + idle).max(1) as f64
+        );
+    }
+    s
+}
+
+/// Where a port comes from.
+#[derive(Copy, Clone, Debug)]
+pub enum PortDevice<'a> {
+    /// A virtual device created now, written as for `--vdev`: `net_af_packet0,iface=veth0`.
+    Vdev(&'a str),
+    /// A device EAL already probed, by name: a PCI address given with `-a`, or a `--vdev`.
+    Existing(&'a str),
+}
+
+/// Queues and descriptors of a port.
+#[derive(Copy, Clone, Debug)]
+pub struct PortSetup {
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    pub rx_descriptors: u16,
+    pub tx_descriptors: u16,
+}
+
+/// Opens (or creates) a port and configures its queues with RX buffers from `pool`; it is
+/// started later, with all the others, by `start_ports`. Errors name the device.
+#[cold]
+pub fn open_port(
+    eal: &Eal,
+    device: PortDevice<'_>,
+    setup: PortSetup,
+    pool: &Mempool,
+) -> Result<Port, String> {
+    let (port, name) = match device {
+        PortDevice::Vdev(spec) => (Port::attach_vdev(eal, spec), spec),
+        PortDevice::Existing(name) => (Port::open_by_name(eal, name), name),
+    };
+    let mut port = port.map_err(|e| format!("{name}: {e}"))?;
+    port.configure(
+        setup.rx_queues,
+        setup.tx_queues,
+        setup.rx_descriptors,
+        setup.tx_descriptors,
+        pool,
+    )
+    .map_err(|e| format!("{name}: {e}"))?;
+    Ok(port)
+}
+
+/// `dpdk::Port::start_all` with the port's name in the error.
+pub fn start_ports(ports: &mut [Port]) -> Result<Vec<u64>, String> {
+    Port::start_all(ports).map_err(|(name, e)| format!("port {name}: {e}"))
+}
+
+/// Stop and close every port, then check that every mbuf came back to `pool` (also used by
+/// barrier-gen's wirings).
+pub fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, String> {
+    let mut errs = Vec::new();
+    for mut p in ports {
+        let name = p.name().to_string();
+        if let Err(e) = p.stop() {
+            errs.push(format!("stop {name}: {e}"));
+        }
+        if let Err(e) = p.close() {
+            errs.push(format!("close {name}: {e}"));
+        }
+    }
+    if !errs.is_empty() {
+        return Err(errs.join("; "));
+    }
+    let in_use = pool.in_use_count();
+    if in_use == 0 {
+        Ok(format!(
+            "mempool {}: all {} mbufs back",
+            pool.name(),
+            pool.avail_count()
+        ))
+    } else {
+        Err(format!(
+            "mempool {}: {in_use} mbufs not returned",
+            pool.name()
+        ))
+    }
+}

@@ -1,0 +1,21 @@
+//! barrier-runtime: the poll-mode runtime every netbarrier program shares.
+//!
+//! | module | role |
+//! | --- | --- |
+//! | `io` | the I/O seam: an RX queue and a TX queue behind two traits; in-memory wires |
+//! | `dpdk_io` | the same traits on DPDK queue handles and mbufs |
+//! | `poll` | pollers, the loop that runs several on one lcore, the idle policy |
+//! | `clock` | the monotonic clock every loop shares (TSC on DPDK) |
+//! | `counters` | single-writer counter cells, summed and printed by a management thread |
+//! | `launch` | port bring-up and close, loops placed on lcores, signals, shutdown order |
+//!
+//! It knows nothing of barriers: the switch, the demo tree, the generator and the tests build
+//! their pipelines out of these parts.
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod counters;
+pub mod dpdk_io;
+pub mod io;
+pub mod launch;
+pub mod poll;

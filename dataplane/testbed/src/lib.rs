@@ -1,0 +1,19 @@
+//! barrier-testbed: what the demo, the tests and the benchmarks run against. None of it is the
+//! switch or a leaf a deployment runs; all of it drives the real ones.
+//!
+//! | module | role |
+//! | --- | --- |
+//! | `demo` | a whole tree (root, intermediates, emulated leaves) in one process, any I/O |
+//! | `demo_dpdk` | the demo on DPDK `net_ring` wires, placed on lcores (`barrier-switch demo`) |
+//! | `leafhost` | emulated leaves as a poller: arrive, wait, check every release, latency |
+//! | `fairness` | a slow group next to a flood of others: the measurement behind `perf/fairness.rs` |
+//! | `reflector` | a minimal reference system under test for the generator and its benchmark |
+//! | `netns` | throw-away network namespaces with veth pairs (root and iproute2) |
+#![forbid(unsafe_code)]
+
+pub mod demo;
+pub mod demo_dpdk;
+pub mod fairness;
+pub mod leafhost;
+pub mod netns;
+pub mod reflector;
