@@ -14,6 +14,9 @@ cargo fmt --all --check
 echo "== build"
 cargo build --workspace --all-targets
 
+echo "== clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
 echo "== tests"
 # Tests that need root fail instead of skipping (dataplane/testbed/src/netns.rs, can_create).
 export NB_REQUIRE_ROOT=1

@@ -780,10 +780,12 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use barrier_protocol::switch::GroupConfig;
     use barrier_protocol::wire::Flags;
+    use barrier_protocol::PortSet;
     use barrier_runtime::io::{mem_wire, MemRx, MemTx};
-    use barrier_switch::config::{GroupRole, GroupSpec};
     use barrier_switch::engine::{build_switch, build_table, PortIo};
+    use barrier_switch::spec::GroupBlock;
 
     const MS: u64 = 1_000_000;
 
@@ -827,11 +829,12 @@ mod tests {
                 mac: None,
             });
         }
-        let spec = GroupSpec {
+        let spec = GroupBlock {
             numbers: gcfg.first_group..gcfg.first_group + gcfg.groups,
-            role: GroupRole::Root,
-            children: (1u64 << n) - 1,
-            resend_timeout_ns: 5 * MS,
+            config: GroupConfig {
+                resend_timeout_ns: 5 * MS,
+                ..GroupConfig::root(PortSet((1u64 << n) - 1))
+            },
         };
         let table = Arc::new(build_table(&[spec]).unwrap());
         let clock = Clock::new();

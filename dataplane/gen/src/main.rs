@@ -199,7 +199,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn real_main() -> Result<ExitCode, String> {
+fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
+    barrier_runtime::logging::init();
     let mut argv: Vec<String> = std::env::args().collect();
     let prog = "barrier-gen".to_string();
     let mut is_search = false;
@@ -288,7 +289,8 @@ fn real_main() -> Result<ExitCode, String> {
         return Err(format!(
             "groups {groups:?}: need 1 or more, below {}",
             barrier_protocol::MAX_GROUPS
-        ));
+        )
+        .into());
     }
     let shards = multi::split(opts.workers, nports, opts.first_group, opts.groups)?;
     let lcores = eal.worker_lcores();
@@ -298,7 +300,8 @@ fn real_main() -> Result<ExitCode, String> {
             shards.len(),
             shards.len() - 1,
             lcores.len()
-        ));
+        )
+        .into());
     }
     // The in-process switch gets the next lcore if there is one, else it runs inside the first
     // generator's loop.
@@ -424,7 +427,7 @@ fn real_main() -> Result<ExitCode, String> {
                 let r = (probe.frames.tx_reduce as f64
                     / (probe.elapsed_s - probe.drain_s).max(1e-9)
                     * 2.0) as u64;
-                eprintln!(
+                tracing::info!(
                     "barrier-gen search: closed loop reached {:.0} reduces/s; searching up to {r}",
                     r as f64 / 2.0
                 );
@@ -464,7 +467,7 @@ fn real_main() -> Result<ExitCode, String> {
             }
             let pass = r.passes(&rule);
             if !opts.quiet {
-                eprintln!(
+                tracing::info!(
                     "barrier-gen search: {rate} frames/s: {} (lost {}, early {}, reached {:.1}%)",
                     if pass { "pass" } else { "FAIL" },
                     r.barriers.lost,
@@ -475,7 +478,7 @@ fn real_main() -> Result<ExitCode, String> {
             Some((pass, r))
         });
         if let Some(e) = trial_error {
-            return Err(e);
+            return Err(e.into());
         }
         ok = result.best_rate.is_some()
             && result

@@ -5,14 +5,18 @@
 
 use crate::engine::GenPort;
 use crate::fault::FaultRates;
+use barrier_protocol::switch::GroupConfig;
+use barrier_protocol::PortSet;
 use barrier_runtime::clock::Clock;
 use barrier_runtime::counters::LoopCounters;
 use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
-use barrier_runtime::launch::{close_ports, open_port, start_ports, PortDevice, PortSetup};
+use barrier_runtime::launch::{
+    close_ports, open_port, start_ports, CloseError, LaunchError, PortDevice, PortSetup,
+};
 use barrier_runtime::poll::{finish_all, run_loop, Idle, Poller};
-use barrier_switch::config::{GroupRole, GroupSpec};
-use barrier_switch::engine::{build_switch, build_table, PortIo, SwitchStats};
-use dpdk::{Eal, LcoreId, LcoreJoin, Mempool, Port, QueueId};
+use barrier_switch::engine::{build_switch, build_table, BuildTableError, PortIo, SwitchStats};
+use barrier_switch::spec::GroupBlock;
+use dpdk::{DpdkError, Eal, LcoreId, LcoreJoin, Mempool, Port, QueueId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -49,6 +53,34 @@ pub struct FarEnd {
 
 /// The generator's side of its ports, on DPDK queues.
 pub type DpdkGenPort = GenPort<DpdkRx, DpdkTx>;
+
+/// Why the generator's ports, or its in-process switch, could not be set up or shut down.
+#[derive(Debug, thiserror::Error)]
+pub enum WiringError {
+    /// A port count or plan the generator cannot serve.
+    #[error("{0}")]
+    Plan(String),
+    #[error("mempool: {0}")]
+    Mempool(#[source] DpdkError),
+    #[error("ring pair {pair}: {source}")]
+    RingPair {
+        pair: usize,
+        #[source]
+        source: DpdkError,
+    },
+    #[error("queue: {0}")]
+    Queue(#[source] DpdkError),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error("in-process switch: {0}")]
+    Table(#[from] BuildTableError),
+    #[error("system-under-test lcore: {0}")]
+    SutLcore(#[source] DpdkError),
+    #[error("switch lcore: {0}")]
+    SutPanicked(#[source] dpdk::LcoreError),
+    #[error(transparent)]
+    Close(#[from] CloseError),
+}
 
 /// How the ports are made.
 pub enum PortPlan {
@@ -92,19 +124,20 @@ pub fn open(
     shards: &[(std::ops::Range<u32>, u64)],
     faults: &[(FaultRates, FaultRates)],
     sut_lcore: Option<LcoreId>,
-) -> Result<(Wiring, Vec<DpdkGenPort>), String> {
+) -> Result<(Wiring, Vec<DpdkGenPort>), WiringError> {
     let (mut w, gen, far) = open_ports(eal, tag, plan, faults)?;
     if let PortPlan::Inproc {
         switch_resend_ns, ..
     } = plan
     {
-        let specs: Vec<GroupSpec> = shards
+        let specs: Vec<GroupBlock> = shards
             .iter()
-            .map(|(numbers, children)| GroupSpec {
+            .map(|(numbers, children)| GroupBlock {
                 numbers: numbers.clone(),
-                role: GroupRole::Root,
-                children: *children,
-                resend_timeout_ns: *switch_resend_ns,
+                config: GroupConfig {
+                    resend_timeout_ns: *switch_resend_ns,
+                    ..GroupConfig::root(PortSet(*children))
+                },
             })
             .collect();
         let table = Arc::new(build_table(&specs)?);
@@ -134,18 +167,18 @@ pub fn open_ports(
     tag: &str,
     plan: &PortPlan,
     faults: &[(FaultRates, FaultRates)],
-) -> Result<(Wiring, Vec<DpdkGenPort>, Vec<FarEnd>), String> {
+) -> Result<(Wiring, Vec<DpdkGenPort>, Vec<FarEnd>), WiringError> {
     let n = match plan {
         PortPlan::Named(v) => v.len(),
         PortPlan::Inproc { ports, .. } => *ports,
     };
     if n == 0 || n > 64 {
-        return Err(format!(
+        return Err(WiringError::Plan(format!(
             "{n} ports: the generator needs 1..=64 (a switch has at most 64 children per group)"
-        ));
+        )));
     }
     let pool = Mempool::new_pktmbuf(&eal, tag, mbufs_for(n), 256, dpdk::MBUF_DEFAULT_BUF_SIZE)
-        .map_err(|e| format!("mempool: {e}"))?;
+        .map_err(WiringError::Mempool)?;
     let mut w = Wiring {
         eal: eal.clone(),
         pool: pool.clone(),
@@ -162,8 +195,7 @@ pub fn open_ports(
                 } else {
                     PortDevice::Existing(name)
                 };
-                gen_side
-                    .push(open_port(&eal, device, SETUP, &pool).map_err(|e| format!("port {e}"))?);
+                gen_side.push(open_port(&eal, device, SETUP, &pool)?);
             }
         }
         PortPlan::Inproc { ports, .. } => {
@@ -175,10 +207,10 @@ pub fn open_ports(
                     1,
                     u32::from(QUEUE_DEPTH),
                 )
-                .map_err(|e| format!("ring pair {i}: {e}"))?;
+                .map_err(|source| WiringError::RingPair { pair: i, source })?;
                 for p in [&mut a, &mut b] {
                     p.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, &pool)
-                        .map_err(|e| format!("ring pair {i}: {e}"))?;
+                        .map_err(|source| WiringError::RingPair { pair: i, source })?;
                 }
                 gen_side.push(a);
                 far_side.push(b);
@@ -199,9 +231,9 @@ pub fn open_ports(
         gen.push(GenPort {
             name: p.name().to_string(),
             mac: mac_of(p, i),
-            rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?),
+            rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(WiringError::Queue)?),
             tx: DpdkTx::new(
-                p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?,
+                p.tx_queue(QueueId(0)).map_err(WiringError::Queue)?,
                 pool.clone(),
             ),
             faults_tx: ftx,
@@ -212,9 +244,9 @@ pub fn open_ports(
     for (i, p) in far_side.iter().enumerate() {
         far.push(FarEnd {
             name: p.name().to_string(),
-            rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(|e| e.to_string())?),
+            rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(WiringError::Queue)?),
             tx: DpdkTx::new(
-                p.tx_queue(QueueId(0)).map_err(|e| e.to_string())?,
+                p.tx_queue(QueueId(0)).map_err(WiringError::Queue)?,
                 pool.clone(),
             ),
             peer_mac: gen[i].mac,
@@ -233,7 +265,7 @@ impl Wiring {
         clock: Clock,
         stats: Option<SwitchStats>,
         lcore: Option<LcoreId>,
-    ) -> Result<(), String> {
+    ) -> Result<(), WiringError> {
         let quit = Arc::new(AtomicBool::new(false));
         let (inline, running) = match lcore {
             Some(lcore) => {
@@ -242,7 +274,7 @@ impl Wiring {
                 let j = dpdk::launch_on(&self.eal, lcore, move || {
                     run_loop(pollers, &q, clock, &LoopCounters::default(), Idle::Spin)
                 })
-                .map_err(|e| format!("system-under-test lcore: {e}"))?;
+                .map_err(WiringError::SutLcore)?;
                 (None, Some(j))
             }
             None => (Some((pollers, clock)), None),
@@ -261,13 +293,13 @@ impl Wiring {
     pub fn stop_switch(
         &mut self,
         inline_back: Vec<Box<dyn Poller>>,
-    ) -> Result<Vec<Box<dyn Poller>>, String> {
+    ) -> Result<Vec<Box<dyn Poller>>, WiringError> {
         let Some(sw) = &mut self.switch else {
             return Ok(inline_back);
         };
         sw.quit.store(true, Ordering::Relaxed);
         let mut pollers = match sw.running.take() {
-            Some(j) => j.join().map_err(|e| format!("switch lcore: {e}"))?,
+            Some(j) => j.join().map_err(WiringError::SutPanicked)?,
             None => inline_back,
         };
         finish_all(&mut pollers);
@@ -275,7 +307,7 @@ impl Wiring {
     }
 
     /// Stops and closes every port; then every mbuf must be back in the pool.
-    pub fn close(self) -> Result<String, String> {
-        close_ports(self.ports, &self.pool)
+    pub fn close(self) -> Result<String, WiringError> {
+        Ok(close_ports(self.ports, &self.pool)?)
     }
 }

@@ -3,6 +3,10 @@
 
 mod common;
 
+/// The pace a trial must keep to pass (`--min-achieved`), given to the generator and checked
+/// against its verdicts.
+const MIN_ACHIEVED: f64 = 0.5;
+
 #[test]
 fn search_reports_a_passing_best_rate() {
     let out = common::gen(
@@ -26,6 +30,11 @@ fn search_reports_a_passing_best_rate() {
             "6",
             "--resend-timeout-us",
             "200000",
+            // A trial passes on its barriers (none lost, none early), not on how closely this
+            // machine kept the pace: on a loaded CI box the minimum rate reached 97% of its
+            // target and failed the default 98%, and the search then had no passing rate.
+            "--min-achieved",
+            &MIN_ACHIEVED.to_string(),
             "--json",
             "-q",
         ],
@@ -49,14 +58,14 @@ fn search_reports_a_passing_best_rate() {
     let d = &best_step["detail"];
     assert_eq!(d["barriers"]["lost"].as_u64(), Some(0));
     assert_eq!(d["barriers"]["early_releases"].as_u64(), Some(0));
-    assert!(d["achieved_ratio"].as_f64().unwrap() >= 0.98);
+    assert!(d["achieved_ratio"].as_f64().unwrap() >= MIN_ACHIEVED);
     // Each verdict agrees with the rule it is judged by.
     for s in steps {
         let d = &s["detail"];
         let pass = d["barriers"]["lost"].as_u64() == Some(0)
             && d["barriers"]["early_releases"].as_u64() == Some(0)
             && d["barriers"]["completed"].as_u64().unwrap() > 0
-            && d["achieved_ratio"].as_f64().unwrap() >= 0.98;
+            && d["achieved_ratio"].as_f64().unwrap() >= MIN_ACHIEVED;
         assert_eq!(s["passed"].as_bool(), Some(pass), "{s}");
         assert_eq!(d["offered_fps"], s["rate"]);
     }

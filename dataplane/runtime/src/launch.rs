@@ -7,7 +7,7 @@
 use crate::clock::Clock;
 use crate::counters::LoopCounters;
 use crate::poll::{finish_all, run_loop, Idle, Poller, StopOnDrop};
-use dpdk::{Eal, LcoreId, Mempool, Port};
+use dpdk::{DpdkError, Eal, LcoreId, Mempool, Port};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +31,42 @@ impl Signals {
     }
 }
 
+/// Why ports could not be brought up or loops could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// Opening, configuring or starting a port (the device as the caller named it).
+    #[error("{device}: {source}")]
+    Port {
+        device: String,
+        #[source]
+        source: DpdkError,
+    },
+    /// Launching a loop on an lcore.
+    #[error("lcore {lcore}: {source}")]
+    Lcore {
+        lcore: u32,
+        #[source]
+        source: DpdkError,
+    },
+    /// Starting the management thread.
+    #[error("management thread: {0}")]
+    Management(#[source] std::io::Error),
+    /// Loops that ended in a panic (each named by its lcore); the others were stopped.
+    #[error("{}", .0.join("; "))]
+    LoopsPanicked(Vec<String>),
+}
+
+/// What a clean shutdown found wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum CloseError {
+    /// Stopping or closing ports (every failure, one per line).
+    #[error("{}", .0.join("; "))]
+    Ports(Vec<String>),
+    /// Mbufs still out of the pool after every port closed: a leak.
+    #[error("mempool {pool}: {in_use} mbufs not returned")]
+    MbufsNotReturned { pool: String, in_use: u32 },
+}
+
 /// Loops to run: lcore -> pollers.
 pub type Placement = BTreeMap<u32, Vec<Box<dyn Poller>>>;
 
@@ -46,7 +82,7 @@ pub fn run_placement<F>(
     clock: Clock,
     idle: Idle,
     manage: F,
-) -> Result<Vec<(u32, Arc<LoopCounters>)>, String>
+) -> Result<Vec<(u32, Arc<LoopCounters>)>, LaunchError>
 where
     F: FnOnce(Vec<Arc<LoopCounters>>) + Send + 'static,
 {
@@ -62,26 +98,33 @@ where
             continue;
         }
         let q = quit.clone();
-        let j = dpdk::launch_on(eal, LcoreId(lcore), move || {
+        let launched = dpdk::launch_on(eal, LcoreId(lcore), move || {
             // A loop that ends for any reason, a panic included, stops the others too.
             let _stop_all = StopOnDrop(q.clone());
             run_loop(pollers, &q, clock, &counters, idle)
-        })
-        .map_err(|e| {
-            quit.store(true, Ordering::Relaxed);
-            format!("lcore {lcore}: {e}")
-        })?;
-        joins.push(j);
+        });
+        match launched {
+            Ok(j) => joins.push(j),
+            Err(source) => {
+                stop_and_join(&quit, joins);
+                return Err(LaunchError::Lcore { lcore, source });
+            }
+        }
     }
     let q = quit.clone();
     let watched: Vec<Arc<LoopCounters>> = loop_counters.iter().map(|(_, c)| c.clone()).collect();
-    let manager = std::thread::Builder::new()
+    let manager = match std::thread::Builder::new()
         .name("management".into())
         .spawn(move || {
             manage(watched);
             q.store(true, Ordering::Relaxed);
-        })
-        .map_err(|e| e.to_string())?;
+        }) {
+        Ok(m) => m,
+        Err(e) => {
+            stop_and_join(&quit, joins);
+            return Err(LaunchError::Management(e));
+        }
+    };
     let mut all: Vec<Box<dyn Poller>> = Vec::new();
     let mut errors = Vec::new();
     if let Some((pollers, counters)) = main_loop {
@@ -111,7 +154,18 @@ where
     if errors.is_empty() {
         Ok(loop_counters)
     } else {
-        Err(errors.join("; "))
+        Err(LaunchError::LoopsPanicked(errors))
+    }
+}
+
+/// On a failed launch: stop the loops already running, take their pollers back and shut them
+/// down, so no lcore is left polling a port the caller is about to close.
+fn stop_and_join(quit: &AtomicBool, joins: Vec<dpdk::LcoreJoin<Vec<Box<dyn Poller>>>>) {
+    quit.store(true, Ordering::Relaxed);
+    for j in joins {
+        if let Ok(mut p) = j.join() {
+            finish_all(&mut p);
+        }
     }
 }
 
@@ -163,12 +217,16 @@ pub fn open_port(
     device: PortDevice<'_>,
     setup: PortSetup,
     pool: &Mempool,
-) -> Result<Port, String> {
+) -> Result<Port, LaunchError> {
     let (port, name) = match device {
         PortDevice::Vdev(spec) => (Port::attach_vdev(eal, spec), spec),
         PortDevice::Existing(name) => (Port::open_by_name(eal, name), name),
     };
-    let mut port = port.map_err(|e| format!("{name}: {e}"))?;
+    let err = |source| LaunchError::Port {
+        device: name.to_string(),
+        source,
+    };
+    let mut port = port.map_err(err)?;
     port.configure(
         setup.rx_queues,
         setup.tx_queues,
@@ -176,18 +234,18 @@ pub fn open_port(
         setup.tx_descriptors,
         pool,
     )
-    .map_err(|e| format!("{name}: {e}"))?;
+    .map_err(err)?;
     Ok(port)
 }
 
-/// `dpdk::Port::start_all` with the port's name in the error.
-pub fn start_ports(ports: &mut [Port]) -> Result<Vec<u64>, String> {
-    Port::start_all(ports).map_err(|(name, e)| format!("port {name}: {e}"))
+/// `dpdk::Port::start_all`: every port started, then drained; the count discarded per port.
+pub fn start_ports(ports: &mut [Port]) -> Result<Vec<u64>, LaunchError> {
+    Port::start_all(ports).map_err(|(device, source)| LaunchError::Port { device, source })
 }
 
 /// Stop and close every port, then check that every mbuf came back to `pool` (also used by
 /// barrier-gen's wirings).
-pub fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, String> {
+pub fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, CloseError> {
     let mut errs = Vec::new();
     for mut p in ports {
         let name = p.name().to_string();
@@ -199,7 +257,7 @@ pub fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, String> {
         }
     }
     if !errs.is_empty() {
-        return Err(errs.join("; "));
+        return Err(CloseError::Ports(errs));
     }
     let in_use = pool.in_use_count();
     if in_use == 0 {
@@ -209,9 +267,9 @@ pub fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, String> {
             pool.avail_count()
         ))
     } else {
-        Err(format!(
-            "mempool {}: {in_use} mbufs not returned",
-            pool.name()
-        ))
+        Err(CloseError::MbufsNotReturned {
+            pool: pool.name().to_string(),
+            in_use,
+        })
     }
 }

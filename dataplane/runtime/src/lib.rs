@@ -8,6 +8,7 @@
 //! | `clock` | the monotonic clock every loop shares (TSC on DPDK) |
 //! | `counters` | single-writer counter cells, summed and printed by a management thread |
 //! | `launch` | port bring-up and close, loops placed on lcores, signals, shutdown order |
+//! | `logging` | the `tracing` subscriber every program installs (`RUST_LOG`) |
 //!
 //! It knows nothing of barriers: the switch, the demo tree, the generator and the tests build
 //! their pipelines out of these parts.
@@ -18,4 +19,5 @@ pub mod counters;
 pub mod dpdk_io;
 pub mod io;
 pub mod launch;
+pub mod logging;
 pub mod poll;

@@ -1,8 +1,11 @@
-//! The switch's configuration: a TOML file parsed into raw serde types, then checked into a typed
-//! `Config` before DPDK starts. Every refusal names the key (`groups[3].children[2]`) and says
+//! The switch's configuration: a TOML file parsed into raw serde types, then checked, section by
+//! section, into a typed `SwitchSpec` (`spec.rs`) before DPDK starts. Every refusal names the key (`groups[3].children[2]`) and says
 //! why, so an operator can fix the file without reading the code. Reference: docs/configuration.md.
 
 use crate::poll::Idle;
+use crate::spec::{Device, GroupBlock, LcoreSpec, MempoolSpec, PortSpec, RxLcore, SwitchSpec};
+use barrier_protocol::switch::{GroupConfig, Role};
+use barrier_protocol::{PortIdx, PortSet};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -50,6 +53,75 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// The error with the line of its key in `text`, when it has none yet and the file has
+    /// the key (a missing key has no line; the key path still says where it belongs).
+    fn at_line_of_key(mut self, text: &str) -> Self {
+        if self.line.is_none() {
+            self.line = span_of_key(text, &self.key).map(|r| line_of(text, r.start));
+        }
+        self
+    }
+}
+
+/// Where the key path `groups[3].children[2]` (as validation writes it) sits in `text`: the
+/// deepest part of the path the file has.
+fn span_of_key(text: &str, key: &str) -> Option<Range<usize>> {
+    use toml_edit::{Item, Table, Value};
+    enum Node<'a> {
+        Table(&'a Table),
+        Item(&'a Item),
+        Value(&'a Value),
+    }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut node = Node::Table(doc.as_table());
+    let mut best = None;
+    for part in key.split('.').filter(|p| !p.is_empty()) {
+        let (name, indices) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        let next = match node {
+            Node::Table(t) => {
+                best = t.key(name).and_then(|k| k.span()).or(best);
+                t.get(name).map(Node::Item)
+            }
+            Node::Item(Item::Table(t)) => {
+                best = t.key(name).and_then(|k| k.span()).or(best);
+                t.get(name).map(Node::Item)
+            }
+            Node::Item(Item::Value(v)) | Node::Value(v) => v
+                .as_inline_table()
+                .and_then(|t| t.get(name))
+                .map(Node::Value),
+            Node::Item(_) => None,
+        };
+        let Some(mut n) = next else { break };
+        for idx in indices.split(['[', ']']).filter(|s| !s.is_empty()) {
+            let Ok(i) = idx.parse::<usize>() else { break };
+            let inner = match n {
+                Node::Item(Item::ArrayOfTables(a)) => a.get(i).map(Node::Table),
+                Node::Item(Item::Value(Value::Array(a))) | Node::Value(Value::Array(a)) => {
+                    a.get(i).map(Node::Value)
+                }
+                _ => None,
+            };
+            match inner {
+                Some(x) => n = x,
+                None => break,
+            }
+        }
+        best = match &n {
+            Node::Table(t) => t.span(),
+            Node::Item(i) => i.span(),
+            Node::Value(v) => v.span(),
+        }
+        .or(best);
+        node = n;
+    }
+    best
+}
 
 // ---------------------------------------------------------------------------------------------
 // Raw file shape (serde). `deny_unknown_fields` everywhere: a typo is an error, not a default.
@@ -174,125 +246,18 @@ struct RawGroup {
 // ---------------------------------------------------------------------------------------------
 // The checked configuration.
 
-/// A validated switch configuration. Port indices (`u8`) are positions in `ports`, the
-/// switch-local port numbers the group table's child masks use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// EAL arguments from the file; the runtime adds `--vdev`/`-a` for each port.
-    pub eal_args: Vec<String>,
-    pub mempool: MempoolConfig,
-    /// Source MAC of every frame the switch sends (one identity for the whole switch).
-    pub mac: [u8; 6],
-    pub ports: Vec<PortConfig>,
-    pub lcores: LcoreConfig,
-    pub groups: Vec<GroupSpec>,
+/// Parse and validate a configuration file's text. Errors name the key and, where the file has
+/// it, the line.
+pub fn parse(text: &str) -> Result<SwitchSpec, ConfigError> {
+    let raw = parse_raw(text)?;
+    validate(raw).map_err(|e| e.at_line_of_key(text))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MempoolConfig {
-    pub mbufs: u32,
-    pub cache: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Device {
-    /// A DPDK virtual device argument, e.g. `net_ring0` or `net_pcap0,rx_pcap=in.pcap`.
-    Vdev(String),
-    /// A PCI address, e.g. `0000:01:00.0`.
-    Pci(String),
-}
-
-impl Device {
-    /// The name DPDK gives the port (what `rte_eth_dev_get_port_by_name` takes).
-    pub fn dpdk_name(&self) -> &str {
-        match self {
-            Device::Vdev(s) => s.split(',').next().unwrap_or(s),
-            Device::Pci(s) => s,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortConfig {
-    pub name: String,
-    pub device: Device,
-    pub rx_queues: u16,
-    pub tx_queues: u16,
-    pub rx_descriptors: u16,
-    pub tx_descriptors: u16,
-    /// Destination MAC of frames sent on this port (broadcast unless given).
-    pub peer_mac: [u8; 6],
-    /// Source MAC of frames sent on this port (`switch.mac` unless given).
-    pub mac: [u8; 6],
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LcoreConfig {
-    pub scheduler: u32,
-    /// Reduced mode: RX polling and the scheduler run on one lcore.
-    pub shared: bool,
-    pub rx: Vec<RxLcore>,
-    /// What every loop does on a pass with no work (default: spin).
-    pub idle: Idle,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RxLcore {
-    pub lcore: u32,
-    /// (port index, RX queue) pairs this lcore polls.
-    pub polls: Vec<(u8, u16)>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupRole {
-    Root,
-    Intermediate { parent: u8 },
-}
-
-/// One or many groups sharing one shape.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupSpec {
-    pub numbers: Range<u32>,
-    pub role: GroupRole,
-    /// Bit i set: port index i leads to a child.
-    pub children: u64,
-    pub resend_timeout_ns: u64,
-}
-
-impl Config {
-    /// Parse and validate a configuration file's text.
-    pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let raw = parse_raw(text)?;
-        validate(raw)
-    }
-
-    /// Read, parse and validate a file.
-    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::new(path.display().to_string(), e.to_string()))?;
-        Config::parse(&text)
-    }
-
-    /// Index of the port called `name`.
-    pub fn port_index(&self, name: &str) -> Option<u8> {
-        self.ports
-            .iter()
-            .position(|p| p.name == name)
-            .map(|i| i as u8)
-    }
-
-    /// Number of group numbers configured (ranges expanded).
-    pub fn group_count(&self) -> u64 {
-        self.groups
-            .iter()
-            .map(|g| u64::from(g.numbers.end - g.numbers.start))
-            .sum()
-    }
-
-    /// One past the highest configured group number: the group table's capacity.
-    pub fn group_capacity(&self) -> u32 {
-        self.groups.iter().map(|g| g.numbers.end).max().unwrap_or(0)
-    }
+/// Read, parse and validate a file.
+pub fn load(path: &std::path::Path) -> Result<SwitchSpec, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::new(path.display().to_string(), e.to_string()))?;
+    parse(&text)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -439,52 +404,88 @@ pub fn idle_policy(
     }
 }
 
-fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
-    // Mempool.
-    if raw.mempool.mbufs < 64 {
-        return Err(ConfigError::new(
-            "mempool.mbufs",
-            format!("{} mbufs is too few (at least 64)", raw.mempool.mbufs),
-        ));
-    }
-    if raw.mempool.cache > 512 || raw.mempool.cache > raw.mempool.mbufs / 2 {
-        return Err(ConfigError::new(
-            "mempool.cache",
-            format!(
-                "cache {} too large (at most 512 and at most half of mempool.mbufs)",
-                raw.mempool.cache
-            ),
-        ));
-    }
+/// Port names to switch-local port indices, for the sections that name ports.
+type PortNames<'a> = HashMap<&'a str, PortIdx>;
+
+fn lookup(names: &PortNames<'_>, key: String, name: &str) -> Result<PortIdx, ConfigError> {
+    names
+        .get(name)
+        .copied()
+        .ok_or_else(|| ConfigError::new(key, format!("unknown port {name:?}")))
+}
+
+fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
+    let mempool = validate_mempool(&raw.mempool)?;
     let mac = match &raw.switch.mac {
         Some(m) => parse_mac("switch.mac", m)?,
         None => [0x02, 0, 0, 0, 0, 0x01],
     };
-
-    // Ports.
-    if raw.ports.is_empty() {
-        return Err(ConfigError::new("ports", "no ports configured"));
-    }
-    if raw.ports.len() > MAX_PORTS {
+    let (ports, names) = validate_ports(&raw.ports, mac)?;
+    let Some(rl) = &raw.lcores else {
         return Err(ConfigError::new(
-            "ports",
+            "lcores",
+            "missing: say which lcore is the scheduler and which lcores poll which ports",
+        ));
+    };
+    let lcores = validate_lcores(rl, &raw.eal.args, &ports, &names)?;
+    let groups = validate_groups(&raw.groups, &names)?;
+    Ok(SwitchSpec {
+        eal_args: raw.eal.args,
+        mempool,
+        mac,
+        ports,
+        lcores,
+        groups,
+    })
+}
+
+fn validate_mempool(m: &RawMempool) -> Result<MempoolSpec, ConfigError> {
+    if m.mbufs < 64 {
+        return Err(ConfigError::new(
+            "mempool.mbufs",
+            format!("{} mbufs is too few (at least 64)", m.mbufs),
+        ));
+    }
+    if m.cache > 512 || m.cache > m.mbufs / 2 {
+        return Err(ConfigError::new(
+            "mempool.cache",
             format!(
-                "{} ports, a switch has at most {MAX_PORTS}",
-                raw.ports.len()
+                "cache {} too large (at most 512 and at most half of mempool.mbufs)",
+                m.cache
             ),
         ));
     }
-    let mut ports = Vec::with_capacity(raw.ports.len());
-    let mut by_name: HashMap<&str, u8> = HashMap::new();
-    for (i, p) in raw.ports.iter().enumerate() {
+    Ok(MempoolSpec {
+        mbufs: m.mbufs,
+        cache: m.cache,
+    })
+}
+
+fn validate_ports(
+    raw: &[RawPort],
+    mac: [u8; 6],
+) -> Result<(Vec<PortSpec>, PortNames<'_>), ConfigError> {
+    if raw.is_empty() {
+        return Err(ConfigError::new("ports", "no ports configured"));
+    }
+    if raw.len() > MAX_PORTS {
+        return Err(ConfigError::new(
+            "ports",
+            format!("{} ports, a switch has at most {MAX_PORTS}", raw.len()),
+        ));
+    }
+    let mut ports = Vec::with_capacity(raw.len());
+    let mut names: PortNames<'_> = HashMap::new();
+    for (i, p) in raw.iter().enumerate() {
         let key = format!("ports[{i}]");
         if p.name.is_empty() {
             return Err(ConfigError::new(format!("{key}.name"), "empty port name"));
         }
-        if let Some(prev) = by_name.insert(p.name.as_str(), i as u8) {
+        let idx = PortIdx::new(i as u8).expect("at most MAX_PORTS ports");
+        if let Some(prev) = names.insert(p.name.as_str(), idx) {
             return Err(ConfigError::new(
                 format!("{key}.name"),
-                format!("port {:?} already defined by ports[{prev}]", p.name),
+                format!("port {:?} already defined by ports[{}]", p.name, prev.get()),
             ));
         }
         let device = match (&p.vdev, &p.pci) {
@@ -527,7 +528,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             Some(m) => parse_mac(&format!("{key}.peer_mac"), m)?,
             None => [0xff; 6],
         };
-        ports.push(PortConfig {
+        ports.push(PortSpec {
             name: p.name.clone(),
             device,
             rx_queues: p.rx_queues,
@@ -554,21 +555,16 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             ));
         }
     }
-    let lookup = |key: String, name: &str| -> Result<u8, ConfigError> {
-        by_name
-            .get(name)
-            .copied()
-            .ok_or_else(|| ConfigError::new(key, format!("unknown port {name:?}")))
-    };
+    Ok((ports, names))
+}
 
-    // Lcores.
-    let Some(rl) = raw.lcores else {
-        return Err(ConfigError::new(
-            "lcores",
-            "missing: say which lcore is the scheduler and which lcores poll which ports",
-        ));
-    };
-    let eal_lcores = eal_lcore_list(&raw.eal.args);
+fn validate_lcores(
+    rl: &RawLcores,
+    eal_args: &[String],
+    ports: &[PortSpec],
+    names: &PortNames<'_>,
+) -> Result<LcoreSpec, ConfigError> {
+    let eal_lcores = eal_lcore_list(eal_args);
     let check_in_eal = |key: String, l: u32| -> Result<(), ConfigError> {
         match &eal_lcores {
             Some(list) if !list.contains(&l) => Err(ConfigError::new(
@@ -580,7 +576,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
     };
     check_in_eal("lcores.scheduler".into(), rl.scheduler)?;
     let mut rx = Vec::new();
-    let mut polled: BTreeMap<(u8, u16), usize> = BTreeMap::new();
+    let mut polled: BTreeMap<(PortIdx, u16), usize> = BTreeMap::new();
     let mut rx_lcores_seen: HashMap<u32, usize> = HashMap::new();
     if rl.rx.is_empty() {
         return Err(ConfigError::new(
@@ -624,8 +620,8 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
                 }
                 None => (s.as_str(), 0),
             };
-            let port = lookup(pkey.clone(), name)?;
-            let nq = ports[port as usize].rx_queues;
+            let port = lookup(names, pkey.clone(), name)?;
+            let nq = ports[port.get() as usize].rx_queues;
             if queue >= nq {
                 return Err(ConfigError::new(
                     &pkey,
@@ -662,8 +658,9 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         ],
     )?;
     for (pi, p) in ports.iter().enumerate() {
+        let idx = PortIdx::new(pi as u8).expect("at most MAX_PORTS ports");
         for q in 0..p.rx_queues {
-            if !polled.contains_key(&(pi as u8, q)) {
+            if !polled.contains_key(&(idx, q)) {
                 return Err(ConfigError::new(
                     format!("ports[{pi}]"),
                     format!("RX queue {q} of port {:?} is polled by no lcore (add \"{}:{q}\" to an lcores.rx poll list)", p.name, p.name),
@@ -671,10 +668,20 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             }
         }
     }
+    Ok(LcoreSpec {
+        scheduler: rl.scheduler,
+        shared: rl.shared,
+        rx,
+        idle,
+    })
+}
 
-    // Groups.
-    let mut groups = Vec::with_capacity(raw.groups.len());
-    for (i, g) in raw.groups.iter().enumerate() {
+fn validate_groups(
+    raw: &[RawGroup],
+    names: &PortNames<'_>,
+) -> Result<Vec<GroupBlock>, ConfigError> {
+    let mut groups = Vec::with_capacity(raw.len());
+    for (i, g) in raw.iter().enumerate() {
         let key = format!("groups[{i}]");
         let numbers = match (&g.number, &g.numbers) {
             (Some(n), None) => {
@@ -712,17 +719,17 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
                 ),
             ));
         }
-        let mut children = 0u64;
+        let mut children = PortSet::empty();
         for (j, c) in g.children.iter().enumerate() {
             let ckey = format!("{key}.children[{j}]");
-            let p = lookup(ckey.clone(), c)?;
-            if children & (1 << p) != 0 {
+            let p = lookup(names, ckey.clone(), c)?;
+            if children.contains(p) {
                 return Err(ConfigError::new(ckey, format!("port {c:?} listed twice")));
             }
-            children |= 1 << p;
+            children.insert(p);
         }
         let role = match (g.role, &g.parent) {
-            (RawRole::Root, None) => GroupRole::Root,
+            (RawRole::Root, None) => Role::Root,
             (RawRole::Root, Some(_)) => {
                 return Err(ConfigError::new(
                     format!("{key}.parent"),
@@ -736,14 +743,14 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
                 ))
             }
             (RawRole::Intermediate, Some(name)) => {
-                let p = lookup(format!("{key}.parent"), name)?;
-                if children & (1 << p) != 0 {
+                let p = lookup(names, format!("{key}.parent"), name)?;
+                if children.contains(p) {
                     return Err(ConfigError::new(
                         format!("{key}.parent"),
                         format!("port {name:?} is both a child and the parent"),
                     ));
                 }
-                GroupRole::Intermediate { parent: p }
+                Role::Intermediate { parent: p }
             }
         };
         let timeout_us = match g.resend_timeout_us {
@@ -756,11 +763,13 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             Some(t) => t,
             None => DEFAULT_RESEND_TIMEOUT_US,
         };
-        groups.push(GroupSpec {
+        groups.push(GroupBlock {
             numbers,
-            role,
-            children,
-            resend_timeout_ns: timeout_us.saturating_mul(1000),
+            config: GroupConfig {
+                role,
+                children,
+                resend_timeout_ns: timeout_us.saturating_mul(1000),
+            },
         });
     }
     // Duplicate numbers, across single numbers and ranges: sort by start, compare neighbours.
@@ -774,7 +783,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         let (a, b) = (w[0], w[1]);
         if b.0 < a.1 {
             let (first, second) = if a.2 < b.2 { (a.2, b.2) } else { (b.2, a.2) };
-            let field = if raw.groups[second].number.is_some() {
+            let field = if raw[second].number.is_some() {
                 "number"
             } else {
                 "numbers"
@@ -785,23 +794,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             ));
         }
     }
-
-    Ok(Config {
-        eal_args: raw.eal.args,
-        mempool: MempoolConfig {
-            mbufs: raw.mempool.mbufs,
-            cache: raw.mempool.cache,
-        },
-        mac,
-        ports,
-        lcores: LcoreConfig {
-            scheduler: rl.scheduler,
-            shared: rl.shared,
-            rx,
-            idle,
-        },
-        groups,
-    })
+    Ok(groups)
 }
 
 #[cfg(test)]
@@ -842,7 +835,7 @@ children = ["d0", "d1", "up"]
 "#;
 
     fn err(text: &str) -> ConfigError {
-        Config::parse(text).expect_err("config should be refused")
+        parse(text).expect_err("config should be refused")
     }
 
     /// Apply a textual edit to GOOD and expect a refusal naming `key`.
@@ -860,21 +853,59 @@ children = ["d0", "d1", "up"]
     }
 
     #[test]
+    fn refusals_of_valid_toml_name_the_line_of_their_key() {
+        let line_of = |needle: &str| GOOD.lines().position(|l| l.contains(needle)).unwrap() + 1;
+        // A child that is not a port: the line of that array element.
+        let text = GOOD.replace("children = [\"d0\", \"d1\"]", "children = [\"d0\", \"dx\"]");
+        let e = parse(&text).unwrap_err();
+        assert_eq!(e.key, "groups[0].children[1]");
+        assert_eq!(e.line, Some(line_of("children = [\"d0\", \"d1\"]")), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("line {}: ", e.line.unwrap())),
+            "{e}"
+        );
+        // A poll entry inside an inline table.
+        let e = parse(&GOOD.replace("\"d1:0\"", "\"d1:3\"")).unwrap_err();
+        assert_eq!(e.key, "lcores.rx[0].poll[2]");
+        assert_eq!(e.line, Some(line_of("rx = [")), "{e}");
+        // A table of an array of tables: its header's line or the key inside it.
+        let e =
+            parse(&GOOD.replace("resend_timeout_us = 200", "resend_timeout_us = 0")).unwrap_err();
+        assert_eq!(e.key, "groups[0].resend_timeout_us");
+        assert_eq!(e.line, Some(line_of("resend_timeout_us = 200")), "{e}");
+        // A key the file lacks has no line.
+        let e = parse(&GOOD.replace(
+            "[lcores]\nscheduler = 1\nrx = [ { lcore = 0, poll = [\"up\", \"d0\", \"d1:0\"] } ]\n",
+            "",
+        ))
+        .unwrap_err();
+        assert_eq!((e.key.as_str(), e.line), ("lcores", None), "{e}");
+    }
+
+    #[test]
     fn good_config_parses() {
-        let c = Config::parse(GOOD).unwrap();
+        let c = parse(GOOD).unwrap();
         assert_eq!(c.ports.len(), 3);
-        assert_eq!(c.port_index("d1"), Some(2));
-        assert_eq!(c.groups[0].role, GroupRole::Intermediate { parent: 0 });
-        assert_eq!(c.groups[0].children, 0b110);
-        assert_eq!(c.groups[0].resend_timeout_ns, 200_000);
+        let port = |i| PortIdx::new(i).unwrap();
+        assert_eq!(c.port_index("d1"), Some(port(2)));
+        assert_eq!(
+            c.groups[0].config.role,
+            Role::Intermediate { parent: port(0) }
+        );
+        assert_eq!(c.groups[0].config.children, PortSet(0b110));
+        assert_eq!(c.groups[0].config.resend_timeout_ns, 200_000);
         assert_eq!(c.groups[1].numbers, 100..1100);
         assert_eq!(
-            c.groups[1].resend_timeout_ns,
+            c.groups[1].config.resend_timeout_ns,
             DEFAULT_RESEND_TIMEOUT_US * 1000
         );
         assert_eq!(c.group_count(), 1001);
         assert_eq!(c.group_capacity(), 1100);
-        assert_eq!(c.lcores.rx[0].polls, vec![(0, 0), (1, 0), (2, 0)]);
+        assert_eq!(
+            c.lcores.rx[0].polls,
+            vec![(port(0), 0), (port(1), 0), (port(2), 0)]
+        );
         assert_eq!(c.ports[0].peer_mac, [0xff; 6]);
         assert_eq!(
             c.ports[0].mac, c.mac,
@@ -1013,7 +1044,7 @@ children = ["d0", "d1", "up"]
     #[test]
     fn shared_mode_allows_one_lcore_for_both() {
         let text = GOOD.replace("scheduler = 1", "scheduler = 0\nshared = true");
-        let c = Config::parse(&text).unwrap();
+        let c = parse(&text).unwrap();
         assert!(c.lcores.shared);
         // ...but only in the shape it is meant for.
         let text = GOOD.replace("scheduler = 1", "scheduler = 1\nshared = true");
@@ -1022,10 +1053,10 @@ children = ["d0", "d1", "up"]
 
     #[test]
     fn idle_policy_keys() {
-        assert_eq!(Config::parse(GOOD).unwrap().lcores.idle, Idle::Spin);
+        assert_eq!(parse(GOOD).unwrap().lcores.idle, Idle::Spin);
         let with_line = |extra: &str| format!("scheduler = 1\n{extra}");
         let with = |extra: &str| GOOD.replacen("scheduler = 1", &with_line(extra), 1);
-        let c = Config::parse(&with(
+        let c = parse(&with(
             "idle = \"sleep\"\nidle_after_polls = 50\nidle_sleep_us = 10",
         ))
         .unwrap();
@@ -1036,14 +1067,14 @@ children = ["d0", "d1", "up"]
                 ns: 10_000
             }
         );
-        let c = Config::parse(&with("idle = \"yield\"")).unwrap();
+        let c = parse(&with("idle = \"yield\"")).unwrap();
         assert_eq!(
             c.lcores.idle,
             Idle::Yield {
                 after: Idle::DEFAULT_AFTER
             }
         );
-        let c = Config::parse(&with("idle = \"sleep\"")).unwrap();
+        let c = parse(&with("idle = \"sleep\"")).unwrap();
         assert_eq!(
             c.lcores.idle,
             Idle::Sleep {
@@ -1252,7 +1283,7 @@ children = ["d0", "d1", "up"]
 
     #[test]
     fn a_port_can_have_its_own_source_mac() {
-        let c = Config::parse(&GOOD.replace(
+        let c = parse(&GOOD.replace(
             "vdev = \"net_ring1\"",
             "vdev = \"net_ring1\"\nmac = \"02:00:00:00:00:77\"",
         ))
@@ -1288,7 +1319,7 @@ children = ["d0", "d1", "up"]
     #[test]
     fn a_million_groups_as_one_range() {
         let text = GOOD.replace(r#"numbers = "100..1100""#, r#"numbers = "8..=1048575""#);
-        let c = Config::parse(&text).unwrap();
+        let c = parse(&text).unwrap();
         assert_eq!(c.group_count(), 1 + (1_048_576 - 8));
         assert_eq!(c.group_capacity(), MAX_GROUPS);
     }

@@ -2,46 +2,38 @@
 //! receive queue, one ring per RX poller, and the scheduler that owns every TX queue. Where the
 //! pollers run (which lcore, shared or not) is the caller's choice.
 
-use crate::config::{GroupRole, GroupSpec};
 use crate::counters::{format_sum, GroupCounters, RxCounters, SchedCounters, TxCounters};
 use crate::io::{RxQueue, TxQueue};
 use crate::poll::Poller;
 use crate::rx::{MsgRing, RxPoller};
 use crate::sched::{SchedPoller, TxPort};
-use barrier_protocol::switch::{GroupConfig, Role};
-use barrier_protocol::table::GroupTable;
-use barrier_protocol::{GroupId, PortIdx, PortSet};
+use crate::spec::GroupBlock;
+use barrier_protocol::table::{GroupTable, TableError};
+use barrier_protocol::{GroupId, PortIdx};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// Slots in each RX poller's ring to the scheduler.
 pub const RING_SIZE: usize = 4096;
 
-/// The protocol's per-group configuration for a config-file group shape.
-pub fn group_config(spec: &GroupSpec) -> GroupConfig {
-    let role = match spec.role {
-        GroupRole::Root => Role::Root,
-        GroupRole::Intermediate { parent } => Role::Intermediate {
-            parent: PortIdx::new(parent).expect("validated port index"),
-        },
-    };
-    GroupConfig {
-        role,
-        children: PortSet(spec.children),
-        resend_timeout_ns: spec.resend_timeout_ns,
-    }
+/// A group the table refused (a configuration that does not describe a tree).
+#[derive(Debug, thiserror::Error)]
+#[error("{group:?}: {source}")]
+pub struct BuildTableError {
+    pub group: GroupId,
+    #[source]
+    pub source: TableError,
 }
 
 /// A group table holding every group of `groups` (capacity: highest number + 1).
-pub fn build_table(groups: &[GroupSpec]) -> Result<GroupTable, String> {
+pub fn build_table(groups: &[GroupBlock]) -> Result<GroupTable, BuildTableError> {
     let cap = groups.iter().map(|g| g.numbers.end).max().unwrap_or(0);
     let table = GroupTable::new(cap);
     for g in groups {
-        let cfg = group_config(g);
-        for n in g.numbers.clone() {
+        for group in g.ids() {
             table
-                .configure(GroupId(n), cfg)
-                .map_err(|e| format!("group {n}: {e:?}"))?;
+                .configure(group, g.config)
+                .map_err(|source| BuildTableError { group, source })?;
         }
     }
     Ok(table)

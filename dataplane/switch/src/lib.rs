@@ -3,7 +3,8 @@
 //!
 //! | module | role |
 //! | --- | --- |
-//! | `config` | TOML file -> validated `Config`, every refusal naming its key, before DPDK starts |
+//! | `spec` | the switch in typed values: ports, lcores, groups as the protocol's `GroupConfig` |
+//! | `config` | TOML file -> `SwitchSpec`, section by section, every refusal naming its key and line |
 //! | `rx` | RX poller: parse, apply to the shared group table, hand actions to the scheduler |
 //! | `scheduler`, `wheel` | pure logic: per-port round-robin across groups; the re-send timer wheel |
 //! | `sched` | the scheduler poller: rings in, timers, frames built and sent with backpressure |
@@ -25,4 +26,5 @@ pub mod runtime;
 pub mod rx;
 pub mod sched;
 pub mod scheduler;
+pub mod spec;
 pub mod wheel;

@@ -2,16 +2,16 @@
 //! pollers placed on the configured lcores, the management thread (counters on SIGUSR1, the
 //! ready line), and shutdown in the l2fwd order (`barrier_runtime::launch`).
 
-use crate::config::{Config, Device};
 use crate::dpdk_io::{DpdkRx, DpdkTx};
-use crate::engine::{build_switch, build_table, PortIo, SwitchStats};
+use crate::engine::{build_switch, build_table, BuildTableError, PortIo, SwitchStats};
+use crate::spec::{Device, SwitchSpec};
 use barrier_runtime::clock::Clock;
 use barrier_runtime::launch::{
-    all_loops_polled, close_ports, loops_report, open_port, run_placement, start_ports, Placement,
-    PortDevice, PortSetup, Signals,
+    all_loops_polled, close_ports, loops_report, open_port, run_placement, start_ports, CloseError,
+    LaunchError, Placement, PortDevice, PortSetup, Signals,
 };
 use barrier_runtime::poll::Poller;
-use dpdk::{Eal, Mempool, QueueId};
+use dpdk::{DpdkError, Eal, Mempool, QueueId};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -33,7 +33,7 @@ pub struct RunOutcome {
 
 /// EAL arguments for a configuration: the file's, then a `-a` allow entry per PCI port, then
 /// the command line's overrides.
-pub fn eal_args(cfg: &Config, overrides: &[String]) -> Vec<String> {
+pub fn eal_args(cfg: &SwitchSpec, overrides: &[String]) -> Vec<String> {
     let mut args = vec!["barrier-switch".to_string()];
     args.extend(cfg.eal_args.iter().cloned());
     for p in &cfg.ports {
@@ -46,15 +46,49 @@ pub fn eal_args(cfg: &Config, overrides: &[String]) -> Vec<String> {
     args
 }
 
+/// Why `run_config` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("EAL: {0}")]
+    Eal(#[source] DpdkError),
+    #[error("mempool: {0}")]
+    Mempool(#[source] DpdkError),
+    #[error("lcore {lcore} is in the configuration but not enabled in EAL (enabled: {enabled:?})")]
+    LcoreNotEnabled { lcore: u32, enabled: Vec<u32> },
+    #[error("port {port}: {source}")]
+    Port {
+        port: String,
+        #[source]
+        source: LaunchError,
+    },
+    #[error("port {port}: {source}")]
+    Queue {
+        port: String,
+        #[source]
+        source: DpdkError,
+    },
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error(transparent)]
+    Table(#[from] BuildTableError),
+    /// The run ended, but shutdown found a problem; the report of the run comes with it.
+    #[error("{report}{source}")]
+    Close {
+        report: String,
+        #[source]
+        source: CloseError,
+    },
+}
+
 /// Run the switch of `cfg` (called `name` in reports) until `signals.quit`. Counters are
 /// printed on SIGUSR1.
 pub fn run_config(
     name: &str,
-    cfg: &Config,
+    cfg: &SwitchSpec,
     eal_overrides: &[String],
     signals: Signals,
-) -> Result<RunOutcome, String> {
-    let (eal, _app) = Eal::init(eal_args(cfg, eal_overrides)).map_err(|e| format!("EAL: {e}"))?;
+) -> Result<RunOutcome, RunError> {
+    let (eal, _app) = Eal::init(eal_args(cfg, eal_overrides)).map_err(RunError::Eal)?;
     let clock = Clock::from_counter(dpdk::tsc, dpdk::tsc_hz());
     let pool = Mempool::new_pktmbuf(
         &eal,
@@ -63,16 +97,17 @@ pub fn run_config(
         cfg.mempool.cache,
         dpdk::MBUF_DEFAULT_BUF_SIZE,
     )
-    .map_err(|e| format!("mempool: {e}"))?;
+    .map_err(RunError::Mempool)?;
     let lcores: Vec<u32> = std::iter::once(eal.main_lcore().0)
         .chain(eal.worker_lcores().into_iter().map(|l| l.0))
         .collect();
     let mut needed: Vec<u32> = cfg.lcores.rx.iter().map(|r| r.lcore).collect();
     needed.push(cfg.lcores.scheduler);
-    if let Some(l) = needed.iter().find(|l| !lcores.contains(l)) {
-        return Err(format!(
-            "lcore {l} is in the configuration but not enabled in EAL (enabled: {lcores:?})"
-        ));
+    if let Some(&lcore) = needed.iter().find(|l| !lcores.contains(l)) {
+        return Err(RunError::LcoreNotEnabled {
+            lcore,
+            enabled: lcores,
+        });
     }
 
     // Every port is created, started and drained before any queue is polled: a frame that
@@ -90,7 +125,10 @@ pub fn run_config(
             tx_descriptors: pc.tx_descriptors,
         };
         ports.push(
-            open_port(&eal, device, setup, &pool).map_err(|e| format!("port {}: {e}", pc.name))?,
+            open_port(&eal, device, setup, &pool).map_err(|source| RunError::Port {
+                port: pc.name.clone(),
+                source,
+            })?,
         );
     }
     let discarded = start_ports(&mut ports)?;
@@ -99,16 +137,15 @@ pub fn run_config(
         // Barrier frames go to the peer's MAC or broadcast: take everything and let the
         // parser decide. Virtual devices may not support it; that is fine for them.
         let _ = port.set_promiscuous(true);
+        let queue_err = |source| RunError::Queue {
+            port: pc.name.clone(),
+            source,
+        };
         let mut rx = Vec::new();
         for q in 0..pc.rx_queues {
-            rx.push(DpdkRx::new(
-                port.rx_queue(QueueId(q)).map_err(|e| e.to_string())?,
-            ));
+            rx.push(DpdkRx::new(port.rx_queue(QueueId(q)).map_err(queue_err)?));
         }
-        let tx = DpdkTx::new(
-            port.tx_queue(QueueId(0)).map_err(|e| e.to_string())?,
-            pool.clone(),
-        );
+        let tx = DpdkTx::new(port.tx_queue(QueueId(0)).map_err(queue_err)?, pool.clone());
         io.push(PortIo {
             name: pc.name.clone(),
             rx,
@@ -135,10 +172,10 @@ pub fn run_config(
         .collect();
     for r in &cfg.lcores.rx {
         for &(p, q) in &r.polls {
-            let poller = rx_by_queue
-                .remove(&(p as usize, q as usize))
-                .ok_or("queue placed twice")?;
-            placement.entry(r.lcore).or_default().push(poller);
+            // The spec places each queue once (config::validate_lcores).
+            if let Some(poller) = rx_by_queue.remove(&(p.get() as usize, q as usize)) {
+                placement.entry(r.lcore).or_default().push(poller);
+            }
         }
     }
     placement
@@ -150,7 +187,7 @@ pub fn run_config(
     let dump = signals.dump.clone();
     let mgmt_stats = stats.clone();
     let started = Instant::now();
-    eprintln!(
+    tracing::info!(
         "barrier-switch: {} ports, {} groups, lcores {:?}, idle: {}; SIGUSR1 prints counters, SIGINT/SIGTERM stops",
         cfg.ports.len(),
         cfg.group_count(),
@@ -198,7 +235,7 @@ pub fn run_config(
     drop(eal);
     match closed {
         Ok(line) => report += &format!("{line}\n"),
-        Err(e) => return Err(format!("{report}{e}")),
+        Err(source) => return Err(RunError::Close { report, source }),
     }
     Ok(RunOutcome { report, stats })
 }

@@ -1,10 +1,14 @@
 //! barrier-switch: `run` one switch from a configuration file, `check` a file without starting
 //! DPDK, or `demo` a whole barrier tree in one process.
+//!
+//! Command lines follow DPDK's convention, after the subcommand: `barrier-switch run [EAL args]
+//! -- --config FILE [options]`. Without `--` every argument is the program's (the file's
+//! `eal.args`, or the demo's defaults, then apply).
 
 use barrier_runtime::clock::Clock;
 use barrier_runtime::launch::Signals;
 use barrier_runtime::poll::Idle;
-use barrier_switch::config::{idle_policy, Config};
+use barrier_switch::config::{self, idle_policy};
 use barrier_switch::runtime::run_config;
 use barrier_testbed::demo::{build_demo, mem_wires, run_on_threads, DemoOpts, Tree};
 use barrier_testbed::demo_dpdk::run_demo_dpdk;
@@ -17,7 +21,9 @@ use std::time::Duration;
 #[command(
     name = "barrier-switch",
     version,
-    about = "Barrier synchronization in the network, on DPDK"
+    about = "Barrier synchronization in the network, on DPDK",
+    override_usage = "barrier-switch <run|check|demo> [EAL args] -- [OPTIONS]\n       \
+                      barrier-switch <run|check|demo> [OPTIONS]"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,9 +47,6 @@ enum Cmd {
         /// Microseconds per idle sleep (with --idle sleep).
         #[arg(long, requires = "idle")]
         idle_sleep_us: Option<u32>,
-        /// Extra EAL arguments, after `--` (they follow the file's eal.args).
-        #[arg(last = true)]
-        eal: Vec<String>,
     },
     /// Validate a configuration file and print what it describes; DPDK is not started.
     Check {
@@ -100,9 +103,6 @@ struct DemoArgs {
     /// Microseconds per idle sleep (with --idle sleep).
     #[arg(long)]
     idle_sleep_us: Option<u32>,
-    /// Extra EAL arguments, after `--`.
-    #[arg(last = true)]
-    eal: Vec<String>,
 }
 
 fn default_lcores() -> usize {
@@ -111,10 +111,51 @@ fn default_lcores() -> usize {
         .min(2)
 }
 
+/// Splits `argv` as `prog SUBCOMMAND [EAL args] -- [program args]` into (EAL args, what clap
+/// parses). Without `--`, no EAL args. The old order (`run --config F -- EAL`) is refused with
+/// the right one, not handed to EAL.
+fn split_eal(argv: Vec<String>) -> Result<(Vec<String>, Vec<String>), String> {
+    let Some(dash) = argv.iter().position(|a| a == "--") else {
+        return Ok((Vec::new(), argv));
+    };
+    let eal: Vec<String> = argv[2.min(dash)..dash].to_vec();
+    if let Some(opt) = eal.iter().find(|a| {
+        let a = a.split('=').next().unwrap_or(a);
+        [
+            "--config",
+            "-c",
+            "--fanout",
+            "--groups",
+            "--count",
+            "--duration",
+            "--idle",
+            "--io",
+        ]
+        .contains(&a)
+    }) {
+        return Err(format!(
+            "{opt:?} is barrier-switch's option, not EAL's: EAL arguments come first, \
+             `barrier-switch {} [EAL args] -- {opt} ...`",
+            argv.get(1).map_or("run", String::as_str)
+        ));
+    }
+    let mut app: Vec<String> = argv[..2.min(dash)].to_vec();
+    app.extend(argv[dash + 1..].iter().cloned());
+    Ok((eal, app))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    barrier_runtime::logging::init();
+    let (eal, app) = match split_eal(std::env::args().collect()) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("barrier-switch: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(app);
     match cli.cmd {
-        Cmd::Check { config } => match Config::load(&config) {
+        Cmd::Check { config } => match config::load(&config) {
             Ok(c) => {
                 println!(
                     "{}: ok: {} ports, {} groups, scheduler on lcore {}, RX lcores {:?}{}, idle: {}",
@@ -142,9 +183,8 @@ fn main() -> ExitCode {
             idle,
             idle_after_polls,
             idle_sleep_us,
-            eal,
         } => {
-            let mut cfg = match Config::load(&config) {
+            let mut cfg = match config::load(&config) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("{}: {e}", config.display());
@@ -186,11 +226,11 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Demo(a) => demo(a),
+        Cmd::Demo(a) => demo(a, &eal),
     }
 }
 
-fn demo(a: DemoArgs) -> ExitCode {
+fn demo(a: DemoArgs, eal: &[String]) -> ExitCode {
     let idle = match idle_policy(
         &a.idle,
         a.idle_after_polls,
@@ -216,8 +256,8 @@ fn demo(a: DemoArgs) -> ExitCode {
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if opts.loops > cores && opts.idle == Idle::Spin {
-        eprintln!(
-            "barrier-switch demo: warning: {} busy lcores on {cores} core(s): the loops will preempt each other and latency will be scheduler time slices (--idle sleep gives the core up when idle)",
+        tracing::warn!(
+            "barrier-switch demo: {} busy lcores on {cores} core(s): the loops will preempt each other and latency will be scheduler time slices (--idle sleep gives the core up when idle)",
             opts.loops
         );
     }
@@ -249,7 +289,7 @@ fn demo(a: DemoArgs) -> ExitCode {
             let r = run_on_threads(demo, &opts, clock, signals.quit.clone());
             (r, switches.iter().map(|s| s.report()).collect::<String>())
         }
-        IoKind::Dpdk => match run_demo_dpdk(&opts, &a.eal, signals.quit.clone()) {
+        IoKind::Dpdk => match run_demo_dpdk(&opts, eal, signals.quit.clone()) {
             Ok(o) => (o.result, o.report),
             Err(e) => {
                 eprintln!("barrier-switch demo: {e}");
@@ -269,4 +309,34 @@ fn demo(a: DemoArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_eal;
+
+    fn v(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn eal_arguments_come_between_the_subcommand_and_the_dashes() {
+        let (eal, app) =
+            split_eal(v("barrier-switch run -l 0,1 --no-huge -- --config s.toml")).unwrap();
+        assert_eq!(eal, v("-l 0,1 --no-huge"));
+        assert_eq!(app, v("barrier-switch run --config s.toml"));
+        let (eal, app) = split_eal(v("barrier-switch demo --groups 3")).unwrap();
+        assert!(eal.is_empty());
+        assert_eq!(app, v("barrier-switch demo --groups 3"));
+    }
+
+    #[test]
+    fn the_old_order_is_refused_with_the_new_one() {
+        let e = split_eal(v("barrier-switch run --config s.toml -- -l 0")).unwrap_err();
+        assert!(e.contains("EAL arguments come first"), "{e}");
+        assert!(
+            e.contains("barrier-switch run [EAL args] -- --config"),
+            "{e}"
+        );
+    }
 }

@@ -29,8 +29,15 @@ fn raw_sockets_get_the_release_over_veth() {
     let leaf1 = RawSocket::open_in_netns(&bed.netns, &bed.pairs[1].1, ETHERTYPE).unwrap();
 
     let mut switch = SwitchProc::spawn(&bed, &cfg);
-    switch.wait_stderr("barrier-switch: 2 ports", Duration::from_secs(60));
-    switch.wait_ready();
+    let ready = switch.wait_ready();
+    assert!(
+        switch
+            .log
+            .iter()
+            .any(|l| l.contains("barrier-switch: 2 ports")),
+        "the start-up log line comes before {ready:?}: {:?}",
+        switch.log
+    );
 
     for seq in 0..3u32 {
         leaf0.send(&reduce(leaf0.mac(), 42, seq)).unwrap();

@@ -2,7 +2,7 @@
 //! and `barrier-switch check` accepts one and refuses a broken one with the key in the message
 //! (no DPDK involved).
 
-use barrier_switch::config::Config;
+use barrier_switch::config;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -40,7 +40,7 @@ fn every_example_is_valid() {
         ex.len()
     );
     for (i, e) in ex.iter().enumerate() {
-        if let Err(err) = Config::parse(e) {
+        if let Err(err) = config::parse(e) {
             panic!("example {i} in docs/configuration.md is refused: {err}\n{e}");
         }
     }
@@ -51,7 +51,7 @@ fn the_operations_page_examples_are_valid() {
     let ex = examples_in("operations.md");
     assert!(!ex.is_empty(), "docs/operations.md has no toml example");
     for (i, e) in ex.iter().enumerate() {
-        let c = Config::parse(e).unwrap_or_else(|err| {
+        let c = config::parse(e).unwrap_or_else(|err| {
             panic!("example {i} in docs/operations.md is refused: {err}\n{e}")
         });
         assert!(!c.groups.is_empty());
@@ -100,12 +100,15 @@ fn check_command_accepts_and_refuses() {
 #[test]
 fn documented_messages_are_the_real_ones() {
     let ex = &examples()[0];
-    let e = Config::parse(&ex.replace("scheduler = 1", "scheduler = 0")).unwrap_err();
+    let e = config::parse(&ex.replace("scheduler = 1", "scheduler = 0")).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "lcores.rx[0].lcore: lcore 0 is already the scheduler: one lcore, one role (or set lcores.shared = true for the reduced mode)"
+        format!(
+            "line {}: lcores.rx[0].lcore: lcore 0 is already the scheduler: one lcore, one role (or set lcores.shared = true for the reduced mode)",
+            e.line.expect("the file has the key")
+        )
     );
-    let e = Config::parse(&ex.replace("role = \"root\"", "role = \"root\"\nresend_timeout = 5"))
+    let e = config::parse(&ex.replace("role = \"root\"", "role = \"root\"\nresend_timeout = 5"))
         .unwrap_err();
     assert!(
         e.to_string()

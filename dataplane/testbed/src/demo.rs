@@ -4,11 +4,14 @@
 //! given). The wires are DPDK `net_ring` queues (see `dpdk_io`) or, with `--io mem`, in-memory
 //! rings; the engine cannot tell them apart.
 
+use crate::error::DemoError;
 use crate::leafhost::{LeafLink, LeafPoller, LeafReport};
+use barrier_protocol::switch::{GroupConfig, Role};
+use barrier_protocol::{PortIdx, PortSet};
 use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
 use barrier_runtime::poll::Poller;
-use barrier_switch::config::{GroupRole, GroupSpec};
 use barrier_switch::engine::{build_switch, build_table, PortIo, SwitchStats};
+use barrier_switch::spec::GroupBlock;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,7 +71,7 @@ pub struct Node {
 }
 
 impl Tree {
-    pub fn new(fanout: &[usize]) -> Result<Tree, String> {
+    pub fn new(fanout: &[usize]) -> Result<Tree, DemoError> {
         if fanout.is_empty() {
             return Err("fanout needs at least one level".into());
         }
@@ -77,10 +80,9 @@ impl Tree {
         for (i, &f) in fanout.iter().enumerate() {
             let max = if i == 0 { 64 } else { 63 };
             if f == 0 || f > max {
-                return Err(format!(
-                    "fanout {f} at level {}: 1..={max} children there",
-                    i + 1
-                ));
+                return Err(
+                    format!("fanout {f} at level {}: 1..={max} children there", i + 1).into(),
+                );
             }
         }
         let mut nodes = vec![Node {
@@ -167,7 +169,7 @@ pub fn build_demo<R, T>(
     tree: &Tree,
     mut wires: Wires<R, T>,
     now_ns: u64,
-) -> Result<Demo, String>
+) -> Result<Demo, DemoError>
 where
     R: RxQueue + 'static,
     T: TxQueue + 'static,
@@ -194,7 +196,7 @@ where
             });
         }
         let role = match node.parent {
-            None => GroupRole::Root,
+            None => Role::Root,
             Some(_) => {
                 let (rx, tx) = wires.at_child[s].take().ok_or("wire used twice")?;
                 ports.push(PortIo {
@@ -204,8 +206,8 @@ where
                     peer_mac: [0xff; 6],
                     mac: None,
                 });
-                GroupRole::Intermediate {
-                    parent: nchild as u8,
+                Role::Intermediate {
+                    parent: PortIdx::new(nchild as u8).ok_or("more than 63 children")?,
                 }
             }
         };
@@ -214,11 +216,13 @@ where
         } else {
             (1u64 << nchild) - 1
         };
-        let spec = GroupSpec {
+        let spec = GroupBlock {
             numbers: 0..opts.groups,
-            role,
-            children,
-            resend_timeout_ns: opts.switch_timeout_ns,
+            config: GroupConfig {
+                role,
+                children: PortSet(children),
+                resend_timeout_ns: opts.switch_timeout_ns,
+            },
         };
         let table = Arc::new(build_table(&[spec])?);
         let name = if s == 0 {

@@ -4,6 +4,7 @@
 //! benchmark too.
 
 use crate::demo::{build_demo, wait_until_done, DemoOpts, DemoResult, Tree, Wires};
+use crate::error::DemoError;
 use barrier_runtime::clock::Clock;
 use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
 use barrier_runtime::launch::{
@@ -38,14 +39,15 @@ fn net_ring_wires(
     tree: &Tree,
     pool: &Mempool,
     run: u32,
-) -> Result<(Wires<DpdkRx, DpdkTx>, Vec<Port>), String> {
+) -> Result<(Wires<DpdkRx, DpdkTx>, Vec<Port>), DemoError> {
     let switches = tree.switches();
     if switches.len() * 2 > 32 {
         return Err(format!(
             "{} switches need {} net_ring ports; this DPDK has 32",
             switches.len(),
             switches.len() * 2
-        ));
+        )
+        .into());
     }
     let mut at_child: Vec<Option<(DpdkRx, DpdkTx)>> = (0..tree.nodes.len()).map(|_| None).collect();
     let mut at_parent: Vec<Option<(DpdkRx, DpdkTx)>> =
@@ -56,7 +58,8 @@ fn net_ring_wires(
         if n > NET_RING_QUEUES {
             return Err(format!(
                 "a switch with {n} children: net_ring wires allow {NET_RING_QUEUES} (use --io mem)"
-            ));
+            )
+            .into());
         }
         for name in [
             format!("net_ring_{run}_{}", 2 * k),
@@ -76,7 +79,7 @@ fn net_ring_wires(
         let (down, up) = (&ports[2 * k], &ports[2 * k + 1]);
         for (i, &c) in tree.nodes[s].children.iter().enumerate() {
             let q = QueueId(i as u16);
-            let e = |e: dpdk::DpdkError| e.to_string();
+            let e = DemoError::Queue;
             at_parent[c] = Some((
                 DpdkRx::new(up.rx_queue(q).map_err(e)?),
                 DpdkTx::new(down.tx_queue(q).map_err(e)?, pool.clone()),
@@ -133,9 +136,8 @@ pub fn run_demo_dpdk(
     opts: &DemoOpts,
     eal_overrides: &[String],
     quit: Arc<AtomicBool>,
-) -> Result<DemoOutcome, String> {
-    let (eal, _) =
-        Eal::init(demo_eal_args(opts.loops, eal_overrides)).map_err(|e| format!("EAL: {e}"))?;
+) -> Result<DemoOutcome, DemoError> {
+    let (eal, _) = Eal::init(demo_eal_args(opts.loops, eal_overrides)).map_err(DemoError::Eal)?;
     let out = run_demo_on(&eal, opts, quit);
     drop(eal);
     out
@@ -147,7 +149,7 @@ pub fn run_demo_on(
     eal: &Eal,
     opts: &DemoOpts,
     quit: Arc<AtomicBool>,
-) -> Result<DemoOutcome, String> {
+) -> Result<DemoOutcome, DemoError> {
     static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let run = RUN.fetch_add(1, Ordering::Relaxed);
     let tree = Tree::new(&opts.fanout)?;
@@ -157,7 +159,7 @@ pub fn run_demo_on(
     let in_flight = u64::from(opts.groups) * (leaves * copies + tree.switches().len() as u64) * 2;
     let mbufs = (in_flight + 8192).next_power_of_two().min(1 << 20) as u32 - 1;
     let pool = Mempool::new_pktmbuf(eal, &format!("demo{run}"), mbufs, 256, SMALL_DATA_ROOM)
-        .map_err(|e| format!("mempool: {e}"))?;
+        .map_err(DemoError::Mempool)?;
     let (wires, ports) = net_ring_wires(eal, &tree, &pool, run)?;
     let demo = build_demo(opts, &tree, wires, clock.now_ns())?;
     let switches = demo.switches.clone();
@@ -168,10 +170,7 @@ pub fn run_demo_on(
         .chain(eal.worker_lcores().into_iter().map(|l| l.0))
         .collect();
     if lcores.len() < demo.loops.len() {
-        return Err(format!(
-            "{} loops but only lcores {lcores:?}",
-            demo.loops.len()
-        ));
+        return Err(format!("{} loops but only lcores {lcores:?}", demo.loops.len()).into());
     }
     for (i, pollers) in demo.loops.into_iter().enumerate() {
         placement.insert(lcores[i], pollers);
@@ -188,16 +187,21 @@ pub fn run_demo_on(
     let elapsed = start.elapsed();
     let report = report_slot
         .lock()
-        .map_err(|_| "report lock")?
+        .map_err(|_| DemoError::NoReport)?
         .take()
-        .ok_or("leaf poller did not report")?;
+        .ok_or(DemoError::NoReport)?;
     let mut text = stats_report(&switches);
     text += &loops_report(&loops);
     let closed = close_ports(ports, &pool);
     drop(pool);
     match closed {
         Ok(line) => text += &format!("{line}\n"),
-        Err(e) => return Err(format!("{text}{e}")),
+        Err(source) => {
+            return Err(DemoError::Close {
+                report: text,
+                source,
+            })
+        }
     }
     Ok(DemoOutcome {
         result: DemoResult { elapsed, report },

@@ -6,6 +6,7 @@
 
 use crate::demo::DemoOpts;
 use crate::demo_dpdk::run_demo_on;
+use crate::error::DemoError;
 use dpdk::Eal;
 use hdrhistogram::Histogram;
 use std::sync::atomic::AtomicBool;
@@ -50,7 +51,7 @@ pub struct FairnessResult {
 const SLOW: usize = 0;
 const FLOOD: usize = 1;
 
-fn phase(eal: &Eal, o: &FairnessOpts, flood: bool) -> Result<Phase, String> {
+fn phase(eal: &Eal, o: &FairnessOpts, flood: bool) -> Result<Phase, DemoError> {
     let opts = DemoOpts {
         fanout: o.fanout.clone(),
         groups: 2,
@@ -64,10 +65,7 @@ fn phase(eal: &Eal, o: &FairnessOpts, flood: bool) -> Result<Phase, String> {
     let out = run_demo_on(eal, &opts, Arc::new(AtomicBool::new(false)))?;
     let r = out.result.report;
     if r.early_releases != 0 {
-        return Err(format!(
-            "{} releases before all leaves arrived",
-            r.early_releases
-        ));
+        return Err(format!("{} releases before all leaves arrived", r.early_releases).into());
     }
     Ok(Phase {
         slow: r.group_latency[SLOW].clone(),
@@ -77,7 +75,7 @@ fn phase(eal: &Eal, o: &FairnessOpts, flood: bool) -> Result<Phase, String> {
 }
 
 /// Run both phases on `eal`.
-pub fn run_fairness(eal: &Eal, o: &FairnessOpts) -> Result<FairnessResult, String> {
+pub fn run_fairness(eal: &Eal, o: &FairnessOpts) -> Result<FairnessResult, DemoError> {
     let alone = phase(eal, o, false)?;
     let flooded = phase(eal, o, true)?;
     Ok(FairnessResult { alone, flooded })

@@ -6,6 +6,7 @@
 //! | `demo` | a whole tree (root, intermediates, emulated leaves) in one process, any I/O |
 //! | `demo_dpdk` | the demo on DPDK `net_ring` wires, placed on lcores (`barrier-switch demo`) |
 //! | `leafhost` | emulated leaves as a poller: arrive, wait, check every release, latency |
+//! | `error` | `DemoError`: why a demo tree could not run |
 //! | `fairness` | a slow group next to a flood of others: the measurement behind `perf/fairness.rs` |
 //! | `reflector` | a minimal reference system under test for the generator and its benchmark |
 //! | `netns` | throw-away network namespaces with veth pairs (root and iproute2) |
@@ -13,6 +14,7 @@
 
 pub mod demo;
 pub mod demo_dpdk;
+pub mod error;
 pub mod fairness;
 pub mod leafhost;
 pub mod netns;

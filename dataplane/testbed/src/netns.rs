@@ -78,7 +78,7 @@ impl Drop for VethNetns {
     fn drop(&mut self) {
         // Deleting the namespace destroys the veth pair inside it.
         if let Err(e) = ip(&["netns", "del", &self.netns]) {
-            eprintln!("warning: could not delete netns {}: {e}", self.netns);
+            tracing::warn!("could not delete netns {}: {e}", self.netns);
         }
     }
 }

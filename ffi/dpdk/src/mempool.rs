@@ -125,7 +125,7 @@ impl Drop for PoolInner {
             // Mbufs from this pool are still alive somewhere (an Mbuf handle, or a driver ring
             // of a port that was not closed); freeing the pool would leave them dangling. Leak
             // the pool and its Eal clone, so rte_eal_cleanup never runs under those mbufs.
-            eprintln!(
+            tracing::warn!(
                 "dpdk: mempool {} dropped with {in_use} mbufs in use; leaking it",
                 self.name
             );

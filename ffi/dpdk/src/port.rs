@@ -913,7 +913,7 @@ impl PortInner {
 impl Drop for PortInner {
     fn drop(&mut self) {
         if let Err(e) = self.close_in_place() {
-            eprintln!("dpdk: closing port {}: {e}", self.name);
+            tracing::warn!("dpdk: closing port {}: {e}", self.name);
         }
         // `pools` drop after this: the RX rings' mbufs went back to them on close.
     }

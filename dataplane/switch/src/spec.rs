@@ -1,0 +1,129 @@
+//! What a switch is, in typed values: ports, lcores and groups, the groups already as the
+//! protocol's per-group registers (`GroupConfig`). `config` turns a TOML file into a
+//! `SwitchSpec`; the engine, the demo tree and the generator's in-process switch build from
+//! these types and know nothing of TOML.
+
+use crate::poll::Idle;
+use barrier_protocol::switch::GroupConfig;
+use barrier_protocol::{GroupId, PortIdx};
+use std::ops::Range;
+
+/// A validated switch. Port indices are positions in `ports`: the switch-local port numbers the
+/// group registers use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchSpec {
+    /// EAL arguments from the file; the runtime adds `-a` for each PCI port.
+    pub eal_args: Vec<String>,
+    pub mempool: MempoolSpec,
+    /// Source MAC of every frame the switch sends (one identity for the whole switch).
+    pub mac: [u8; 6],
+    pub ports: Vec<PortSpec>,
+    pub lcores: LcoreSpec,
+    pub groups: Vec<GroupBlock>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MempoolSpec {
+    pub mbufs: u32,
+    pub cache: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Device {
+    /// A DPDK virtual device argument, e.g. `net_ring0` or `net_pcap0,rx_pcap=in.pcap`.
+    Vdev(String),
+    /// A PCI address, e.g. `0000:01:00.0`.
+    Pci(String),
+}
+
+impl Device {
+    /// The name DPDK gives the port (what `rte_eth_dev_get_port_by_name` takes).
+    pub fn dpdk_name(&self) -> &str {
+        match self {
+            Device::Vdev(s) => s.split(',').next().unwrap_or(s),
+            Device::Pci(s) => s,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    pub name: String,
+    pub device: Device,
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    pub rx_descriptors: u16,
+    pub tx_descriptors: u16,
+    /// Destination MAC of frames sent on this port (broadcast unless given).
+    pub peer_mac: [u8; 6],
+    /// Source MAC of frames sent on this port (`switch.mac` unless given).
+    pub mac: [u8; 6],
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LcoreSpec {
+    pub scheduler: u32,
+    /// Reduced mode: RX polling and the scheduler run on one lcore.
+    pub shared: bool,
+    pub rx: Vec<RxLcore>,
+    /// What every loop does on a pass with no work (default: spin).
+    pub idle: Idle,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxLcore {
+    pub lcore: u32,
+    /// (port, RX queue) pairs this lcore polls.
+    pub polls: Vec<(PortIdx, u16)>,
+}
+
+/// Consecutive group numbers sharing one configuration (one `[[groups]]` entry of a file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupBlock {
+    /// Group numbers, end excluded.
+    pub numbers: Range<u32>,
+    pub config: GroupConfig,
+}
+
+impl GroupBlock {
+    /// One group.
+    pub fn one(group: GroupId, config: GroupConfig) -> Self {
+        GroupBlock {
+            numbers: group.0..group.0 + 1,
+            config,
+        }
+    }
+
+    /// The groups of the block.
+    pub fn ids(&self) -> impl Iterator<Item = GroupId> {
+        self.numbers.clone().map(GroupId)
+    }
+
+    pub fn len(&self) -> u64 {
+        u64::from(self.numbers.end - self.numbers.start)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.numbers.is_empty()
+    }
+}
+
+impl SwitchSpec {
+    /// Index of the port called `name`.
+    pub fn port_index(&self, name: &str) -> Option<PortIdx> {
+        self.ports
+            .iter()
+            .position(|p| p.name == name)
+            .and_then(|i| PortIdx::new(i as u8))
+    }
+
+    /// Number of group numbers configured (ranges expanded).
+    pub fn group_count(&self) -> u64 {
+        self.groups.iter().map(GroupBlock::len).sum()
+    }
+
+    /// One past the highest configured group number: the group table's capacity.
+    pub fn group_capacity(&self) -> u32 {
+        self.groups.iter().map(|g| g.numbers.end).max().unwrap_or(0)
+    }
+}
