@@ -114,6 +114,8 @@ def run_switch(args):
         g["seq"], g["arrived"], g["awaiting"] = seq + 1, set(), None
 
     print(f"mockbarrier switch: {len(ports)} ports, groups {sorted(groups)}", flush=True)
+    # topo.sh waits for barrier-switch's ready line (every port bound) before it starts leaves.
+    print("barrier-switch: ready (mock)", file=sys.stderr, flush=True)
     while not stop:
         now = time.monotonic()
         for num, g in groups.items():
