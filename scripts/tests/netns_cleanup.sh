@@ -6,6 +6,12 @@
 # prefix is left. Needs root.
 set -euo pipefail
 set -m # job control: background children get SIGINT as a terminal would deliver it
+# The child whose interruption is tested starts with default dispositions for the signals it is
+# sent, whatever this script inherited: started as a background job of a non-interactive shell
+# (or with SIGINT/SIGHUP ignored by its caller: nohup, `trap '' INT`) it would inherit them
+# ignored, bash cannot trap a signal ignored on entry, and `kill -INT` would do nothing.
+defaults=(env --default-signal=INT,TERM,HUP) # coreutils >= 8.31 (Debian 12: 9.1)
+"${defaults[@]}" true 2>/dev/null || { echo "netns_cleanup: needs env --default-signal (coreutils >= 8.31)"; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 scripts=$(dirname "$here")
 passed=0 failed=0
@@ -46,7 +52,8 @@ leftovers() {
 # run_case NAME HOW [SIGNAL] [WANT_RC]
 run_case() {
   local name=$1 how=$2 sig=${3:-} want=${4:-} p="nbt$(($$ % 1000000))$1" rc i
-  NB_PREFIX=$p bash "$work/child.sh" "$how" >"$work/log.$p" 2>&1 &
+  # env execs bash: $! is the child's own pid
+  NB_PREFIX=$p "${defaults[@]}" bash "$work/child.sh" "$how" >"$work/log.$p" 2>&1 &
   local child=$!
   if [ -n "$sig" ]; then
     for ((i = 0; i < 100; i++)); do [ -f "$work/ready.$p" ] && break; sleep 0.1; done

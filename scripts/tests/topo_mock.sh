@@ -5,6 +5,12 @@
 # broken root that releases early is caught; an interrupted run leaves nothing behind. Needs root.
 set -euo pipefail
 set -m # job control, so that SIGINT reaches a background topo.sh
+# The interrupted topo.sh starts with default dispositions for the signals it traps, whatever
+# this script inherited: started as a background job of a non-interactive shell (or under
+# nohup, or `trap '' INT`) it would inherit SIGINT ignored, which bash cannot trap, and the
+# interrupt case would wait for nothing.
+defaults=(env --default-signal=INT,TERM,HUP) # coreutils >= 8.31 (Debian 12: 9.1)
+"${defaults[@]}" true 2>/dev/null || { echo "topo_mock: needs env --default-signal (coreutils >= 8.31)"; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 scripts=$(dirname "$here")
 mock="python3 $scripts/tools/mockbarrier.py"
@@ -27,8 +33,8 @@ if [ $rc -ne 0 ] && grep -q "a leaf was released .* before the last leaf arrived
 
 # Interrupt a long run once its leaves are running; topo.sh must remove all it made.
 : >"$log"  # empty the log first: the wait below must not see the previous case's text
-bash "$scripts/topo.sh" --switch "$mock switch" --leaf "$mock leaf" --barriers 100000000 >"$log" 2>&1 &
-topo=$!
+"${defaults[@]}" bash "$scripts/topo.sh" --switch "$mock switch" --leaf "$mock leaf" --barriers 100000000 >"$log" 2>&1 &
+topo=$! # env execs bash: this is topo.sh's pid, and so its prefix nbt<pid>
 for ((i = 0; i < 300; i++)); do grep -q "leaves running" "$log" && break; sleep 0.1; done
 made=$(ours "$topo")
 kill -INT "$topo"

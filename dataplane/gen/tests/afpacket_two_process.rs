@@ -1,8 +1,16 @@
-//! Two programs over real (virtual) Ethernet: `barrier-switch run` and `barrier-gen` in a network
-//! namespace this test creates, joined by two veth pairs, each side on DPDK `net_af_packet`
-//! ports. 1% loss injected by the generator in both directions; every barrier completes, and
-//! the switch shuts down cleanly on SIGTERM. The namespace (and with it the veths) and both
-//! processes are removed on every exit path.
+//! Two programs over real (virtual) Ethernet: `barrier-switch run` and `barrier-gen`, each in a
+//! network namespace of its own that this test creates, joined by two veth pairs, each side on
+//! DPDK `net_af_packet` ports. 1% loss injected by the generator in both directions; every
+//! barrier completes, and the switch shuts down cleanly on SIGTERM. The namespaces (and with
+//! them the veths) and both processes are removed on every exit path.
+//!
+//! Why two namespaces: DPDK 22.11's af_packet driver joins every queue's socket to the fanout
+//! group `(getpid() ^ ifindex) & 0xffff` (`rte_pmd_init_internals`), and fanout groups are per
+//! network namespace. Two DPDK processes in one namespace collide when `pid1 ^ ifindex1 ==
+//! pid2 ^ ifindex2` for two different interfaces, and the second fails with "could not set
+//! PACKET_FANOUT on AF_PACKET socket for gen0: Invalid argument" (about one run in eight, as
+//! this test was before). In separate namespaces the ids cannot meet. docs/operations.md
+//! ("Two af_packet DPDK processes on one host") says the same to operators.
 //!
 //! Needs the `barrier-switch` binary built in the same target directory (`cargo build
 //! --workspace`, as scripts/test.sh does first).
@@ -14,82 +22,98 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Netns {
-    name: String,
+/// The switch's namespace and the generator's, `nbgen-<pid>-sw` and `nbgen-<pid>-gen` (the
+/// prefix `nbgen-<pid>` is what `scripts/topo.sh --cleanup-stale` recognises), and the
+/// processes started in them.
+struct Bed {
+    pid: u32,
+    created: Vec<String>,
     children: Vec<Child>,
 }
 
-impl Netns {
-    fn create() -> Netns {
-        let name = format!("nbgen-{}", std::process::id());
-        let ns = Netns {
-            name,
+impl Bed {
+    const SW: &'static str = "sw";
+    const GEN: &'static str = "gen";
+
+    fn ns(&self, side: &str) -> String {
+        format!("nbgen-{}-{side}", self.pid)
+    }
+
+    /// Both namespaces; veth pairs `sw<i>` (switch side) <-> `gen<i>` (generator side).
+    fn create() -> Bed {
+        let mut bed = Bed {
+            pid: std::process::id(),
+            created: Vec::new(),
             children: Vec::new(),
         };
-        ns.sh(&["ip", "netns", "add", &ns.name], false);
-        ns.sh(
-            &[
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ],
-            true,
-        );
-        ns.sh(&["ip", "link", "set", "lo", "up"], true);
-        for i in 0..2 {
-            ns.sh(
+        for side in [Self::SW, Self::GEN] {
+            let name = bed.ns(side);
+            run(&["ip", "netns", "add", &name]);
+            bed.created.push(name);
+            bed.sh(
+                side,
                 &[
-                    "ip",
-                    "link",
-                    "add",
-                    &format!("sw{i}"),
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    &format!("gen{i}"),
+                    "sysctl",
+                    "-qw",
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
                 ],
-                true,
             );
-            ns.sh(&["ip", "link", "set", &format!("sw{i}"), "up"], true);
-            ns.sh(&["ip", "link", "set", &format!("gen{i}"), "up"], true);
+            bed.sh(side, &["ip", "link", "set", "lo", "up"]);
         }
-        ns
+        let gen_ns = bed.ns(Self::GEN);
+        for i in 0..2 {
+            let (sw, gen) = (format!("sw{i}"), format!("gen{i}"));
+            // created in the switch's namespace, its peer in the generator's
+            bed.sh(
+                Self::SW,
+                &[
+                    "ip", "link", "add", &sw, "type", "veth", "peer", "name", &gen, "netns",
+                    &gen_ns,
+                ],
+            );
+            bed.sh(Self::SW, &["ip", "link", "set", &sw, "up"]);
+            bed.sh(Self::GEN, &["ip", "link", "set", &gen, "up"]);
+        }
+        bed
     }
 
-    fn sh(&self, args: &[&str], inside: bool) {
-        let mut c = if inside {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", &self.name]).args(args);
-            c
-        } else {
-            let mut c = Command::new(args[0]);
-            c.args(&args[1..]);
-            c
-        };
-        let st = c.status().expect("run ip");
-        assert!(st.success(), "{args:?} failed");
+    /// Runs `args` inside the namespace of `side`; panics unless it succeeds.
+    fn sh(&self, side: &str, args: &[&str]) {
+        let ns = self.ns(side);
+        let mut all = vec!["ip", "netns", "exec", &ns];
+        all.extend_from_slice(args);
+        run(&all);
     }
 
-    fn command(&self, program: &std::path::Path) -> Command {
+    /// `program`, to be run inside the namespace of `side`.
+    fn command(&self, side: &str, program: &std::path::Path) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name]).arg(program);
+        c.args(["netns", "exec", &self.ns(side)]).arg(program);
         c
     }
 }
 
-impl Drop for Netns {
+fn run(args: &[&str]) {
+    let st = Command::new(args[0])
+        .args(&args[1..])
+        .status()
+        .expect("run ip");
+    assert!(st.success(), "{args:?} failed");
+}
+
+impl Drop for Bed {
     fn drop(&mut self) {
         for c in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-        common::remove_runtime_dir(&format!("nbgen-sw-{}", std::process::id()));
-        common::remove_runtime_dir(&format!("nb-gen-afp-{}", std::process::id()));
+        // a namespace's veth ends go with it, and their peers with them
+        for ns in self.created.iter().rev() {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+        common::remove_runtime_dir(&format!("nbgen-sw-{}", self.pid));
+        common::remove_runtime_dir(&format!("nb-gen-afp-{}", self.pid));
     }
 }
 
@@ -113,7 +137,7 @@ fn switch_binary() -> PathBuf {
 #[test]
 fn gen_against_switch_process_over_af_packet() {
     let switch = switch_binary();
-    let mut ns = Netns::create();
+    let mut bed = Bed::create();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("switch.toml");
     std::fs::write(
@@ -145,8 +169,8 @@ children = ["p0", "p1"]
         ),
     )
     .unwrap();
-    let mut sw = ns
-        .command(&switch)
+    let mut sw = bed
+        .command(Bed::SW, &switch)
         .args(["run", "--config", cfg.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -167,11 +191,14 @@ children = ["p0", "p1"]
         }
     }
     let sw_pid = sw.id();
-    ns.children.push(sw);
+    bed.children.push(sw);
 
     let eal = common::eal("afp", &common::floating_lcore());
-    let out = ns
-        .command(std::path::Path::new(env!("CARGO_BIN_EXE_barrier-gen")))
+    let out = bed
+        .command(
+            Bed::GEN,
+            std::path::Path::new(env!("CARGO_BIN_EXE_barrier-gen")),
+        )
         .args(&eal)
         .args([
             "--",
@@ -214,7 +241,7 @@ children = ["p0", "p1"]
         .status()
         .unwrap();
     assert!(st.success());
-    let sw = ns.children.pop().unwrap();
+    let sw = bed.children.pop().unwrap();
     let so = sw.wait_with_output().unwrap();
     let sw_out = String::from_utf8_lossy(&so.stdout);
     assert!(so.status.success(), "switch exit {:?}: {sw_out}", so.status);

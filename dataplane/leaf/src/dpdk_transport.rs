@@ -231,11 +231,6 @@ impl DpdkPort {
         self.rx_batch.len() - self.rx_next
     }
 
-    /// Sets what to do between empty polls.
-    pub fn set_idle(&mut self, idle: Idle) {
-        self.idle = idle;
-    }
-
     /// Frees the frames not handed out, then stops and closes the port (when owned; queue
     /// handles are just released), reporting DPDK's errors, which a drop would only log.
     #[cold]

@@ -1,6 +1,19 @@
 //! `barrier-leaf`: run N barriers of one group on one interface (AF_PACKET) or one DPDK port
 //! and print latency percentiles; `--json` for machines, `--records FILE` for the per-barrier
-//! records. DPDK's EAL arguments come after `--`, as for `barrier-switch`.
+//! records.
+//!
+//! The command line follows DPDK's convention, as `barrier-gen` does:
+//!
+//! ```text
+//! barrier-leaf --iface IF --group G [options]                    AF_PACKET, no EAL
+//! barrier-leaf [EAL args] -- --dpdk-port NAME --group G [options]  a DPDK port
+//! ```
+//!
+//! With a `--`, everything before it goes to DPDK's EAL and everything after it is the leaf's;
+//! without one, everything is the leaf's (and a `--dpdk-port` starts EAL with no arguments, its
+//! defaults). See [`split_eal`].
+
+use std::ffi::OsString;
 
 use barrier_leaf::report::{LatencyRecorder, Summary};
 use barrier_leaf::{Config, RecordSink, Session, Transport};
@@ -15,7 +28,15 @@ use std::time::{Duration, Instant};
 
 /// Run barriers as a compute node (leaf) of a barrier tree.
 #[derive(Parser, Debug)]
-#[command(name = "barrier-leaf", version)]
+#[command(
+    name = "barrier-leaf",
+    version,
+    override_usage = "barrier-leaf --iface IF --group G [OPTIONS]\n       \
+                      barrier-leaf [EAL ARGS] -- --dpdk-port NAME --group G [OPTIONS]",
+    after_help = "With `--`, the arguments before it are DPDK's EAL arguments and the leaf's \
+                  options follow it (DPDK's convention); without `--`, every argument is the \
+                  leaf's. EAL arguments are taken only with --dpdk-port."
+)]
 #[cfg_attr(
     feature = "dpdk",
     command(group(clap::ArgGroup::new("link").required(true).args(["iface", "dpdk_port"])))
@@ -25,7 +46,7 @@ struct Cli {
     #[arg(long, short = 'i', required = cfg!(not(feature = "dpdk")))]
     iface: Option<String>,
     /// DPDK port towards the parent switch, by its EAL name (a PCI address given with `-a`, or
-    /// a vdev such as net_af_packet0 given with `--vdev`); EAL arguments follow `--`.
+    /// a vdev such as net_af_packet0 given with `--vdev`); EAL arguments go before `--`.
     #[cfg(feature = "dpdk")]
     #[arg(long, value_name = "NAME")]
     dpdk_port: Option<String>,
@@ -38,9 +59,9 @@ struct Cli {
     #[cfg(feature = "dpdk")]
     #[arg(long)]
     dpdk_promisc: bool,
-    /// EAL arguments for --dpdk-port (after `--`), e.g. `-- -l 2 -a 0000:01:00.0`.
+    /// EAL arguments for --dpdk-port: what came before `--` (see [`split_eal`]).
     #[cfg(feature = "dpdk")]
-    #[arg(last = true, value_name = "EAL ARGS")]
+    #[arg(skip)]
     eal: Vec<String>,
     /// Barrier group number.
     #[arg(long, short = 'g')]
@@ -89,28 +110,90 @@ fn parse_mac(s: &str) -> Result<MacAddr, String> {
         .map_err(|e: barrier_protocol::wire::MacParseError| e.to_string())
 }
 
+/// Splits a command line (program name first) by DPDK's convention `program [EAL args] --
+/// [program args]`: with a `--`, the arguments before the first one are EAL's and those after
+/// it the program's; without one, all are the program's and there are no EAL arguments.
+/// Returns the program's command line (its name first) and the EAL arguments.
+fn split_eal(argv: Vec<OsString>) -> (Vec<OsString>, Vec<OsString>) {
+    let mut argv = argv.into_iter();
+    let prog = argv.next().unwrap_or_else(|| "barrier-leaf".into());
+    let rest: Vec<OsString> = argv.collect();
+    match rest.iter().position(|a| a == "--") {
+        Some(i) => {
+            let program = std::iter::once(prog)
+                .chain(rest[i + 1..].iter().cloned())
+                .collect();
+            (program, rest[..i].to_vec())
+        }
+        None => (std::iter::once(prog).chain(rest).collect(), Vec::new()),
+    }
+}
+
 /// Parses the command line, with the checks clap's derive cannot express.
 fn parse_cli<I, T>(args: I) -> Result<Cli, clap::Error>
 where
     I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
+    T: Into<OsString> + Clone,
 {
-    let cli = Cli::try_parse_from(args)?;
-    // DPDK settings without a DPDK port are a mistake worth saying (clap's `requires` does
-    // not cover a trailing `last` positional).
+    use clap::error::ErrorKind;
+    use clap::CommandFactory;
+    let (program, eal) = split_eal(args.into_iter().map(Into::into).collect());
+    // The order used to be `barrier-leaf [options] -- [EAL args]`: a leaf option in
+    // the EAL part (EAL has none of these names) says that order was used.
+    let cmd = Cli::command();
+    let leaf_long: Vec<&str> = cmd
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|l| !matches!(*l, "help" | "version"))
+        .collect();
+    if let Some(opt) = eal.iter().filter_map(|a| a.to_str()).find(|a| {
+        a.strip_prefix("--")
+            .map(|l| l.split('=').next().unwrap_or(l))
+            .is_some_and(|l| leaf_long.contains(&l))
+    }) {
+        return Err(Cli::command().error(
+            ErrorKind::UnknownArgument,
+            format!(
+                "{opt} before `--`: the arguments before `--` are EAL's, the leaf's options \
+                 follow it (barrier-leaf [EAL ARGS] -- --dpdk-port NAME --group G [OPTIONS])"
+            ),
+        ));
+    }
+    #[cfg_attr(not(feature = "dpdk"), allow(unused_mut))]
+    let mut cli = Cli::try_parse_from(program)?;
+    #[cfg(not(feature = "dpdk"))]
+    if !eal.is_empty() {
+        return Err(Cli::command().error(
+            ErrorKind::UnknownArgument,
+            "EAL arguments before `--`: this barrier-leaf is built without DPDK (cargo feature \
+             `dpdk`); AF_PACKET only",
+        ));
+    }
     #[cfg(feature = "dpdk")]
-    if cli.dpdk_port.is_none() {
-        let given = [
-            (!cli.eal.is_empty(), "EAL arguments after `--`"),
-            (cli.dpdk_idle.is_some(), "--dpdk-idle"),
-            (cli.dpdk_promisc, "--dpdk-promisc"),
-        ];
-        if let Some((_, what)) = given.iter().find(|(given, _)| *given) {
-            use clap::CommandFactory;
-            return Err(Cli::command().error(
-                clap::error::ErrorKind::MissingRequiredArgument,
-                format!("{what}: only with --dpdk-port"),
-            ));
+    {
+        cli.eal = eal
+            .into_iter()
+            .map(OsString::into_string)
+            .collect::<Result<_, _>>()
+            .map_err(|a| {
+                Cli::command().error(
+                    ErrorKind::InvalidUtf8,
+                    format!("EAL argument {a:?} is not UTF-8"),
+                )
+            })?;
+        // DPDK settings without a DPDK port are a mistake worth saying.
+        if cli.dpdk_port.is_none() {
+            let given = [
+                (!cli.eal.is_empty(), "EAL arguments (before `--`)"),
+                (cli.dpdk_idle.is_some(), "--dpdk-idle"),
+                (cli.dpdk_promisc, "--dpdk-promisc"),
+            ];
+            if let Some((_, what)) = given.iter().find(|(given, _)| *given) {
+                return Err(Cli::command().error(
+                    ErrorKind::MissingRequiredArgument,
+                    format!("{what}: only with --dpdk-port"),
+                ));
+            }
         }
     }
     Ok(cli)
@@ -168,7 +251,7 @@ fn run(cli: &Cli) -> Result<Summary, Box<dyn std::error::Error>> {
     Ok(run_barriers(cli, iface, leaf)?)
 }
 
-/// Starts the EAL with the arguments after `--` and opens `name` as the leaf's port. The EAL
+/// Starts the EAL with the arguments before `--` and opens `name` as the leaf's port. The EAL
 /// lives as long as the port (and the pool) holds it: it is cleaned up when the session drops.
 #[cfg(feature = "dpdk")]
 fn open_dpdk(cli: &Cli, name: &str) -> Result<barrier_leaf::DpdkPort, Box<dyn std::error::Error>> {
@@ -316,22 +399,44 @@ mod tests {
         );
     }
 
+    #[test]
+    fn eal_arguments_are_the_ones_before_the_double_dash() {
+        let os = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
+        // DPDK's convention: program [EAL args] -- [program args]
+        assert_eq!(
+            split_eal(os(&["barrier-leaf", "-l", "2", "--", "-g", "7", "--json"])),
+            (os(&["barrier-leaf", "-g", "7", "--json"]), os(&["-l", "2"]))
+        );
+        // only the first `--` splits
+        assert_eq!(
+            split_eal(os(&["barrier-leaf", "--", "-g", "7", "--"])),
+            (os(&["barrier-leaf", "-g", "7", "--"]), os(&[]))
+        );
+        // no `--`: everything is the leaf's (AF_PACKET, no EAL)
+        assert_eq!(
+            split_eal(os(&["barrier-leaf", "-i", "eth0", "-g", "7"])),
+            (os(&["barrier-leaf", "-i", "eth0", "-g", "7"]), os(&[]))
+        );
+        let c = parse_cli(["barrier-leaf", "--", "-i", "eth0", "-g", "7"]).unwrap();
+        assert_eq!((c.iface.as_deref(), c.group), (Some("eth0"), 7));
+    }
+
     #[cfg(feature = "dpdk")]
     #[test]
-    fn dpdk_port_takes_eal_arguments_after_the_double_dash() {
-        let c = Cli::try_parse_from([
+    fn dpdk_port_takes_eal_arguments_before_the_double_dash() {
+        let c = parse_cli([
             "barrier-leaf",
+            "-l",
+            "2",
+            "--vdev=net_af_packet0,iface=eth1",
+            "--no-huge",
+            "--",
             "--dpdk-port",
             "net_af_packet0",
             "-g",
             "7",
             "--dpdk-idle",
             "yield",
-            "--",
-            "-l",
-            "2",
-            "--vdev=net_af_packet0,iface=eth1",
-            "--no-huge",
         ])
         .unwrap();
         assert_eq!(c.dpdk_port.as_deref(), Some("net_af_packet0"));
@@ -342,37 +447,72 @@ mod tests {
             c.eal,
             ["-l", "2", "--vdev=net_af_packet0,iface=eth1", "--no-huge"]
         );
-        let c = Cli::try_parse_from(["barrier-leaf", "-i", "eth0", "-g", "1"]).unwrap();
+        // no `--`: EAL starts with no arguments (its defaults)
+        let c = parse_cli(["barrier-leaf", "--dpdk-port", "0000:01:00.0", "-g", "7"]).unwrap();
+        assert_eq!(c.dpdk_port.as_deref(), Some("0000:01:00.0"));
+        assert!(c.eal.is_empty());
+        let c = parse_cli(["barrier-leaf", "-i", "eth0", "-g", "1"]).unwrap();
         assert_eq!((c.dpdk_port, c.dpdk_idle), (None, None));
         assert!(c.eal.is_empty());
     }
 
     #[cfg(feature = "dpdk")]
     #[test]
+    fn the_old_order_is_refused_with_the_new_one_in_the_message() {
+        // `barrier-leaf [options] -- [EAL args]`, the order before DPDK's convention
+        for old in [
+            &["--dpdk-port", "p", "-g", "7", "--", "-l", "2"][..],
+            &["-g", "7", "--dpdk-port=p", "--", "--no-huge"],
+        ] {
+            let e = parse_cli(std::iter::once(&"barrier-leaf").chain(old)).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{old:?}");
+            let msg = e.to_string();
+            assert!(msg.contains("before `--`"), "{msg}");
+            assert!(msg.contains("[EAL ARGS] -- --dpdk-port NAME"), "{msg}");
+        }
+    }
+
+    #[cfg(not(feature = "dpdk"))]
+    #[test]
+    fn without_dpdk_eal_arguments_are_refused() {
+        let e =
+            parse_cli(["barrier-leaf", "--no-huge", "--", "-i", "eth0", "-g", "1"]).unwrap_err();
+        assert!(e.to_string().contains("without DPDK"), "{e}");
+        assert!(parse_cli(["barrier-leaf", "--", "-i", "eth0", "-g", "1"]).is_ok());
+    }
+
+    #[cfg(feature = "dpdk")]
+    #[test]
     fn exactly_one_link_and_dpdk_flags_only_with_a_dpdk_port() {
-        let parse = |args: &[&str]| {
-            parse_cli(["barrier-leaf", "-g", "1"].iter().chain(args))
-                .map(|_| ())
-                .map_err(|e| e.kind())
+        // EAL part, then the leaf's options after `--`
+        let parse = |eal: &[&str], args: &[&str]| {
+            let argv = std::iter::once(&"barrier-leaf")
+                .chain(eal)
+                .chain(&["--", "-g", "1"])
+                .chain(args);
+            parse_cli(argv).map(|_| ()).map_err(|e| e.kind())
         };
         use clap::error::ErrorKind;
-        assert_eq!(parse(&[]), Err(ErrorKind::MissingRequiredArgument));
+        assert_eq!(parse(&[], &[]), Err(ErrorKind::MissingRequiredArgument));
         assert_eq!(
-            parse(&["-i", "eth0", "--dpdk-port", "net_ring0"]),
+            parse(&[], &["-i", "eth0", "--dpdk-port", "net_ring0"]),
             Err(ErrorKind::ArgumentConflict)
         );
-        for bad in [
-            &["-i", "eth0", "--", "--no-huge"][..],
-            &["-i", "eth0", "--dpdk-idle", "yield"],
-            &["-i", "eth0", "--dpdk-promisc"],
+        for (eal, bad) in [
+            (&["--no-huge"][..], &["-i", "eth0"][..]),
+            (&[], &["-i", "eth0", "--dpdk-idle", "yield"]),
+            (&[], &["-i", "eth0", "--dpdk-promisc"]),
         ] {
             assert_eq!(
-                parse(bad),
+                parse(eal, bad),
                 Err(ErrorKind::MissingRequiredArgument),
-                "{bad:?}"
+                "{eal:?} -- {bad:?}"
             );
         }
-        assert!(parse(&["--dpdk-port", "p", "--dpdk-idle", "sleep"]).is_err());
-        assert_eq!(parse(&["--dpdk-port", "p", "--dpdk-promisc"]), Ok(()));
+        assert!(parse(&[], &["--dpdk-port", "p", "--dpdk-idle", "sleep"]).is_err());
+        assert_eq!(
+            parse(&["-l", "1"], &["--dpdk-port", "p", "--dpdk-promisc"]),
+            Ok(())
+        );
     }
 }

@@ -202,14 +202,6 @@ impl<T: Transport> Session<T> {
         Ok(())
     }
 
-    /// Removes a group (whatever state it is in).
-    pub fn remove_group(&mut self, group: u32) -> Result<(), Error> {
-        self.groups
-            .remove(&group)
-            .map(|_| ())
-            .ok_or(Error::UnknownGroup(group))
-    }
-
     /// The groups of this session, ascending.
     pub fn groups(&self) -> impl Iterator<Item = u32> + '_ {
         self.groups.keys().copied()

@@ -1,4 +1,4 @@
-//! The `barrier-leaf` CLI on a DPDK port (`--dpdk-port NAME ... -- EAL ARGS`). `net_pcap`
+//! The `barrier-leaf` CLI on a DPDK port (`EAL ARGS -- --dpdk-port NAME ...`). `net_pcap`
 //! replays the switch's side from a pcap file and records what the leaf sent, so those runs are
 //! byte-exact and need no switch (a pcap replays all its frames at once, so each does one
 //! barrier); `net_af_packet` on a veth pair in a throw-away namespace runs many barriers against
@@ -86,10 +86,10 @@ fn run_pcap(tag: &str, rx: &Path, tx: &Path, args: &[&str]) -> Output {
     );
     let eal = dpdk::test_args(tag, &["--log-level=*:warning", &vdev]);
     Command::new(EXE)
+        .args(&eal[1..])
+        .arg("--")
         .args(["--dpdk-port", "net_pcap0"])
         .args(args)
-        .arg("--")
-        .args(&eal[1..])
         .output()
         .unwrap()
 }
@@ -210,8 +210,8 @@ fn setup_errors_exit_2_with_the_reason() {
     let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
     let eal = dpdk::test_args("leafcli-err", &["--log-level=*:warning"]);
     let out = Command::new(EXE)
-        .args(["--dpdk-port", "nosuch0", "-g", "1", "--"])
         .args(&eal[1..])
+        .args(["--", "--dpdk-port", "nosuch0", "-g", "1"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -222,7 +222,7 @@ fn setup_errors_exit_2_with_the_reason() {
     );
 
     let out = Command::new(EXE)
-        .args(["--dpdk-port", "p", "-g", "1", "--", "--no-such-eal-flag"])
+        .args(["--no-such-eal-flag", "--", "--dpdk-port", "p", "-g", "1"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -232,8 +232,20 @@ fn setup_errors_exit_2_with_the_reason() {
         stderr(&out)
     );
 
+    // the order used before DPDK's convention: refused, naming the right one
     let out = Command::new(EXE)
-        .args(["-i", "lo", "-g", "1", "--", "--no-huge"])
+        .args(["--dpdk-port", "p", "-g", "1", "--", "--no-huge"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("barrier-leaf [EAL ARGS] -- --dpdk-port NAME"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = Command::new(EXE)
+        .args(["--no-huge", "--", "-i", "lo", "-g", "1"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -267,10 +279,16 @@ fn many_barriers_over_net_af_packet_against_a_root() {
         let _stop_guard = StopOnDrop(stop);
         let out = bed
             .command(EXE)
-            .args(["--dpdk-port", "net_af_packet0", "--dpdk-idle", "yield"])
-            .args(["-g", "7", "-n", "500", "--resend-us", "20000", "--json"])
-            .args(["--records", records.to_str().unwrap(), "--"])
             .args(&eal[1..])
+            .args([
+                "--",
+                "--dpdk-port",
+                "net_af_packet0",
+                "--dpdk-idle",
+                "yield",
+            ])
+            .args(["-g", "7", "-n", "500", "--resend-us", "20000", "--json"])
+            .args(["--records", records.to_str().unwrap()])
             .output()
             .unwrap();
         stop.store(true, Ordering::Relaxed);

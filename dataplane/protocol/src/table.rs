@@ -19,8 +19,10 @@ use crate::{GroupId, PortIdx, PortSet, Seq};
 mod sync {
     pub use core::sync::atomic::AtomicU64;
 
-    /// The state word: a real 128-bit atomic. On x86-64 portable-atomic uses `cmpxchg16b`
-    /// (detected at run time unless the target enables it at compile time).
+    /// The state word: a real 128-bit atomic. On x86-64 portable-atomic uses `cmpxchg16b`:
+    /// inlined when the target feature is enabled at compile time (the workspace's
+    /// `.cargo/config.toml` does), else chosen at run time through a function pointer, with
+    /// global seqlocks on a CPU without CX16.
     pub struct Cell128(portable_atomic::AtomicU128);
 
     impl Cell128 {
@@ -36,6 +38,9 @@ mod sync {
         }
         pub fn is_lock_free() -> bool {
             portable_atomic::AtomicU128::is_lock_free()
+        }
+        pub const fn is_always_lock_free() -> bool {
+            portable_atomic::AtomicU128::is_always_lock_free()
         }
     }
 
@@ -70,6 +75,9 @@ mod sync {
             }
         }
         pub fn is_lock_free() -> bool {
+            false
+        }
+        pub const fn is_always_lock_free() -> bool {
             false
         }
     }
@@ -279,10 +287,25 @@ impl GroupTable {
         core::mem::size_of_val(&*self.slots)
     }
 
-    /// True when the 128-bit compare-and-swap is a single lock-free instruction on this CPU
-    /// (`cmpxchg16b` on x86-64); false means portable-atomic's lock-based fallback.
+    /// True when the group state's 128-bit compare-and-swap is lock-free on this CPU
+    /// (`lock cmpxchg16b` on x86-64), whether chosen at compile time or at run time; false
+    /// means portable-atomic's fallback: every table operation takes one of a set of global
+    /// seqlocks, so RX lcores working on different groups contend, and a thread preempted
+    /// while holding one stalls the others. A switch should refuse to start, or warn loudly,
+    /// when this is false. Always false under `cfg(loom)` (a mutex stands in there).
     pub fn is_lock_free() -> bool {
         Cell128::is_lock_free()
+    }
+
+    /// True when the 128-bit compare-and-swap was chosen at compile time: this build inlines
+    /// `lock cmpxchg16b` (x86-64 with the `cmpxchg16b` target feature, which the workspace's
+    /// `.cargo/config.toml` enables) and has no run-time dispatch or lock fallback. False for a
+    /// build whose `RUSTFLAGS` replaced the workspace's flags: it still works (see
+    /// [`is_lock_free`](Self::is_lock_free)), but pays an indirect call per table operation.
+    /// Such a build is worth a warning at start-up. (A build with the feature does not run at
+    /// all on a CPU without CX16: it stops with SIGILL.)
+    pub const fn is_always_lock_free() -> bool {
+        Cell128::is_always_lock_free()
     }
 
     fn slot(&self, group: GroupId) -> Result<&Slot, TableError> {
@@ -418,6 +441,26 @@ mod tests {
                 "portable-atomic fell back to a lock"
             );
         }
+        // chosen at compile time implies lock-free at run time
+        if GroupTable::is_always_lock_free() {
+            assert!(GroupTable::is_lock_free());
+        }
+    }
+
+    /// The workspace's `.cargo/config.toml` enables `cmpxchg16b` for x86-64, so the CAS is
+    /// chosen at compile time. This fails when `RUSTFLAGS` (or `CARGO_ENCODED_RUSTFLAGS`) from
+    /// the environment replaced those flags without `-C target-feature=+cmpxchg16b`.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::assertions_on_constants)] // the constant is what the test checks
+    fn built_with_cmpxchg16b() {
+        assert!(
+            cfg!(target_feature = "cmpxchg16b"),
+            "built without the cmpxchg16b target feature: RUSTFLAGS from the environment \
+             replaces .cargo/config.toml's rustflags; add -C target-feature=+cmpxchg16b to it"
+        );
+        assert!(GroupTable::is_always_lock_free());
+        assert!(GroupTable::is_lock_free());
     }
 
     #[test]
