@@ -582,7 +582,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             self.ports[port].rx_count += n;
             if self.ports[port].inj_rx.is_active() {
                 let p = &mut self.ports[port];
-                for f in frames.drain(..) {
+                for f in &frames {
                     p.inj_rx
                         .push(Pkt::from_slice(f.as_ref()), now, &mut p.rx_pkts);
                 }
@@ -591,10 +591,11 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
                     self.on_frame(port, pkt.as_slice(), now, running, count);
                 }
             } else {
-                for f in frames.drain(..) {
+                for f in &frames {
                     self.on_frame(port, f.as_ref(), now, running, count);
                 }
             }
+            self.ports[port].rx.recycle(&mut frames);
             self.ports[port].frames = frames;
         }
     }
@@ -749,7 +750,6 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         let mut n = 0;
         for p in &mut self.ports {
             n += p.rx.drain(&mut p.frames);
-            p.frames.clear();
         }
         n
     }

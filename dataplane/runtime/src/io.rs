@@ -14,12 +14,18 @@ pub trait RxQueue: Send {
     /// Append up to `max` received frames to `out`.
     fn rx_burst(&mut self, out: &mut Vec<Self::Frame>, max: usize);
 
+    /// Free processed frames, emptying `frames` (the DPDK queue frees them in bulk).
+    #[inline]
+    fn recycle(&mut self, frames: &mut Vec<Self::Frame>) {
+        frames.clear();
+    }
+
     /// Receive and drop everything waiting (at shutdown), using `scratch` as the burst buffer;
     /// returns how many frames there were.
     fn drain(&mut self, scratch: &mut Vec<Self::Frame>) -> usize {
         let mut n = 0;
         loop {
-            scratch.clear();
+            self.recycle(scratch);
             self.rx_burst(scratch, BURST);
             if scratch.is_empty() {
                 return n;

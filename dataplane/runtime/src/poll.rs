@@ -28,6 +28,25 @@ pub fn finish_all(pollers: &mut [Box<dyn Poller>]) -> usize {
     pollers.iter_mut().map(|p| p.drain()).sum()
 }
 
+/// The idle policy's name, as a command line or a configuration file gives it; `Idle` adds
+/// its parameters.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdleMode {
+    /// Never give the core up (a core per loop: the deployment default).
+    Spin,
+    /// `sched_yield` after a run of empty passes (other threads of the core may run).
+    Yield,
+    /// Sleep after a run of empty passes (fewer cores than busy loops).
+    Sleep,
+}
+
+impl IdleMode {
+    /// The mode called `name` (`spin`, `yield`, `sleep`), as clap parses it.
+    pub fn parse(name: &str) -> Option<IdleMode> {
+        <IdleMode as clap::ValueEnum>::from_str(name, false).ok()
+    }
+}
+
 /// What a loop does on a pass where no poller found work.
 ///
 /// `Spin` is the deployment default: the loop owns its core, and giving the core up would put
@@ -48,6 +67,15 @@ pub enum Idle {
 }
 
 impl Idle {
+    /// The mode of this policy.
+    pub fn mode(self) -> IdleMode {
+        match self {
+            Idle::Spin => IdleMode::Spin,
+            Idle::Yield { .. } => IdleMode::Yield,
+            Idle::Sleep { .. } => IdleMode::Sleep,
+        }
+    }
+
     /// Empty passes before backing off: an empty pass over two `net_af_packet` ports took
     /// about 70 ns here, so this spins some tens of µs (about a leaf's turn-around on a small
     /// tree) before giving the core away.

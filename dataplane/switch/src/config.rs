@@ -2,7 +2,7 @@
 //! section, into a typed `SwitchSpec` (`spec.rs`) before DPDK starts. Every refusal names the key (`groups[3].children[2]`) and says
 //! why, so an operator can fix the file without reading the code. Reference: docs/configuration.md.
 
-use crate::poll::Idle;
+use crate::poll::{Idle, IdleMode};
 use crate::spec::{Device, GroupBlock, LcoreSpec, MempoolSpec, PortSpec, RxLcore, SwitchSpec};
 use barrier_protocol::switch::{GroupConfig, Role};
 use barrier_protocol::{PortIdx, PortSet};
@@ -357,14 +357,14 @@ fn eal_lcore_list(args: &[String]) -> Option<Vec<u32>> {
 /// line's `--idle*` options; `key` names the first, `after_key` and `sleep_key` the others):
 /// `spin`, `yield` or `sleep`; `after` empty passes before backing off; `sleep_us` per sleep.
 pub fn idle_policy(
-    mode: &str,
+    mode: IdleMode,
     after: Option<u32>,
     sleep_us: Option<u32>,
-    [key, after_key, sleep_key]: [&str; 3],
+    [after_key, sleep_key]: [&str; 2],
 ) -> Result<Idle, ConfigError> {
     let after_v = after.unwrap_or(Idle::DEFAULT_AFTER);
     match mode {
-        "spin" => {
+        IdleMode::Spin => {
             if after.is_some() {
                 return Err(ConfigError::new(
                     after_key,
@@ -376,13 +376,13 @@ pub fn idle_policy(
             }
             Ok(Idle::Spin)
         }
-        "yield" => {
+        IdleMode::Yield => {
             if sleep_us.is_some() {
                 return Err(ConfigError::new(sleep_key, "only with sleep"));
             }
             Ok(Idle::Yield { after: after_v })
         }
-        "sleep" => {
+        IdleMode::Sleep => {
             let us = sleep_us.unwrap_or((Idle::DEFAULT_SLEEP_NS / 1000) as u32);
             if us == 0 || us > MAX_IDLE_SLEEP_US {
                 return Err(ConfigError::new(
@@ -395,12 +395,6 @@ pub fn idle_policy(
                 ns: u64::from(us) * 1000,
             })
         }
-        other => Err(ConfigError::new(
-            key,
-            format!(
-                "{other:?}: spin (a core per loop), yield or sleep (fewer cores than busy loops)"
-            ),
-        )),
     }
 }
 
@@ -647,15 +641,22 @@ fn validate_lcores(
             "reduced mode wants exactly one RX lcore, the scheduler's (lcores.rx = [{ lcore = <scheduler>, ... }])",
         ));
     }
+    let mode = match rl.idle.as_deref() {
+        None => IdleMode::Spin,
+        Some(name) => IdleMode::parse(name).ok_or_else(|| {
+            ConfigError::new(
+                "lcores.idle",
+                format!(
+                    "{name:?}: spin (a core per loop), yield or sleep (fewer cores than busy loops)"
+                ),
+            )
+        })?,
+    };
     let idle = idle_policy(
-        rl.idle.as_deref().unwrap_or("spin"),
+        mode,
         rl.idle_after_polls,
         rl.idle_sleep_us,
-        [
-            "lcores.idle",
-            "lcores.idle_after_polls",
-            "lcores.idle_sleep_us",
-        ],
+        ["lcores.idle_after_polls", "lcores.idle_sleep_us"],
     )?;
     for (pi, p) in ports.iter().enumerate() {
         let idx = PortIdx::new(pi as u8).expect("at most MAX_PORTS ports");

@@ -5,6 +5,7 @@
 use crate::dpdk_io::{DpdkRx, DpdkTx};
 use crate::engine::{build_switch, build_table, BuildTableError, PortIo, SwitchStats};
 use crate::spec::{Device, SwitchSpec};
+use barrier_protocol::table::GroupTable;
 use barrier_runtime::clock::Clock;
 use barrier_runtime::launch::{
     all_loops_polled, close_ports, loops_report, open_port, run_placement, start_ports, CloseError,
@@ -51,6 +52,10 @@ pub fn eal_args(cfg: &SwitchSpec, overrides: &[String]) -> Vec<String> {
 pub enum RunError {
     #[error("EAL: {0}")]
     Eal(#[source] DpdkError),
+    /// The group table's 128-bit CAS is not lock-free on this CPU (no `cmpxchg16b`): RX lcores
+    /// would serialise on global locks, and one preempted would stall the others.
+    #[error("the group table is not lock-free on this CPU (no 128-bit compare-and-swap): refusing to run a switch whose RX lcores would share global locks")]
+    TableNotLockFree,
     #[error("mempool: {0}")]
     Mempool(#[source] DpdkError),
     #[error("lcore {lcore} is in the configuration but not enabled in EAL (enabled: {enabled:?})")]
@@ -88,6 +93,14 @@ pub fn run_config(
     eal_overrides: &[String],
     signals: Signals,
 ) -> Result<RunOutcome, RunError> {
+    if !GroupTable::is_lock_free() {
+        return Err(RunError::TableNotLockFree);
+    }
+    if !GroupTable::is_always_lock_free() {
+        tracing::warn!(
+            "built without cmpxchg16b: every group-table operation picks its compare-and-swap at run time (see .cargo/config.toml)"
+        );
+    }
     let (eal, _app) = Eal::init(eal_args(cfg, eal_overrides)).map_err(RunError::Eal)?;
     let clock = Clock::from_counter(dpdk::tsc, dpdk::tsc_hz());
     let pool = Mempool::new_pktmbuf(

@@ -7,7 +7,7 @@
 
 use barrier_runtime::clock::Clock;
 use barrier_runtime::launch::Signals;
-use barrier_runtime::poll::Idle;
+use barrier_runtime::poll::{Idle, IdleMode};
 use barrier_switch::config::{self, idle_policy};
 use barrier_switch::runtime::run_config;
 use barrier_testbed::demo::{build_demo, mem_wires, run_on_threads, DemoOpts, Tree};
@@ -39,8 +39,8 @@ enum Cmd {
         /// Idle policy of every loop, replacing the file's lcores.idle: spin (the default; a
         /// core per loop), yield or sleep (fewer cores than busy loops, e.g. several switches
         /// on one machine). See docs/configuration.md.
-        #[arg(long, value_parser = ["spin", "yield", "sleep"])]
-        idle: Option<String>,
+        #[arg(long, value_enum)]
+        idle: Option<IdleMode>,
         /// Empty passes before a yield/sleep loop backs off (with --idle).
         #[arg(long, requires = "idle")]
         idle_after_polls: Option<u32>,
@@ -95,8 +95,8 @@ struct DemoArgs {
     #[arg(long)]
     counters: bool,
     /// What the loops do when idle: spin (default), yield or sleep (more loops than cores).
-    #[arg(long, value_parser = ["spin", "yield", "sleep"], default_value = "spin")]
-    idle: String,
+    #[arg(long, value_enum, default_value_t = IdleMode::Spin)]
+    idle: IdleMode,
     /// Empty passes before a yield/sleep loop backs off.
     #[arg(long)]
     idle_after_polls: Option<u32>,
@@ -193,10 +193,10 @@ fn main() -> ExitCode {
             };
             if let Some(mode) = idle {
                 match idle_policy(
-                    &mode,
+                    mode,
                     idle_after_polls,
                     idle_sleep_us,
-                    ["--idle", "--idle-after-polls", "--idle-sleep-us"],
+                    ["--idle-after-polls", "--idle-sleep-us"],
                 ) {
                     Ok(p) => cfg.lcores.idle = p,
                     Err(e) => {
@@ -232,10 +232,10 @@ fn main() -> ExitCode {
 
 fn demo(a: DemoArgs, eal: &[String]) -> ExitCode {
     let idle = match idle_policy(
-        &a.idle,
+        a.idle,
         a.idle_after_polls,
         a.idle_sleep_us,
-        ["--idle", "--idle-after-polls", "--idle-sleep-us"],
+        ["--idle-after-polls", "--idle-sleep-us"],
     ) {
         Ok(p) => p,
         Err(e) => {

@@ -234,7 +234,7 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
         for li in 0..self.links.len() {
             self.links[li].rx.rx_burst(&mut frames, BURST);
             busy |= !frames.is_empty();
-            for f in frames.drain(..) {
+            for f in &frames {
                 let repr = match FrameRepr::parse(f.as_ref()) {
                     Ok(r) if r.kind == Kind::Release => r,
                     _ => {
@@ -278,6 +278,7 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
                     }
                 }
             }
+            self.links[li].rx.recycle(&mut frames);
         }
         self.frames = frames;
         busy

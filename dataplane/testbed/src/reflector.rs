@@ -65,7 +65,8 @@ impl<R: RxQueue, T: TxQueue> Poller for Reflector<R, T> {
             }
             self.ports[p].rx.rx_burst(&mut self.frames, BURST);
             busy |= !self.frames.is_empty();
-            for f in self.frames.drain(..) {
+            let mut frames = std::mem::take(&mut self.frames);
+            for f in &frames {
                 let Ok(r) = FrameRepr::parse(f.as_ref()) else {
                     continue;
                 };
@@ -96,6 +97,8 @@ impl<R: RxQueue, T: TxQueue> Poller for Reflector<R, T> {
                     }
                 }
             }
+            self.ports[p].rx.recycle(&mut frames);
+            self.frames = frames;
         }
         for (q, port) in self.ports.iter_mut().enumerate() {
             while let Some(f) = self.out[q].front() {

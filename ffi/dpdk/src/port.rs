@@ -691,7 +691,7 @@ impl Port {
             self.id()
         );
         // SAFETY: configured queue, polled only by this &mut Port (no handle owns it).
-        unsafe { rx_burst_raw(self.id(), queue, batch) }
+        unsafe { rx_burst_raw(self.id(), queue, batch, usize::MAX) }
     }
 
     /// Sends from the front of `batch` on TX `queue`; the mbufs the driver took leave the
@@ -763,8 +763,10 @@ unsafe fn rx_burst_raw<const N: usize>(
     port: PortId,
     queue: QueueId,
     batch: &mut MbufBatch<N>,
+    max: usize,
 ) -> usize {
     let (slots, free) = batch.free_slots();
+    let free = free.min(max.min(u16::MAX as usize) as u16);
     if free == 0 {
         return 0;
     }
@@ -836,9 +838,15 @@ impl RxQueue {
     /// As `Port::rx_burst`.
     #[inline]
     pub fn rx_burst<const N: usize>(&mut self, batch: &mut MbufBatch<N>) -> usize {
+        self.rx_burst_max(batch, usize::MAX)
+    }
+
+    /// As `rx_burst`, receiving at most `max` frames.
+    #[inline]
+    pub fn rx_burst_max<const N: usize>(&mut self, batch: &mut MbufBatch<N>, max: usize) -> usize {
         // SAFETY: this handle is the queue's only user (claimed in Port::rx_queue); the port
         // cannot be stopped or reconfigured while the handle lives.
-        unsafe { rx_burst_raw(self.inner.id, self.queue, batch) }
+        unsafe { rx_burst_raw(self.inner.id, self.queue, batch, max) }
     }
 }
 
