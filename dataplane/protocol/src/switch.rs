@@ -7,6 +7,7 @@
 
 use core::fmt;
 
+use crate::wire::{FrameRepr, Kind};
 use crate::{PortIdx, PortSet, Seq};
 
 /// Where this switch sits in the group's tree.
@@ -194,6 +195,24 @@ pub enum Event {
         /// The frame's sequence number.
         seq: Seq,
     },
+}
+
+impl Event {
+    /// The event for a frame of `kind` for barrier `seq` that arrived on `port`: the one
+    /// place a frame kind becomes a switch event.
+    pub const fn new(kind: Kind, port: PortIdx, seq: Seq) -> Event {
+        match kind {
+            Kind::Reduce => Event::Reduce { port, seq },
+            Kind::Release => Event::Release { port, seq },
+        }
+    }
+
+    /// The event for a parsed frame that arrived on ingress port `port`. The frame's group
+    /// selects the table slot (`GroupTable::apply(frame.group, ..)`); its flags and timestamp
+    /// do not matter to the control logic.
+    pub const fn from_frame(frame: &FrameRepr, port: PortIdx) -> Event {
+        Event::new(frame.kind, port, frame.seq)
+    }
 }
 
 /// Something the caller must do for this group.
@@ -1009,6 +1028,27 @@ mod tests {
             rel(0, u32::MAX),
         );
         assert_eq!((n, o), (st(0, &[], Phase::Collecting), Outcome::Released));
+    }
+
+    #[test]
+    fn events_from_frames() {
+        use crate::wire::{Flags, MacAddr};
+        let f = FrameRepr {
+            dst: MacAddr::BROADCAST,
+            src: MacAddr([2, 0, 0, 0, 0, 1]),
+            kind: Kind::Release,
+            flags: Flags::RETRANSMIT,
+            group: crate::GroupId(3),
+            seq: Seq(9),
+            tx_timestamp: Some(1),
+        };
+        assert_eq!(Event::from_frame(&f, p(4)), rel(4, 9));
+        let f = FrameRepr {
+            kind: Kind::Reduce,
+            ..f
+        };
+        assert_eq!(Event::from_frame(&f, p(2)), red(2, 9));
+        assert_eq!(Event::new(Kind::Release, p(0), Seq(1)), rel(0, 1));
     }
 
     #[test]

@@ -969,16 +969,7 @@ impl<'a> Sim<'a> {
             self.frames.unknown_group += 1;
             return;
         };
-        let ev = match repr.kind {
-            Kind::Reduce => Event::Reduce {
-                port,
-                seq: repr.seq,
-            },
-            Kind::Release => Event::Release {
-                port,
-                seq: repr.seq,
-            },
-        };
+        let ev = Event::from_frame(&repr, port);
         let g = &mut self.switches[switch as usize].groups[slot];
         let before = g.state;
         self.actions.clear();

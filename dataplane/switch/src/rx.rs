@@ -78,22 +78,12 @@ impl<Q: RxQueue> RxPoller<Q> {
                 return;
             }
         };
-        let ev = match repr.kind {
-            Kind::Reduce => {
-                bump(&c.reduce_in, 1);
-                Event::Reduce {
-                    port: self.port,
-                    seq: repr.seq,
-                }
-            }
-            Kind::Release => {
-                bump(&c.release_in, 1);
-                Event::Release {
-                    port: self.port,
-                    seq: repr.seq,
-                }
-            }
+        let kind_in = match repr.kind {
+            Kind::Reduce => &c.reduce_in,
+            Kind::Release => &c.release_in,
         };
+        bump(kind_in, 1);
+        let ev = Event::from_frame(&repr, self.port);
         let (outcome, actions) = match self.table.apply(repr.group, ev) {
             Ok(r) => r,
             // apply fails only for a group number the table does not hold or has no
