@@ -15,6 +15,7 @@
 //! | [`switch`] | the per-group control logic of claim 6 for root and intermediate switches, including the restart rule: `(config, state, event) -> (state, outcome, actions)` |
 //! | [`leaf`] | a compute node's side (claim 2): send reduce, re-send on timeout, advance on release |
 //! | [`table`] | the lock-free table shared by several RX threads: one cache line per group, state in one 128-bit word changed by compare-and-swap, so exactly one thread sees each completion |
+//! | [`counts`] | counter arrays indexed by [`switch::Outcome`] and [`wire::ParseError`] and named after them, for the switch's RX counters and the simulator's |
 //!
 //! A switch's data path is: bytes → [`wire::FrameRepr::parse`] → [`switch::Event::from_frame`] →
 //! [`table::GroupTable::apply`] → [`switch::Actions`] → the scheduler builds frames with
@@ -54,6 +55,7 @@
 
 mod types;
 
+pub mod counts;
 pub mod leaf;
 pub mod rng;
 pub mod switch;

@@ -10,6 +10,7 @@ use crate::report::LatencyStats;
 use crate::rng::Rng;
 use crate::topology::{Dir, NodeRef, Topology, TreeSpec, TreeSummary};
 use crate::trace::{Fate, Trace, TraceWhat};
+use barrier_protocol::counts::OutcomeCounts;
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafState};
 use barrier_protocol::switch::{self, Action, Event, GroupConfig, GroupState, Outcome, Reject};
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
@@ -190,17 +191,41 @@ pub struct FrameStats {
     pub max_hop_ns: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+/// What the switches' control steps decided, over the whole run.
+#[derive(Clone, Debug, Default)]
 pub struct OutcomeStats {
-    pub recorded: u64,
-    pub duplicate: u64,
-    pub completed: u64,
-    pub released: u64,
-    pub stale_reduce: u64,
-    pub stale_release: u64,
-    pub rejected_not_a_child: u64,
-    pub rejected_not_the_parent: u64,
+    /// One count per `Outcome` of `switch::on_event`.
+    pub by_outcome: OutcomeCounts,
     pub switch_timer_fired: u64,
+}
+
+impl OutcomeStats {
+    /// `o`'s count.
+    pub fn get(&self, o: Outcome) -> u64 {
+        self.by_outcome.get(o)
+    }
+}
+
+/// The JSON report's field for an outcome: `Outcome::name`, rejections prefixed `rejected_`.
+fn json_name(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Rejected(Reject::NotAChild) => "rejected_not_a_child",
+        Outcome::Rejected(Reject::NotTheParent) => "rejected_not_the_parent",
+        other => other.name(),
+    }
+}
+
+/// One field per outcome (in `Outcome::ALL` order), then `switch_timer_fired`.
+impl Serialize for OutcomeStats {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = ser.serialize_struct("OutcomeStats", Outcome::ALL.len() + 1)?;
+        for (o, n) in self.by_outcome.iter() {
+            st.serialize_field(json_name(o), &n)?;
+        }
+        st.serialize_field("switch_timer_fired", &self.switch_timer_fired)?;
+        st.end()
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -989,7 +1014,7 @@ impl<'a> Sim<'a> {
             self.trace.push(now, what);
             self.decisions.push(now, what);
         }
-        self.count_outcome(&outcome);
+        self.outcomes.by_outcome.bump(outcome);
         let what = TraceWhat::Control {
             switch,
             group: gid,
@@ -1002,20 +1027,6 @@ impl<'a> Sim<'a> {
             self.decisions.push(now, what);
         }
         self.perform(now, switch, slot as u16);
-    }
-
-    fn count_outcome(&mut self, o: &Outcome) {
-        let c = &mut self.outcomes;
-        match o {
-            Outcome::Recorded => c.recorded += 1,
-            Outcome::Duplicate => c.duplicate += 1,
-            Outcome::Completed => c.completed += 1,
-            Outcome::Released => c.released += 1,
-            Outcome::StaleReduce => c.stale_reduce += 1,
-            Outcome::StaleRelease => c.stale_release += 1,
-            Outcome::Rejected(Reject::NotAChild) => c.rejected_not_a_child += 1,
-            Outcome::Rejected(Reject::NotTheParent) => c.rejected_not_the_parent += 1,
-        }
     }
 
     /// Carries out `self.actions` for group slot `slot` of `switch`.
@@ -1442,8 +1453,9 @@ impl RunReport {
         let o = &self.outcomes;
         s += &format!(
             "switch outcomes: recorded {}, completed {}, released {}, duplicate {}, stale reduce {}, stale release {}, rejected {}/{}, timer fired {}\n",
-            thousands(o.recorded), thousands(o.completed), thousands(o.released), thousands(o.duplicate), thousands(o.stale_reduce),
-            thousands(o.stale_release), o.rejected_not_a_child, o.rejected_not_the_parent, thousands(o.switch_timer_fired)
+            thousands(o.get(Outcome::Recorded)), thousands(o.get(Outcome::Completed)), thousands(o.get(Outcome::Released)),
+            thousands(o.get(Outcome::Duplicate)), thousands(o.get(Outcome::StaleReduce)), thousands(o.get(Outcome::StaleRelease)),
+            o.get(Outcome::Rejected(Reject::NotAChild)), o.get(Outcome::Rejected(Reject::NotTheParent)), thousands(o.switch_timer_fired)
         );
         s += &format!(
             "barriers completed {} | safety violations {} | stuck barriers {} |{} {}\n",
@@ -1515,6 +1527,19 @@ mod tests {
         assert_eq!(sim.barrier_of(Seq(u32::MAX)), 1);
         assert_eq!(sim.barrier_of(Seq(0)), 2);
         assert_eq!(sim.barrier_of(Seq(2)), 4);
+    }
+
+    #[test]
+    fn outcome_stats_serialize_as_before() {
+        let o = OutcomeStats::default();
+        o.by_outcome.bump(Outcome::Completed);
+        o.by_outcome.bump(Outcome::Rejected(Reject::NotTheParent));
+        assert_eq!(
+            serde_json::to_string(&o).unwrap(),
+            "{\"recorded\":0,\"duplicate\":0,\"completed\":1,\"released\":0,\"stale_reduce\":0,\
+             \"stale_release\":0,\"rejected_not_a_child\":0,\"rejected_not_the_parent\":1,\
+             \"switch_timer_fired\":0}"
+        );
     }
 
     #[test]

@@ -378,6 +378,7 @@ pub fn wait_until_done(done: &AtomicBool, opts: &DemoOpts, start: Instant, stop:
 mod tests {
     use super::*;
     use crate::poll::Clock;
+    use barrier_protocol::switch::Outcome;
 
     fn run_mem(
         fanout: &[usize],
@@ -416,7 +417,10 @@ mod tests {
         }
         let root = &stats[0];
         assert_eq!(root.name, "root");
-        assert_eq!(root.rx_sum(|c| &c.completions), count * u64::from(groups));
+        assert_eq!(
+            root.rx_sum(|c| &c.outcomes[Outcome::Completed]),
+            count * u64::from(groups)
+        );
         assert_eq!(r.report.latency.len(), count * u64::from(groups));
     }
 
@@ -497,7 +501,7 @@ mod tests {
         assert!(r.report.completed.iter().all(|&c| c == 200));
         assert!(r.report.releases_per_leaf.iter().all(|&n| n == 200 * 20));
         assert_eq!(
-            stats[0].rx_sum(|c| &c.completions),
+            stats[0].rx_sum(|c| &c.outcomes[Outcome::Completed]),
             200 * 20,
             "one completion per barrier at the root"
         );
