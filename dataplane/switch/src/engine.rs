@@ -7,7 +7,7 @@ use crate::counters::{format_sum, GroupCounters, RxCounters, SchedCounters, TxCo
 use crate::io::{RxQueue, TxQueue};
 use crate::poll::Poller;
 use crate::rx::{MsgRing, RxPoller};
-use crate::sched::{SchedPoller, TxPort};
+use crate::scheduler::{SchedPoller, TxPort};
 use barrier_protocol::switch::{GroupConfig, Role};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::{GroupId, PortIdx, PortSet};

@@ -6,8 +6,7 @@
 //! | `io` | the I/O seam: an RX queue and a TX queue behind two traits; in-memory wires |
 //! | `dpdk_io` | the same traits on DPDK queue handles and mbufs |
 //! | `rx` | RX poller: parse, apply to the shared group table, hand actions to the scheduler |
-//! | `scheduler`, `wheel` | pure logic: per-port round-robin across groups; the re-send timer wheel |
-//! | `sched` | the scheduler poller: rings in, timers, frames built and sent with backpressure |
+//! | `scheduler` | the scheduler poller: rings in, timers, frames built and sent with backpressure; over pure logic in `scheduler::round_robin` (per-port round-robin across groups) and `scheduler::wheel` (the re-send timer wheel) |
 //! | `engine` | one switch assembled from ports, table, RX pollers and scheduler |
 //! | `poll` | pollers and the busy loop that runs several on one lcore |
 //! | `counters` | per-owner counter cells, summed and printed by the management thread |
@@ -27,6 +26,4 @@ pub mod leafhost;
 pub mod poll;
 pub mod runtime;
 pub mod rx;
-pub mod sched;
 pub mod scheduler;
-pub mod wheel;
