@@ -7,6 +7,7 @@
 mod dpdk_common;
 
 use barrier_leaf::{Config, Record, Session, Stats};
+use barrier_protocol::switch::Outcome;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind};
 use dpdk_common::{Dir, LossFn};
 use std::sync::atomic::Ordering::Relaxed;
@@ -88,7 +89,10 @@ fn lost_reduces_and_releases_on_dpdk_wires_are_recovered_by_re_sends() {
     // A lost release is recovered by the switch answering the stale re-sent reduce with the
     // release again (RETRANSMIT) on that port.
     assert!(bed.stats.tx[1].retransmits_out.load(Relaxed) >= quarter);
-    assert_eq!(bed.stats.rx_sum(|c| &c.completions), u64::from(BARRIERS));
+    assert_eq!(
+        bed.stats.rx_sum(|c| &c.outcomes[Outcome::Completed]),
+        u64::from(BARRIERS)
+    );
     assert_eq!(pool.in_use_count(), 0, "every mbuf back in the pool");
     drop(pool);
     eal.shutdown();

@@ -8,6 +8,7 @@ mod dpdk_common;
 
 use barrier_leaf::dpdk_transport::DpdkPortStats;
 use barrier_leaf::{Config, Record, Session, Stats};
+use barrier_protocol::switch::{Outcome, Reject};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -80,9 +81,14 @@ fn three_dpdk_leaves_complete_1000_barriers_through_the_switch() {
     }
     // The switch completed each barrier once and sent each leaf at least one release per
     // barrier.
-    assert_eq!(bed.stats.rx_sum(|c| &c.completions), u64::from(BARRIERS));
     assert_eq!(
-        bed.stats.rx_sum(|c| &c.drop_not_a_child) + bed.stats.rx_sum(|c| &c.drop_unknown_group),
+        bed.stats.rx_sum(|c| &c.outcomes[Outcome::Completed]),
+        u64::from(BARRIERS)
+    );
+    assert_eq!(
+        bed.stats
+            .rx_sum(|c| &c.outcomes[Outcome::Rejected(Reject::NotAChild)])
+            + bed.stats.rx_sum(|c| &c.drop_unknown_group),
         0
     );
     for (l, tx) in bed.stats.tx.iter().enumerate() {

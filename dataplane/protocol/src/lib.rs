@@ -15,8 +15,9 @@
 //! | [`switch`] | the per-group control logic of claim 6 for root and intermediate switches, including the restart rule: `(config, state, event) -> (state, outcome, actions)` |
 //! | [`leaf`] | a compute node's side (claim 2): send reduce, re-send on timeout, advance on release |
 //! | [`table`] | the lock-free table shared by several RX threads: one cache line per group, state in one 128-bit word changed by compare-and-swap, so exactly one thread sees each completion |
+//! | [`counts`] | counter arrays indexed by [`switch::Outcome`] and [`wire::ParseError`] and named after them, for the switch's RX counters and the simulator's |
 //!
-//! A switch's data path is: bytes → [`wire::FrameRepr::parse`] → [`switch::Event`] →
+//! A switch's data path is: bytes → [`wire::FrameRepr::parse`] → [`switch::Event::from_frame`] →
 //! [`table::GroupTable::apply`] → [`switch::Actions`] → the scheduler builds frames with
 //! [`wire::FrameRepr::emit`]. Timers are the caller's: an [`switch::Action::ArmTimer`] asks it to
 //! call [`table::GroupTable::on_timer`] later.
@@ -42,9 +43,9 @@
 //! };
 //! let bytes = reduce.to_bytes();
 //! let f = FrameRepr::parse(&bytes).unwrap();
-//! let (out, _) = table.apply(f.group, Event::Reduce { port: p1, seq: f.seq }).unwrap();
+//! let (out, _) = table.apply(f.group, Event::from_frame(&f, p1)).unwrap();
 //! assert_eq!(out, Outcome::Recorded);
-//! let (out, actions) = table.apply(f.group, Event::Reduce { port: p2, seq: f.seq }).unwrap();
+//! let (out, actions) = table.apply(f.group, Event::from_frame(&f, p2)).unwrap();
 //! assert_eq!(out, Outcome::Completed);
 //! let release = actions.iter().next().unwrap();
 //! assert!(matches!(release, Action::SendRelease { seq: Seq(0), ports, .. } if ports.len() == 2));
@@ -54,6 +55,7 @@
 
 mod types;
 
+pub mod counts;
 pub mod leaf;
 pub mod rng;
 pub mod switch;

@@ -7,6 +7,7 @@
 
 use core::fmt;
 
+use crate::wire::{FrameRepr, Kind};
 use crate::{PortIdx, PortSet, Seq};
 
 /// Where this switch sits in the group's tree.
@@ -196,6 +197,24 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The event for a frame of `kind` for barrier `seq` that arrived on `port`: the one
+    /// place a frame kind becomes a switch event.
+    pub const fn new(kind: Kind, port: PortIdx, seq: Seq) -> Event {
+        match kind {
+            Kind::Reduce => Event::Reduce { port, seq },
+            Kind::Release => Event::Release { port, seq },
+        }
+    }
+
+    /// The event for a parsed frame that arrived on ingress port `port`. The frame's group
+    /// selects the table slot (`GroupTable::apply(frame.group, ..)`); its flags and timestamp
+    /// do not matter to the control logic.
+    pub const fn from_frame(frame: &FrameRepr, port: PortIdx) -> Event {
+        Event::new(frame.kind, port, frame.seq)
+    }
+}
+
 /// Something the caller must do for this group.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub enum Action {
@@ -366,94 +385,109 @@ impl Outcome {
 /// Applies one event to one group (claim 6 plus the restart rule). Returns the new state, what
 /// happened, and what to send.
 ///
-/// | event | state | result |
-/// | --- | --- | --- |
-/// | reduce from a non-child port | any | `Rejected(NotAChild)`, nothing changes |
-/// | reduce `t` | `Unknown` | adopt: seq = t, arrived = {port}; complete if that was every child |
-/// | reduce `t == seq`, port already recorded (or `AwaitingRelease`) | | `Duplicate` |
-/// | reduce `t == seq`, new port | `Collecting` | record; the last child completes: root releases `t` to every child and advances, intermediate reduces `t` up and arms the timer |
-/// | reduce `t` ahead of seq | known | proves `t-1` completed: release `t-1` to every child (retransmit), seq = t, arrived = {port} (may complete) |
-/// | reduce `t` behind seq | known | `StaleReduce`: re-send release `seq-1` to that child |
-/// | release at the root, or from a non-parent port | any | `Rejected(NotTheParent)` |
-/// | release `t` | `Unknown` | forward release `t` to every child, seq = t+1 |
-/// | release `t == seq` or ahead | known | forward release `t` to every child, seq = t+1 (`Released`) |
-/// | release `t == seq-1` | known | `Duplicate`, ignored |
-/// | release further behind | known | `StaleRelease`, ignored |
-///
+/// One `match`, one arm per row of the table "Claim 6, event by event" in `docs/protocol.md`,
+/// in the table's order: first the two membership checks, then, with `s` the group's `seq`,
+/// the reduce rows and the release rows. "Known" is `Collecting` or `AwaitingRelease`; "behind"
+/// is neither equal nor ahead (so `s + 2^31` is behind, see [`Seq::is_ahead_of`]).
 /// `docs/protocol.md` gives the safety argument for the rows that go beyond claim 6.
-pub fn on_event(cfg: &GroupConfig, state: GroupState, ev: Event) -> (GroupState, Outcome, Actions) {
+pub fn on_event(cfg: &GroupConfig, st: GroupState, ev: Event) -> (GroupState, Outcome, Actions) {
+    use Phase::{AwaitingRelease, Collecting, Unknown};
     let mut acts = Actions::new();
-    let (st, out) = match ev {
-        Event::Reduce { port, seq } => {
-            if !cfg.children.contains(port) {
-                return (state, Outcome::Rejected(Reject::NotAChild), acts);
-            }
-            on_reduce(cfg, state, port, seq, &mut acts)
+    let s = st.seq;
+    let (next, outcome) = match (ev, st.phase) {
+        // Membership: a reduce from a port not in `children`. Nothing changes.
+        (Event::Reduce { port, .. }, _) if !cfg.children.contains(port) => {
+            (st, Outcome::Rejected(Reject::NotAChild))
         }
-        Event::Release { port, seq } => {
-            if cfg.parent() != Some(port) {
-                return (state, Outcome::Rejected(Reject::NotTheParent), acts);
-            }
-            on_release(cfg, state, seq, &mut acts)
+        // Membership: a release at the root, or from any port but `parent`. Nothing changes.
+        (Event::Release { port, .. }, _) if cfg.parent() != Some(port) => {
+            (st, Outcome::Rejected(Reject::NotTheParent))
         }
+        // Row "reduce s from a child not yet recorded | Collecting": record it; the last child
+        // completes the barrier.
+        (Event::Reduce { port, seq: t }, Collecting) if t == s && !st.arrived.contains(port) => {
+            let mut recorded = st;
+            recorded.arrived.insert(port);
+            complete_if_last(cfg, recorded, &mut acts)
+        }
+        // Row "reduce s from a child already recorded | Collecting": nothing.
+        (Event::Reduce { seq: t, .. }, Collecting) if t == s => (st, Outcome::Duplicate),
+        // Row "reduce s | AwaitingRelease": nothing. The reduce is (or will be) with the
+        // parent, and this switch's own timer re-sends it.
+        (Event::Reduce { seq: t, .. }, AwaitingRelease) if t == s => (st, Outcome::Duplicate),
+        // Row "reduce t behind s | known": the child missed the release of s-1 and is
+        // retrying; re-send it to that child only (claim 6, row 1).
+        (Event::Reduce { port, seq: t }, Collecting | AwaitingRelease) if !t.is_ahead_of(s) => {
+            acts.push(Action::SendRelease {
+                seq: s.prev(),
+                ports: PortSet::single(port),
+                retransmit: true,
+            });
+            (st, Outcome::StaleReduce)
+        }
+        // Row "reduce t ahead of s | known" (restart rule 2; ahead is all that is left): a
+        // child is at t, so t-1 completed at the root and this switch lost a release (or
+        // adopted an old number). Release every child still waiting on t-1, catch up to t
+        // with only this child recorded; it may complete at once.
+        (Event::Reduce { port, seq: t }, Collecting | AwaitingRelease) => {
+            acts.push(Action::SendRelease {
+                seq: t.prev(),
+                ports: cfg.children,
+                retransmit: true,
+            });
+            complete_if_last(cfg, GroupState::collecting(t, port), &mut acts)
+        }
+        // Row "reduce t | Unknown" (restart rule 1): adopt t with only this child recorded; it
+        // may complete at once. Every genuine reduce for t says t-1 completed at the root (or
+        // t is the group's first barrier), so re-sending release t-1 later is truthful or
+        // addressed to a barrier nobody waits for.
+        (Event::Reduce { port, seq: t }, Unknown) => {
+            complete_if_last(cfg, GroupState::collecting(t, port), &mut acts)
+        }
+        // Row "release s from the parent | known (intermediate)": forward it, advance
+        // (claim 6, row 3).
+        (Event::Release { seq: t, .. }, Collecting | AwaitingRelease) if t == s => {
+            forward_release(cfg, t, &mut acts)
+        }
+        // Row "release t ahead of s from the parent | known" (restart rule 4): only the root
+        // originates releases, and only for completed barriers, so a release for t proves t
+        // completed whatever this switch remembers. Forward it, advance to t+1.
+        (Event::Release { seq: t, .. }, Collecting | AwaitingRelease) if t.is_ahead_of(s) => {
+            forward_release(cfg, t, &mut acts)
+        }
+        // Row "release t from the parent | Unknown" (restart rule 4): the same proof.
+        (Event::Release { seq: t, .. }, Unknown) => forward_release(cfg, t, &mut acts),
+        // Row "release s-1 from the parent | known": the one just forwarded, re-sent. Nothing.
+        (Event::Release { seq: t, .. }, Collecting | AwaitingRelease) if t == s.prev() => {
+            (st, Outcome::Duplicate)
+        }
+        // Row "release further behind | known": nothing (claim 6, row 4).
+        (Event::Release { .. }, Collecting | AwaitingRelease) => (st, Outcome::StaleRelease),
     };
-    (st, out, acts)
+    (next, outcome, acts)
 }
 
-fn on_reduce(
+impl GroupState {
+    /// `Collecting` barrier `seq` with only `port` recorded: a group that adopted or caught
+    /// up to a child's reduce.
+    const fn collecting(seq: Seq, port: PortIdx) -> GroupState {
+        GroupState {
+            seq,
+            arrived: PortSet::single(port),
+            phase: Phase::Collecting,
+        }
+    }
+}
+
+/// The end of the rows that record a reduce: `Recorded` while a child is missing; once every
+/// child is in, `Completed` with, at the root, the release to every child and `seq + 1`
+/// (`Collecting`), at an intermediate, the reduce to the parent and its re-send timer
+/// (`AwaitingRelease`).
+fn complete_if_last(
     cfg: &GroupConfig,
     st: GroupState,
-    port: PortIdx,
-    t: Seq,
     acts: &mut Actions,
 ) -> (GroupState, Outcome) {
-    if st.phase == Phase::Unknown {
-        // Restart rule: adopt the child's sequence number. Every genuine reduce for t says
-        // barrier t-1 completed at the root (or t is the group's first barrier), so from here
-        // on re-sending release seq-1 is truthful or addressed to a barrier nobody waits for.
-        let adopted = GroupState {
-            seq: t,
-            arrived: PortSet::single(port),
-            phase: Phase::Collecting,
-        };
-        return maybe_complete(cfg, adopted, acts);
-    }
-    if t == st.seq {
-        if st.phase == Phase::AwaitingRelease || st.arrived.contains(port) {
-            // The child missed nothing we can fix: the reduce is (or will be) with the parent,
-            // and the intermediate's own timer re-sends it.
-            return (st, Outcome::Duplicate);
-        }
-        let mut next = st;
-        next.arrived.insert(port);
-        return maybe_complete(cfg, next, acts);
-    }
-    if t.is_ahead_of(st.seq) {
-        // A child is at t, so barrier t-1 completed at the root: this switch lost a release
-        // (or restarted and adopted an old number). Catch up, and release every child still
-        // waiting on t-1.
-        acts.push(Action::SendRelease {
-            seq: t.prev(),
-            ports: cfg.children,
-            retransmit: true,
-        });
-        let caught_up = GroupState {
-            seq: t,
-            arrived: PortSet::single(port),
-            phase: Phase::Collecting,
-        };
-        return maybe_complete(cfg, caught_up, acts);
-    }
-    // Claim 6, first row: the child missed the previous release and is retrying.
-    acts.push(Action::SendRelease {
-        seq: st.seq.prev(),
-        ports: PortSet::single(port),
-        retransmit: true,
-    });
-    (st, Outcome::StaleReduce)
-}
-
-fn maybe_complete(cfg: &GroupConfig, st: GroupState, acts: &mut Actions) -> (GroupState, Outcome) {
     if !cfg.children.is_subset_of(st.arrived) {
         return (st, Outcome::Recorded);
     }
@@ -492,33 +526,20 @@ fn maybe_complete(cfg: &GroupConfig, st: GroupState, acts: &mut Actions) -> (Gro
     }
 }
 
-fn on_release(
-    cfg: &GroupConfig,
-    st: GroupState,
-    t: Seq,
-    acts: &mut Actions,
-) -> (GroupState, Outcome) {
-    let forward = st.phase == Phase::Unknown || t == st.seq || t.is_ahead_of(st.seq);
-    if forward {
-        // Only the root originates releases, and only for completed barriers: a release for t
-        // is proof that t completed, whatever this switch remembers.
-        acts.push(Action::SendRelease {
-            seq: t,
-            ports: cfg.children,
-            retransmit: false,
-        });
-        let next = GroupState {
-            seq: t.next(),
-            arrived: PortSet::empty(),
-            phase: Phase::Collecting,
-        };
-        return (next, Outcome::Released);
-    }
-    if t == st.seq.prev() {
-        (st, Outcome::Duplicate)
-    } else {
-        (st, Outcome::StaleRelease)
-    }
+/// The end of the rows that forward the parent's release for `t`: release `t` to every child,
+/// `seq = t + 1`, `Collecting`.
+fn forward_release(cfg: &GroupConfig, t: Seq, acts: &mut Actions) -> (GroupState, Outcome) {
+    acts.push(Action::SendRelease {
+        seq: t,
+        ports: cfg.children,
+        retransmit: false,
+    });
+    let next = GroupState {
+        seq: t.next(),
+        arrived: PortSet::empty(),
+        phase: Phase::Collecting,
+    };
+    (next, Outcome::Released)
 }
 
 /// The re-send timer armed for `seq` expired. An intermediate still waiting for the release of
@@ -1009,6 +1030,48 @@ mod tests {
             rel(0, u32::MAX),
         );
         assert_eq!((n, o), (st(0, &[], Phase::Collecting), Outcome::Released));
+    }
+
+    #[test]
+    fn half_the_sequence_space_away_is_behind() {
+        // s + 2^31 is neither equal to s nor ahead of it: behind (docs/protocol.md, "Sequence
+        // numbers"), so a reduce is stale and a release further behind.
+        let s = st(5, &[1], Phase::Collecting);
+        let far = 5u32.wrapping_add(1 << 31);
+        let (n, o, a) = on_event(&ROOT3, s, red(2, far));
+        assert_eq!((n, o), (s, Outcome::StaleReduce));
+        assert_eq!(
+            acts(&a),
+            vec![Action::SendRelease {
+                seq: Seq(4),
+                ports: ports(&[2]),
+                retransmit: true
+            }]
+        );
+        let (n, o, a) = on_event(&mid3(), s, rel(0, far));
+        assert_eq!((n, o), (s, Outcome::StaleRelease));
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn events_from_frames() {
+        use crate::wire::{Flags, MacAddr};
+        let f = FrameRepr {
+            dst: MacAddr::BROADCAST,
+            src: MacAddr([2, 0, 0, 0, 0, 1]),
+            kind: Kind::Release,
+            flags: Flags::RETRANSMIT,
+            group: crate::GroupId(3),
+            seq: Seq(9),
+            tx_timestamp: Some(1),
+        };
+        assert_eq!(Event::from_frame(&f, p(4)), rel(4, 9));
+        let f = FrameRepr {
+            kind: Kind::Reduce,
+            ..f
+        };
+        assert_eq!(Event::from_frame(&f, p(2)), red(2, 9));
+        assert_eq!(Event::new(Kind::Release, p(0), Seq(1)), rel(0, 1));
     }
 
     #[test]

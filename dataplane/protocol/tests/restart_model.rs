@@ -20,6 +20,7 @@ use barrier_protocol::switch::{
     self, Action, Actions, Event, GroupConfig, GroupState, Outcome, Phase,
 };
 use barrier_protocol::table::GroupTable;
+use barrier_protocol::wire::Kind;
 use barrier_protocol::{GroupId, PortIdx, PortSet, Seq, Time};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -36,12 +37,6 @@ type Rule = fn(&GroupConfig, GroupState, Event) -> (GroupState, Outcome, Actions
 enum Node {
     Switch(usize),
     Leaf(usize),
-}
-
-#[derive(Copy, Clone, Debug)]
-enum Kind {
-    Reduce,
-    Release,
 }
 
 #[derive(Copy, Clone, Debug)]
@@ -262,16 +257,7 @@ impl Model {
                 Ok(())
             }
             Node::Switch(s) => {
-                let ev = match msg.kind {
-                    Kind::Reduce => Event::Reduce {
-                        port: msg.port,
-                        seq: msg.seq,
-                    },
-                    Kind::Release => Event::Release {
-                        port: msg.port,
-                        seq: msg.seq,
-                    },
-                };
+                let ev = Event::new(msg.kind, msg.port, msg.seq);
                 let sw = &self.switches[s];
                 let (next, out, acts) = match &self.table {
                     Some(t) => {

@@ -4,8 +4,9 @@
 //! Layers, bottom up: [`rng`] (seeded xoshiro256**), [`queue`] (events by modelled time, ties
 //! first-in first-out), [`topology`] (tree, links, per-group port registers), [`link`]
 //! (latency, jitter, serialization, loss, duplication, reordering, delay, outages), [`sim`]
-//! (the run: leaves, switches, restarts, safety and liveness checks, [`trace`] of the events
-//! before a violation), [`broken`] (deliberately wrong switch rules the checks must catch),
+//! (the run, split by concern: configuration, leaf side, switch side with restarts, frames on
+//! links, safety and liveness checks, report; [`trace`] of the events before a violation),
+//! [`broken`] (deliberately wrong switch rules the checks must catch),
 //! [`dissemination`] and [`compare`] (the MPI-style barrier on the same model, side by side).
 //! Nothing reads a clock: the same configuration and seed always give the same report.
 #![forbid(unsafe_code)]

@@ -1,42 +1,125 @@
 //! Counters: plain `AtomicU64` cells, each written by exactly one thread (Relaxed), read and
 //! summed by the management thread. One set per RX poller, per egress port, the scheduler, and
-//! a frugal per-group pair (completions, re-sends) as `u32` arrays.
+//! a frugal per-group pair (completions, re-sends) as `u32` arrays. The RX poller's counts of
+//! outcomes and parse errors are the protocol crate's arrays (`barrier_protocol::counts`),
+//! printed under the names listed in `RX_LAYOUT`.
 
+use barrier_protocol::counts::{OutcomeCounts, ParseErrorCounts};
+use barrier_protocol::switch::{Outcome, Reject};
+use barrier_protocol::wire::ParseError;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use barrier_runtime::counter_set;
 pub(crate) use barrier_runtime::counters::{bump, format_sum};
 
-counter_set! {
-    /// One RX poller (a port queue), written by the lcore that polls it.
-    RxCounters {
-        /// Frames found in the port's RX queues when it started, freed unread: nothing received
-        /// before every port is bound and started can be trusted to name its ingress port
-        /// (`dpdk::Port::discard_received`). Counted on the port's first queue.
-        discarded_at_start,
-        frames,
-        reduce_in,
-        release_in,
-        recorded,
-        completions,
-        released_down,
-        duplicates,
-        stale_reduce,
-        stale_release,
-        drop_too_short,
-        drop_not_barrier,
-        drop_bad_magic,
-        drop_bad_version,
-        drop_bad_kind,
-        drop_reserved_flags,
-        drop_group_out_of_range,
-        drop_bad_checksum,
-        drop_unknown_group,
-        drop_not_a_child,
-        drop_not_the_parent,
-        /// The ring to the scheduler was full: the RX lcore waited for room.
-        ring_full_waits,
+/// One RX poller (a port queue), written by the lcore that polls it.
+#[derive(Default, Debug)]
+pub struct RxCounters {
+    /// Frames found in the port's RX queues when it started, freed unread: nothing received
+    /// before every port is bound and started can be trusted to name its ingress port
+    /// (`dpdk::Port::discard_received`). Counted on the port's first queue.
+    pub discarded_at_start: AtomicU64,
+    pub frames: AtomicU64,
+    pub reduce_in: AtomicU64,
+    pub release_in: AtomicU64,
+    /// What the group table decided for each barrier frame, one cell per `Outcome`.
+    pub outcomes: OutcomeCounts,
+    /// Frames the parser refused, one cell per `ParseError`.
+    pub parse_drops: ParseErrorCounts,
+    /// A group the table does not hold or has no configuration for.
+    pub drop_unknown_group: AtomicU64,
+    /// The ring to the scheduler was full: the RX lcore waited for room.
+    pub ring_full_waits: AtomicU64,
+}
+
+/// Where a printed RX counter lives.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum RxCell {
+    DiscardedAtStart,
+    Frames,
+    ReduceIn,
+    ReleaseIn,
+    Outcome(Outcome),
+    Parse(ParseError),
+    UnknownGroup,
+    RingFullWaits,
+}
+
+/// The RX counters as printed: name and cell, in the order they have always been printed.
+/// Reports, tests and scripts read these names, so each outcome's name is chosen here rather
+/// than taken from `Outcome::name` (`completions` for `Completed`, `drop_not_a_child` for
+/// `Rejected(NotAChild)`, ...); a parse error is `drop_` and its `ParseError::reason`. A test
+/// checks that every outcome and every parse error is listed exactly once.
+const RX_LAYOUT: [(&str, RxCell); 22] = [
+    ("discarded_at_start", RxCell::DiscardedAtStart),
+    ("frames", RxCell::Frames),
+    ("reduce_in", RxCell::ReduceIn),
+    ("release_in", RxCell::ReleaseIn),
+    ("recorded", RxCell::Outcome(Outcome::Recorded)),
+    ("completions", RxCell::Outcome(Outcome::Completed)),
+    ("released_down", RxCell::Outcome(Outcome::Released)),
+    ("duplicates", RxCell::Outcome(Outcome::Duplicate)),
+    ("stale_reduce", RxCell::Outcome(Outcome::StaleReduce)),
+    ("stale_release", RxCell::Outcome(Outcome::StaleRelease)),
+    ("drop_too_short", RxCell::Parse(ParseError::TooShort)),
+    ("drop_not_barrier", RxCell::Parse(ParseError::NotBarrier)),
+    ("drop_bad_magic", RxCell::Parse(ParseError::BadMagic)),
+    ("drop_bad_version", RxCell::Parse(ParseError::BadVersion)),
+    ("drop_bad_kind", RxCell::Parse(ParseError::BadKind)),
+    (
+        "drop_reserved_flags",
+        RxCell::Parse(ParseError::ReservedFlags),
+    ),
+    (
+        "drop_group_out_of_range",
+        RxCell::Parse(ParseError::GroupOutOfRange),
+    ),
+    ("drop_bad_checksum", RxCell::Parse(ParseError::BadChecksum)),
+    ("drop_unknown_group", RxCell::UnknownGroup),
+    (
+        "drop_not_a_child",
+        RxCell::Outcome(Outcome::Rejected(Reject::NotAChild)),
+    ),
+    (
+        "drop_not_the_parent",
+        RxCell::Outcome(Outcome::Rejected(Reject::NotTheParent)),
+    ),
+    ("ring_full_waits", RxCell::RingFullWaits),
+];
+
+impl RxCounters {
+    /// The names of `RX_LAYOUT`, in its order.
+    pub const NAMES: &'static [&'static str] = &{
+        let mut names = [""; RX_LAYOUT.len()];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = RX_LAYOUT[i].0;
+            i += 1;
+        }
+        names
+    };
+
+    /// The cell behind one printed counter.
+    fn cell(&self, c: RxCell) -> &AtomicU64 {
+        match c {
+            RxCell::DiscardedAtStart => &self.discarded_at_start,
+            RxCell::Frames => &self.frames,
+            RxCell::ReduceIn => &self.reduce_in,
+            RxCell::ReleaseIn => &self.release_in,
+            RxCell::Outcome(o) => &self.outcomes[o],
+            RxCell::Parse(e) => &self.parse_drops[e],
+            RxCell::UnknownGroup => &self.drop_unknown_group,
+            RxCell::RingFullWaits => &self.ring_full_waits,
+        }
+    }
+
+    /// Current values in `RX_LAYOUT` order (same order as NAMES).
+    pub fn values(&self) -> Vec<u64> {
+        RX_LAYOUT
+            .iter()
+            .map(|&(_, c)| self.cell(c).load(Relaxed))
+            .collect()
     }
 }
 
@@ -154,6 +237,74 @@ impl GroupCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sums_by_name_and_skips_zeroes() {
+        let a = RxCounters::default();
+        let b = RxCounters::default();
+        bump(&a.frames, 3);
+        bump(&b.frames, 4);
+        b.parse_drops.bump(ParseError::BadMagic);
+        let s = format_sum("rx", RxCounters::NAMES, [a.values(), b.values()]);
+        assert_eq!(s, "rx: frames=7 drop_bad_magic=1\n");
+        assert_eq!(RxCounters::NAMES.len(), a.values().len());
+    }
+
+    #[test]
+    fn rx_names_are_the_printed_ones_and_cover_every_outcome_and_parse_error() {
+        // The names reports, tests and scripts read, in the order they are printed.
+        assert_eq!(
+            RxCounters::NAMES,
+            [
+                "discarded_at_start",
+                "frames",
+                "reduce_in",
+                "release_in",
+                "recorded",
+                "completions",
+                "released_down",
+                "duplicates",
+                "stale_reduce",
+                "stale_release",
+                "drop_too_short",
+                "drop_not_barrier",
+                "drop_bad_magic",
+                "drop_bad_version",
+                "drop_bad_kind",
+                "drop_reserved_flags",
+                "drop_group_out_of_range",
+                "drop_bad_checksum",
+                "drop_unknown_group",
+                "drop_not_a_child",
+                "drop_not_the_parent",
+                "ring_full_waits",
+            ]
+        );
+        for o in Outcome::ALL {
+            let n = RX_LAYOUT
+                .iter()
+                .filter(|(_, c)| *c == RxCell::Outcome(o))
+                .count();
+            assert_eq!(n, 1, "{o:?}");
+        }
+        for e in ParseError::ALL {
+            let named: Vec<_> = RX_LAYOUT
+                .iter()
+                .filter(|(_, c)| *c == RxCell::Parse(e))
+                .map(|(n, _)| *n)
+                .collect();
+            assert_eq!(named, [format!("drop_{}", e.reason())], "{e:?}");
+        }
+        // Each printed name reads its own cell.
+        let c = RxCounters::default();
+        for (i, &(_, cell)) in RX_LAYOUT.iter().enumerate() {
+            bump(c.cell(cell), i as u64 + 1);
+        }
+        let want: Vec<u64> = (1..=RX_LAYOUT.len() as u64).collect();
+        assert_eq!(c.values(), want);
+        assert_eq!(c.outcomes.get(Outcome::Completed), 6);
+        assert_eq!(c.parse_drops.get(ParseError::BadChecksum), 18);
+    }
 
     #[test]
     fn group_counters_are_bounded_and_report_worst() {

@@ -6,7 +6,7 @@ use crate::counters::{format_sum, GroupCounters, RxCounters, SchedCounters, TxCo
 use crate::io::{RxQueue, TxQueue};
 use crate::poll::Poller;
 use crate::rx::{MsgRing, RxPoller};
-use crate::sched::{SchedPoller, TxPort};
+use crate::scheduler::{SchedPoller, TxPort};
 use crate::spec::GroupBlock;
 use barrier_protocol::table::{GroupTable, TableError};
 use barrier_protocol::{GroupId, PortIdx};

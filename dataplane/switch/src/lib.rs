@@ -6,15 +6,14 @@
 //! | `spec` | the switch in typed values: ports, lcores, groups as the protocol's `GroupConfig` |
 //! | `config` | TOML file -> `SwitchSpec`, section by section, every refusal naming its key and line |
 //! | `rx` | RX poller: parse, apply to the shared group table, hand actions to the scheduler |
-//! | `scheduler`, `wheel` | pure logic: per-port round-robin across groups; the re-send timer wheel |
-//! | `sched` | the scheduler poller: rings in, timers, frames built and sent with backpressure |
+//! | `scheduler` | the scheduler poller: rings in, timers, frames built and sent with backpressure; over pure logic in `scheduler::round_robin` (per-port round-robin across groups) and `scheduler::wheel` (the re-send timer wheel) |
 //! | `engine` | one switch assembled from ports, table, RX pollers and scheduler |
 //! | `counters` | per-owner counter cells, summed and printed by the management thread |
-//! | `runtime` | `run`: one switch from its configuration on DPDK; the DPDK demo |
+//! | `runtime` | `run`: one switch from its configuration on DPDK |
 //!
 //! The poll-mode machinery (I/O traits, pollers and their loop, clock, port bring-up, lcore
 //! placement) is the shared `barrier_runtime` crate; the modules here use it as `crate::io`,
-//! `crate::poll`, `crate::clock` and `crate::dpdk_io`.
+//! `crate::poll` and `crate::dpdk_io`.
 #![forbid(unsafe_code)]
 
 use barrier_runtime::{dpdk_io, io, poll};
@@ -24,7 +23,5 @@ pub mod counters;
 pub mod engine;
 pub mod runtime;
 pub mod rx;
-pub mod sched;
 pub mod scheduler;
 pub mod spec;
-pub mod wheel;

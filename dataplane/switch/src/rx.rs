@@ -5,9 +5,9 @@
 use crate::counters::{bump, GroupCounters, RxCounters};
 use crate::io::{RxQueue, BURST};
 use crate::poll::Poller;
-use barrier_protocol::switch::{Action, Event, Outcome, Reject};
+use barrier_protocol::switch::{Action, Event, Outcome};
 use barrier_protocol::table::GroupTable;
-use barrier_protocol::wire::{FrameRepr, Kind, ParseError};
+use barrier_protocol::wire::{FrameRepr, Kind};
 use barrier_protocol::{GroupId, PortIdx};
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
@@ -74,26 +74,16 @@ impl<Q: RxQueue> RxPoller<Q> {
         let repr = match FrameRepr::parse(bytes) {
             Ok(r) => r,
             Err(e) => {
-                bump(parse_drop_counter(c, e), 1);
+                c.parse_drops.bump(e);
                 return;
             }
         };
-        let ev = match repr.kind {
-            Kind::Reduce => {
-                bump(&c.reduce_in, 1);
-                Event::Reduce {
-                    port: self.port,
-                    seq: repr.seq,
-                }
-            }
-            Kind::Release => {
-                bump(&c.release_in, 1);
-                Event::Release {
-                    port: self.port,
-                    seq: repr.seq,
-                }
-            }
+        let kind_in = match repr.kind {
+            Kind::Reduce => &c.reduce_in,
+            Kind::Release => &c.release_in,
         };
+        bump(kind_in, 1);
+        let ev = Event::from_frame(&repr, self.port);
         let (outcome, actions) = match self.table.apply(repr.group, ev) {
             Ok(r) => r,
             // apply fails only for a group number the table does not hold or has no
@@ -103,21 +93,11 @@ impl<Q: RxQueue> RxPoller<Q> {
                 return;
             }
         };
+        c.outcomes.bump(outcome);
         match outcome {
-            Outcome::Recorded => bump(&c.recorded, 1),
-            Outcome::Duplicate => bump(&c.duplicates, 1),
-            Outcome::Completed => {
-                bump(&c.completions, 1);
-                self.groups.completed(repr.group.0);
-            }
-            Outcome::Released => bump(&c.released_down, 1),
-            Outcome::StaleReduce => {
-                bump(&c.stale_reduce, 1);
-                self.groups.resent(repr.group.0);
-            }
-            Outcome::StaleRelease => bump(&c.stale_release, 1),
-            Outcome::Rejected(Reject::NotAChild) => bump(&c.drop_not_a_child, 1),
-            Outcome::Rejected(Reject::NotTheParent) => bump(&c.drop_not_the_parent, 1),
+            Outcome::Completed => self.groups.completed(repr.group.0),
+            Outcome::StaleReduce => self.groups.resent(repr.group.0),
+            _ => {}
         }
         for action in actions.iter() {
             self.push(Msg {
@@ -125,19 +105,6 @@ impl<Q: RxQueue> RxPoller<Q> {
                 action: *action,
             });
         }
-    }
-}
-
-fn parse_drop_counter(c: &RxCounters, e: ParseError) -> &std::sync::atomic::AtomicU64 {
-    match e {
-        ParseError::TooShort => &c.drop_too_short,
-        ParseError::NotBarrier => &c.drop_not_barrier,
-        ParseError::BadMagic => &c.drop_bad_magic,
-        ParseError::BadVersion => &c.drop_bad_version,
-        ParseError::BadKind => &c.drop_bad_kind,
-        ParseError::ReservedFlags => &c.drop_reserved_flags,
-        ParseError::GroupOutOfRange => &c.drop_group_out_of_range,
-        ParseError::BadChecksum => &c.drop_bad_checksum,
     }
 }
 
@@ -171,8 +138,8 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
 mod tests {
     use super::*;
     use crate::io::{mem_wire, TxQueue};
-    use barrier_protocol::switch::GroupConfig;
-    use barrier_protocol::wire::{Flags, MacAddr, FRAME_LEN};
+    use barrier_protocol::switch::{GroupConfig, Reject};
+    use barrier_protocol::wire::{Flags, MacAddr, ParseError, FRAME_LEN};
     use barrier_protocol::{PortSet, Seq};
     use std::sync::atomic::Ordering::Relaxed;
 
@@ -240,7 +207,7 @@ mod tests {
             "every release once, in order"
         );
         assert!(c.ring_full_waits.load(Relaxed) > 0);
-        assert_eq!(c.completions.load(Relaxed), 100);
+        assert_eq!(c.outcomes.get(Outcome::Completed), 100);
         // While the backlog was full the poller stopped receiving: frames waited in the queue.
         assert_eq!(rx.drain(), 0);
     }
@@ -274,9 +241,9 @@ mod tests {
         );
         assert!(rx.poll(0));
         assert_eq!(c.frames.load(Relaxed), 4);
-        assert_eq!(c.drop_too_short.load(Relaxed), 1);
+        assert_eq!(c.parse_drops.get(ParseError::TooShort), 1);
         assert_eq!(
-            c.drop_not_a_child.load(Relaxed),
+            c.outcomes.get(Outcome::Rejected(Reject::NotAChild)),
             1,
             "port 1 is not a child of group 2"
         );

@@ -5,6 +5,7 @@
 //! buffer not flushed, a coalesced send that never leaves) shows up here as a re-send timer
 //! firing, a stale reduce at the root, or a barrier that takes many loop iterations.
 
+use barrier_protocol::switch::Outcome;
 use barrier_runtime::poll::Poller;
 use barrier_switch::engine::SwitchStats;
 use barrier_testbed::demo::{build_demo, mem_wires, DemoOpts, Tree};
@@ -79,9 +80,21 @@ fn assert_no_recovery_work(r: &Run, barriers: u64) {
             0,
             "{name}: timer re-sends"
         );
-        assert_eq!(s.rx_sum(|c| &c.stale_reduce), 0, "{name}: stale reduces");
-        assert_eq!(s.rx_sum(|c| &c.stale_release), 0, "{name}: stale releases");
-        assert_eq!(s.rx_sum(|c| &c.duplicates), 0, "{name}: duplicates");
+        assert_eq!(
+            s.rx_sum(|c| &c.outcomes[Outcome::StaleReduce]),
+            0,
+            "{name}: stale reduces"
+        );
+        assert_eq!(
+            s.rx_sum(|c| &c.outcomes[Outcome::StaleRelease]),
+            0,
+            "{name}: stale releases"
+        );
+        assert_eq!(
+            s.rx_sum(|c| &c.outcomes[Outcome::Duplicate]),
+            0,
+            "{name}: duplicates"
+        );
         assert_eq!(
             s.tx_sum(|c| &c.retransmits_out),
             0,
@@ -205,8 +218,8 @@ fn a_backlog_of_resent_reduces_coalesces_into_the_one_release() {
         p.poll(1_000);
     }
     let s = &sw.stats;
-    assert_eq!(s.rx_sum(|c| &c.completions), 1);
-    assert_eq!(s.rx_sum(|c| &c.stale_reduce), 2);
+    assert_eq!(s.rx_sum(|c| &c.outcomes[Outcome::Completed]), 1);
+    assert_eq!(s.rx_sum(|c| &c.outcomes[Outcome::StaleReduce]), 2);
     assert_eq!(s.tx[1].coalesced.load(Relaxed), 2);
     assert_eq!(s.tx_sum(|c| &c.retransmits_out), 0);
     for (p, rx) in from_root.iter_mut().enumerate() {

@@ -381,6 +381,7 @@ pub fn wait_until_done(done: &AtomicBool, opts: &DemoOpts, start: Instant, stop:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use barrier_protocol::switch::Outcome;
     use barrier_runtime::clock::Clock;
 
     fn run_mem(
@@ -420,7 +421,10 @@ mod tests {
         }
         let root = &stats[0];
         assert_eq!(root.name, "root");
-        assert_eq!(root.rx_sum(|c| &c.completions), count * u64::from(groups));
+        assert_eq!(
+            root.rx_sum(|c| &c.outcomes[Outcome::Completed]),
+            count * u64::from(groups)
+        );
         assert_eq!(r.report.latency.len(), count * u64::from(groups));
     }
 
@@ -501,7 +505,7 @@ mod tests {
         assert!(r.report.completed.iter().all(|&c| c == 200));
         assert!(r.report.releases_per_leaf.iter().all(|&n| n == 200 * 20));
         assert_eq!(
-            stats[0].rx_sum(|c| &c.completions),
+            stats[0].rx_sum(|c| &c.outcomes[Outcome::Completed]),
             200 * 20,
             "one completion per barrier at the root"
         );

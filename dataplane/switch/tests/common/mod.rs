@@ -2,6 +2,7 @@
 //! file is its own process, so one EAL each) and check the method's promises.
 #![allow(dead_code)]
 
+use barrier_protocol::switch::Outcome;
 use barrier_switch::counters::RxCounters;
 use barrier_testbed::demo::{DemoOpts, Tree};
 use barrier_testbed::demo_dpdk::run_demo_dpdk;
@@ -45,7 +46,10 @@ pub fn run_tree_on(fanout: &[usize], groups: u32, count: u64, loops: usize) {
     // The root completed each barrier once; nothing was dropped anywhere.
     let root = &out.switches[0];
     assert_eq!(root.name, "root");
-    assert_eq!(root.rx_sum(|c| &c.completions), count * u64::from(groups));
+    assert_eq!(
+        root.rx_sum(|c| &c.outcomes[Outcome::Completed]),
+        count * u64::from(groups)
+    );
     for s in &out.switches {
         // Every drop reason, whatever is added later.
         let dropped: u64 =
@@ -57,7 +61,7 @@ pub fn run_tree_on(fanout: &[usize], groups: u32, count: u64, loops: usize) {
         assert_eq!(dropped, 0, "switch {} dropped frames", s.name);
         // Each intermediate reduced up once per barrier (plus re-sends after a timeout).
         if s.name != "root" {
-            assert!(s.rx_sum(|c| &c.completions) >= count * u64::from(groups));
+            assert!(s.rx_sum(|c| &c.outcomes[Outcome::Completed]) >= count * u64::from(groups));
         }
     }
     // (run_demo_dpdk already failed if any mbuf was not back in the pool after shutdown.)

@@ -1,23 +1,20 @@
-//! The method's scheduling module, as pure logic: per egress port, the pending sends of each
+//! The method's scheduling module, as pure logic: per egress port, the pending frames of each
 //! group, served round-robin across groups so that a burst from one group cannot starve another.
 //! A group with something to send sits once in its port's ring of ready groups; it sends one
 //! frame per turn and re-enters the back of the ring if it has more. No DPDK here: the scheduler
-//! lcore pops sends, builds frames and transmits them (see `sched`).
+//! poller (the parent module) pops pending frames, builds them and transmits them.
 
+use barrier_protocol::wire::Kind;
+use barrier_protocol::{GroupId, Seq};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// What a frame to send says (the switch fills in MACs and port).
+/// A frame waiting for its turn on one port: what it will say. The switch fills in the MACs
+/// and the group when it builds the frame.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum SendKind {
-    Reduce,
-    Release,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Send {
-    pub kind: SendKind,
-    pub seq: u32,
+pub struct PendingFrame {
+    pub kind: Kind,
+    pub seq: Seq,
     pub retransmit: bool,
 }
 
@@ -40,37 +37,38 @@ impl Hasher for GroupHasher {
     }
 }
 
-pub type GroupMap<V> = HashMap<u32, V, BuildHasherDefault<GroupHasher>>;
+pub type GroupMap<V> = HashMap<GroupId, V, BuildHasherDefault<GroupHasher>>;
 
 #[derive(Default)]
 struct PortQueue {
-    /// Groups with pending sends on this port, each at most once, in service order.
-    ready: VecDeque<u32>,
-    /// Per group, its sends in arrival order. An entry exists iff the group is in `ready`.
-    pending: GroupMap<VecDeque<Send>>,
+    /// Groups with pending frames on this port, each at most once, in service order.
+    ready: VecDeque<GroupId>,
+    /// Per group, its pending frames in arrival order. An entry exists iff the group is in
+    /// `ready`.
+    pending: GroupMap<VecDeque<PendingFrame>>,
     len: usize,
     /// Emptied queues kept for reuse, so steady state allocates nothing.
-    spare: Vec<VecDeque<Send>>,
+    spare: Vec<VecDeque<PendingFrame>>,
 }
 
-/// Per-port round-robin queues of pending sends.
-pub struct Scheduler {
+/// Per-port round-robin queues of pending frames.
+pub struct RoundRobin {
     ports: Vec<PortQueue>,
 }
 
-/// What `push` did with a send.
+/// What `push` did with a pending frame.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Pushed {
     Queued,
-    /// An equal send (same kind and seq) was already waiting for this group and port: dropped
+    /// An equal frame (same kind and seq) was already waiting for this group and port: dropped
     /// as redundant (the waiting one says the same thing).
     /// A retry storm from one group thus costs one queue slot, not one per retry.
     Coalesced,
 }
 
-impl Scheduler {
+impl RoundRobin {
     pub fn new(ports: usize) -> Self {
-        Scheduler {
+        RoundRobin {
             ports: (0..ports).map(|_| PortQueue::default()).collect(),
         }
     }
@@ -80,7 +78,7 @@ impl Scheduler {
     }
 
     /// Queue `send` for `group` on `port`.
-    pub fn push(&mut self, port: usize, group: u32, send: Send) -> Pushed {
+    pub fn push(&mut self, port: usize, group: GroupId, send: PendingFrame) -> Pushed {
         let pq = &mut self.ports[port];
         match pq.pending.get_mut(&group) {
             Some(q) => {
@@ -102,9 +100,9 @@ impl Scheduler {
         Pushed::Queued
     }
 
-    /// The next send on `port`: the first send of the group at the front of the ring. That group
-    /// goes to the back of the ring if it has more.
-    pub fn pop(&mut self, port: usize) -> Option<(u32, Send)> {
+    /// The next frame on `port`: the first pending frame of the group at the front of the ring.
+    /// That group goes to the back of the ring if it has more.
+    pub fn pop(&mut self, port: usize) -> Option<(GroupId, PendingFrame)> {
         let pq = &mut self.ports[port];
         let group = pq.ready.pop_front()?;
         let q = pq
@@ -124,9 +122,9 @@ impl Scheduler {
         Some((group, send))
     }
 
-    /// Put a send that could not go out back at the FRONT, ahead of everything (backpressure
-    /// must delay a send, never reorder it behind later ones nor lose it).
-    pub fn unpop(&mut self, port: usize, group: u32, send: Send) {
+    /// Put a frame that could not go out back at the FRONT, ahead of everything (backpressure
+    /// must delay a frame, never reorder it behind later ones nor lose it).
+    pub fn unpop(&mut self, port: usize, group: GroupId, send: PendingFrame) {
         let pq = &mut self.ports[port];
         match pq.pending.get_mut(&group) {
             Some(q) => {
@@ -149,7 +147,7 @@ impl Scheduler {
         pq.len += 1;
     }
 
-    /// Sends waiting on `port`.
+    /// Frames waiting on `port`.
     pub fn pending(&self, port: usize) -> usize {
         self.ports[port].len
     }
@@ -163,39 +161,42 @@ impl Scheduler {
 mod tests {
     use super::*;
 
-    fn rel(seq: u32) -> Send {
-        Send {
-            kind: SendKind::Release,
-            seq,
+    fn rel(seq: u32) -> PendingFrame {
+        PendingFrame {
+            kind: Kind::Release,
+            seq: Seq(seq),
             retransmit: false,
         }
     }
-    fn red(seq: u32) -> Send {
-        Send {
-            kind: SendKind::Reduce,
-            seq,
+    fn red(seq: u32) -> PendingFrame {
+        PendingFrame {
+            kind: Kind::Reduce,
+            seq: Seq(seq),
             retransmit: false,
         }
+    }
+    fn g(n: u32) -> GroupId {
+        GroupId(n)
     }
 
     #[test]
     fn round_robin_across_groups() {
-        let mut s = Scheduler::new(1);
+        let mut s = RoundRobin::new(1);
         // Group 1 floods with many distinct sends, group 2 has one, group 3 has two.
         for seq in 0..100 {
-            s.push(0, 1, rel(seq));
+            s.push(0, g(1), rel(seq));
         }
-        s.push(0, 2, rel(0));
-        s.push(0, 3, red(5));
-        s.push(0, 3, red(6));
-        let order: Vec<u32> = (0..6).map(|_| s.pop(0).unwrap().0).collect();
+        s.push(0, g(2), rel(0));
+        s.push(0, g(3), red(5));
+        s.push(0, g(3), red(6));
+        let order: Vec<u32> = (0..6).map(|_| s.pop(0).unwrap().0 .0).collect();
         assert_eq!(order, vec![1, 2, 3, 1, 3, 1]);
         assert_eq!(s.pending(0), 97);
         // Group 1's own sends stay in order.
         let mut last = 3;
-        while let Some((g, send)) = s.pop(0) {
-            assert_eq!(g, 1);
-            assert_eq!(send.seq, last);
+        while let Some((group, send)) = s.pop(0) {
+            assert_eq!(group, g(1));
+            assert_eq!(send.seq, Seq(last));
             last += 1;
         }
         assert_eq!(last, 100);
@@ -204,67 +205,67 @@ mod tests {
 
     #[test]
     fn a_late_group_waits_at_most_one_turn_per_other_group() {
-        let mut s = Scheduler::new(1);
-        for g in 0..10 {
+        let mut s = RoundRobin::new(1);
+        for group in 0..10 {
             for seq in 0..50 {
-                s.push(0, g, rel(seq));
+                s.push(0, g(group), rel(seq));
             }
         }
-        s.push(0, 99, rel(0));
-        let pos = (0..).find(|_| s.pop(0).unwrap().0 == 99).unwrap();
+        s.push(0, g(99), rel(0));
+        let pos = (0..).find(|_| s.pop(0).unwrap().0 == g(99)).unwrap();
         assert!(pos <= 10, "late group served after {pos} sends");
     }
 
     #[test]
     fn equal_sends_coalesce() {
-        let mut s = Scheduler::new(2);
-        assert_eq!(s.push(1, 4, rel(3)), Pushed::Queued);
+        let mut s = RoundRobin::new(2);
+        assert_eq!(s.push(1, g(4), rel(3)), Pushed::Queued);
         assert_eq!(
             s.push(
                 1,
-                4,
-                Send {
+                g(4),
+                PendingFrame {
                     retransmit: true,
                     ..rel(3)
                 }
             ),
             Pushed::Coalesced
         );
-        assert_eq!(s.push(1, 4, red(3)), Pushed::Queued);
-        assert_eq!(s.push(0, 4, rel(3)), Pushed::Queued); // other port: separate
+        assert_eq!(s.push(1, g(4), red(3)), Pushed::Queued);
+        assert_eq!(s.push(0, g(4), rel(3)), Pushed::Queued); // other port: separate
         assert_eq!(s.pending(1), 2);
-        let (g, first) = s.pop(1).unwrap();
+        let (group, first) = s.pop(1).unwrap();
         assert_eq!(
-            (g, first.kind, first.retransmit),
-            (4, SendKind::Release, false)
+            (group, first.kind, first.retransmit),
+            (g(4), Kind::Release, false)
         );
     }
 
     #[test]
     fn unpop_goes_first_in_line() {
-        let mut s = Scheduler::new(1);
-        s.push(0, 1, rel(0));
-        s.push(0, 1, rel(1));
-        s.push(0, 2, rel(0));
-        let (g, a) = s.pop(0).unwrap();
-        assert_eq!((g, a.seq), (1, 0));
-        s.unpop(0, g, a);
-        assert_eq!(s.pop(0).unwrap(), (1, rel(0)));
-        let (g, b) = s.pop(0).unwrap();
-        assert_eq!(g, 2);
-        s.unpop(0, g, b);
-        assert_eq!(s.pop(0).unwrap(), (2, rel(0)));
-        assert_eq!(s.pop(0).unwrap(), (1, rel(1)));
+        let mut s = RoundRobin::new(1);
+        s.push(0, g(1), rel(0));
+        s.push(0, g(1), rel(1));
+        s.push(0, g(2), rel(0));
+        let (group, a) = s.pop(0).unwrap();
+        assert_eq!((group, a.seq), (g(1), Seq(0)));
+        s.unpop(0, group, a);
+        assert_eq!(s.pop(0).unwrap(), (g(1), rel(0)));
+        let (group, b) = s.pop(0).unwrap();
+        assert_eq!(group, g(2));
+        s.unpop(0, group, b);
+        assert_eq!(s.pop(0).unwrap(), (g(2), rel(0)));
+        assert_eq!(s.pop(0).unwrap(), (g(1), rel(1)));
         assert_eq!(s.pop(0), None);
         assert_eq!(s.total_pending(), 0);
     }
 
     #[test]
     fn ports_are_independent() {
-        let mut s = Scheduler::new(3);
-        s.push(2, 7, red(1));
+        let mut s = RoundRobin::new(3);
+        s.push(2, g(7), red(1));
         assert_eq!(s.pop(0), None);
         assert_eq!(s.pop(1), None);
-        assert_eq!(s.pop(2), Some((7, red(1))));
+        assert_eq!(s.pop(2), Some((g(7), red(1))));
     }
 }

@@ -1,6 +1,10 @@
-//! The scheduler lcore's loop: drain the RX rings into the per-port round-robin queues, fire due
-//! re-send timers, build frames and transmit them with backpressure. It owns every TX queue of
-//! its switch, so no TX locks. A full TX queue delays a send (it goes back first in line) and is
+//! The scheduler: [`SchedPoller`], the scheduler lcore's loop, over two pieces of pure logic,
+//! [`round_robin`] (per-port queues served round-robin across groups) and [`wheel`] (the
+//! intermediate re-send timers).
+//!
+//! The loop drains the RX rings into the per-port round-robin queues, fires due re-send
+//! timers, builds frames and transmits them with backpressure. It owns every TX queue of its
+//! switch, so no TX locks. A full TX queue delays a send (it goes back first in line) and is
 //! counted; nothing is dropped.
 //!
 //! Frames are built when a send leaves the round-robin queue, one 60-byte copy per port, rather
@@ -9,17 +13,20 @@
 //! backlog (a million groups releasing at once) instead of the TX buffers; and a 60-byte write
 //! costs less than the refcount update and indirect free of a shared mbuf.
 
+pub mod round_robin;
+pub mod wheel;
+
 use crate::counters::{bump, GroupCounters, SchedCounters, TxCounters};
 use crate::io::{TxBlocked, TxQueue, BURST};
 use crate::poll::Poller;
 use crate::rx::{Msg, MsgRing};
-use crate::scheduler::{Pushed, Scheduler, Send, SendKind};
-use crate::wheel::TimerWheel;
 use barrier_protocol::switch::Action;
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq};
+use round_robin::{PendingFrame, Pushed, RoundRobin};
 use std::sync::Arc;
+use wheel::TimerWheel;
 
 /// Messages taken from one ring per poll: bounds the time before the TX side runs again.
 const RING_BUDGET: usize = 256;
@@ -38,9 +45,9 @@ pub struct SchedPoller<T: TxQueue> {
     rings: Vec<Arc<MsgRing>>,
     table: Arc<GroupTable>,
     ports: Vec<TxPort<T>>,
-    sched: Scheduler,
+    sched: RoundRobin,
     wheel: TimerWheel,
-    fired: Vec<(u32, u32)>,
+    fired: Vec<(GroupId, Seq)>,
     counters: Arc<SchedCounters>,
     groups: Arc<GroupCounters>,
 }
@@ -59,7 +66,7 @@ impl<T: TxQueue> SchedPoller<T> {
             rings,
             table,
             ports,
-            sched: Scheduler::new(n),
+            sched: RoundRobin::new(n),
             // 4096 slots of 1.024 µs: one turn is 4.2 ms; longer timeouts take more turns.
             wheel: TimerWheel::new(4096, 10, now_ns),
             fired: Vec::new(),
@@ -79,7 +86,7 @@ impl<T: TxQueue> SchedPoller<T> {
     }
 
     fn dispatch(&mut self, msg: Msg, now_ns: u64) {
-        let group = msg.group.0;
+        let group = msg.group;
         match msg.action {
             Action::SendReduce {
                 seq,
@@ -89,9 +96,9 @@ impl<T: TxQueue> SchedPoller<T> {
                 self.enqueue(
                     port.get() as usize,
                     group,
-                    Send {
-                        kind: SendKind::Reduce,
-                        seq: seq.0,
+                    PendingFrame {
+                        kind: Kind::Reduce,
+                        seq,
                         retransmit,
                     },
                 );
@@ -105,9 +112,9 @@ impl<T: TxQueue> SchedPoller<T> {
                     self.enqueue(
                         p.get() as usize,
                         group,
-                        Send {
-                            kind: SendKind::Release,
-                            seq: seq.0,
+                        PendingFrame {
+                            kind: Kind::Release,
+                            seq,
                             retransmit,
                         },
                     );
@@ -115,13 +122,12 @@ impl<T: TxQueue> SchedPoller<T> {
             }
             Action::ArmTimer { seq, after_ns } => {
                 bump(&self.counters.timers_armed, 1);
-                self.wheel
-                    .arm(group, seq.0, now_ns.saturating_add(after_ns));
+                self.wheel.arm(group, seq, now_ns.saturating_add(after_ns));
             }
         }
     }
 
-    fn enqueue(&mut self, port: usize, group: u32, send: Send) {
+    fn enqueue(&mut self, port: usize, group: GroupId, send: PendingFrame) {
         if port >= self.ports.len() {
             // Config validation keeps port indices in range; a bad one is a bug, not traffic.
             debug_assert!(false, "send to port {port} of {}", self.ports.len());
@@ -146,13 +152,10 @@ impl<T: TxQueue> SchedPoller<T> {
                 let repr = FrameRepr {
                     dst: MacAddr(port.peer_mac),
                     src: MacAddr(port.src_mac),
-                    kind: match send.kind {
-                        SendKind::Reduce => Kind::Reduce,
-                        SendKind::Release => Kind::Release,
-                    },
+                    kind: send.kind,
                     flags: Flags::retransmit(send.retransmit),
-                    group: GroupId(group),
-                    seq: Seq(send.seq),
+                    group,
+                    seq: send.seq,
                     tx_timestamp: None,
                 };
                 repr.emit(&mut frame);
@@ -161,8 +164,8 @@ impl<T: TxQueue> SchedPoller<T> {
                         busy = true;
                         bump(&c.frames_out, 1);
                         match send.kind {
-                            SendKind::Reduce => bump(&c.reduce_out, 1),
-                            SendKind::Release => bump(&c.release_out, 1),
+                            Kind::Reduce => bump(&c.reduce_out, 1),
+                            Kind::Release => bump(&c.release_out, 1),
                         }
                         if send.retransmit {
                             bump(&c.retransmits_out, 1);
@@ -211,15 +214,15 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
             self.wheel.advance(now_ns, &mut fired);
             for &(group, seq) in &fired {
                 bump(&self.counters.timers_fired, 1);
-                let actions = self.table.on_timer(GroupId(group), Seq(seq));
+                let actions = self.table.on_timer(group, seq);
                 for action in actions.iter() {
                     if matches!(action, Action::SendReduce { .. }) {
                         bump(&self.counters.timer_resends, 1);
-                        self.groups.resent(group);
+                        self.groups.resent(group.0);
                     }
                     self.dispatch(
                         Msg {
-                            group: GroupId(group),
+                            group,
                             action: *action,
                         },
                         now_ns,

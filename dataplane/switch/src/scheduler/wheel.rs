@@ -3,11 +3,13 @@
 //! longer awaited, so a release that arrived in time "cancels" it for free. Sized for a million
 //! groups: memory is one entry per armed timer, time per tick is the entries in one slot.
 
+use barrier_protocol::{GroupId, Seq};
+
 /// An armed timer: fire `on_timer(group, seq)` at `tick`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Entry {
-    group: u32,
-    seq: u32,
+    group: GroupId,
+    seq: Seq,
     tick: u64,
 }
 
@@ -36,7 +38,7 @@ impl TimerWheel {
     }
 
     /// Arm a timer for `deadline_ns`. A deadline already past fires on the next `advance`.
-    pub fn arm(&mut self, group: u32, seq: u32, deadline_ns: u64) {
+    pub fn arm(&mut self, group: GroupId, seq: Seq, deadline_ns: u64) {
         // Round up so a timer never fires early.
         let tick = (deadline_ns.saturating_add((1 << self.tick_shift) - 1) >> self.tick_shift)
             .max(self.next_tick);
@@ -45,7 +47,7 @@ impl TimerWheel {
     }
 
     /// Fire every timer due at `now_ns`: push `(group, seq)` onto `fired`.
-    pub fn advance(&mut self, now_ns: u64, fired: &mut Vec<(u32, u32)>) {
+    pub fn advance(&mut self, now_ns: u64, fired: &mut Vec<(GroupId, Seq)>) {
         let now_tick = now_ns >> self.tick_shift;
         if now_tick < self.next_tick {
             return;
@@ -85,48 +87,53 @@ impl TimerWheel {
 mod tests {
     use super::*;
 
+    /// The (group, seq) of a timer, for brevity.
+    fn gs(group: u32, seq: u32) -> (GroupId, Seq) {
+        (GroupId(group), Seq(seq))
+    }
+
     #[test]
     fn fires_on_time_never_early() {
         let mut w = TimerWheel::new(8, 10, 0); // 1024 ns ticks
-        w.arm(1, 10, 5_000);
-        w.arm(2, 20, 3_000);
+        w.arm(GroupId(1), Seq(10), 5_000);
+        w.arm(GroupId(2), Seq(20), 3_000);
         let mut f = Vec::new();
         w.advance(2_999, &mut f);
         assert!(f.is_empty());
         w.advance(3_100, &mut f);
-        assert_eq!(f, vec![(2, 20)]);
+        assert_eq!(f, vec![gs(2, 20)]);
         f.clear();
         w.advance(4_999, &mut f);
         assert!(f.is_empty());
         w.advance(6_200, &mut f);
-        assert_eq!(f, vec![(1, 10)]);
+        assert_eq!(f, vec![gs(1, 10)]);
         assert!(w.is_empty());
     }
 
     #[test]
     fn timers_beyond_one_turn_wait_their_turn() {
         let mut w = TimerWheel::new(4, 10, 0); // one turn = 4 ticks
-        w.arm(1, 1, 100 * 1024);
+        w.arm(GroupId(1), Seq(1), 100 * 1024);
         let mut f = Vec::new();
         for t in 0..99 {
             w.advance(t * 1024, &mut f);
         }
         assert!(f.is_empty());
         w.advance(100 * 1024, &mut f);
-        assert_eq!(f, vec![(1, 1)]);
+        assert_eq!(f, vec![gs(1, 1)]);
     }
 
     #[test]
     fn a_long_stall_fires_everything_due_once() {
         let mut w = TimerWheel::new(16, 10, 0);
         for g in 0..1000u32 {
-            w.arm(g, 0, u64::from(g) * 1024);
+            w.arm(GroupId(g), Seq(0), u64::from(g) * 1024);
         }
-        w.arm(5000, 0, 10_000 * 1024);
+        w.arm(GroupId(5000), Seq(0), 10_000 * 1024);
         let mut f = Vec::new();
         w.advance(2000 * 1024, &mut f);
         assert_eq!(f.len(), 1000);
-        f.sort();
+        f.sort_by_key(|&(g, s)| (g, s.0));
         f.dedup();
         assert_eq!(f.len(), 1000);
         assert_eq!(w.len(), 1);
@@ -135,17 +142,17 @@ mod tests {
     #[test]
     fn past_deadline_fires_next_advance() {
         let mut w = TimerWheel::new(8, 10, 50_000);
-        w.arm(3, 3, 10);
+        w.arm(GroupId(3), Seq(3), 10);
         let mut f = Vec::new();
         w.advance(50_000, &mut f);
-        assert_eq!(f, vec![(3, 3)]);
+        assert_eq!(f, vec![gs(3, 3)]);
     }
 
     #[test]
     fn a_million_timers() {
         let mut w = TimerWheel::new(1 << 14, 10, 0);
         for g in 0..1_000_000u32 {
-            w.arm(g, 1, 1_000_000 + u64::from(g % 1000) * 1000);
+            w.arm(GroupId(g), Seq(1), 1_000_000 + u64::from(g % 1000) * 1000);
         }
         let mut f = Vec::new();
         let mut now = 0;
