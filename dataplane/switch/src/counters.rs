@@ -150,7 +150,8 @@ counter_set! {
 }
 
 /// Per-group completions and re-sends, `u32` each (8 bytes a group: 8 MiB for a million).
-/// Several RX lcores may complete the same group, so these use `fetch_add`.
+/// Written by the scheduler alone (RX lcores tell it through `rx::Msg::tally`), so a plain load
+/// and store per count, and no cache line written by two lcores; read by the management thread.
 pub struct GroupCounters {
     completions: Box<[AtomicU32]>,
     resends: Box<[AtomicU32]>,
@@ -169,16 +170,18 @@ impl GroupCounters {
             resends: mk(),
         }
     }
+    /// One completion of `group` (owner only: the scheduler).
     #[inline]
     pub fn completed(&self, group: u32) {
         if let Some(c) = self.completions.get(group as usize) {
-            c.fetch_add(1, Relaxed);
+            c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
         }
     }
+    /// One re-send for `group` (owner only: the scheduler).
     #[inline]
     pub fn resent(&self, group: u32) {
         if let Some(c) = self.resends.get(group as usize) {
-            c.fetch_add(1, Relaxed);
+            c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
         }
     }
     pub fn completions(&self, group: u32) -> u32 {

@@ -152,7 +152,7 @@ where
             let c = Arc::new(RxCounters::default());
             rings.push(ring.clone());
             rx_stats.push((i, c.clone()));
-            let poller = RxPoller::new(idx, q, table.clone(), ring, c, groups.clone());
+            let poller = RxPoller::new(idx, q, table.clone(), ring, c);
             rx.push((i, qi, Box::new(poller) as Box<dyn Poller>));
         }
         let c = Arc::new(TxCounters::default());

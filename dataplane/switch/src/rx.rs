@@ -2,7 +2,7 @@
 //! event, apply it to the shared group table (one CAS), count the outcome, and hand the actions
 //! to the scheduler through this poller's ring. Frames are freed when the burst is dropped.
 
-use crate::counters::{bump, GroupCounters, RxCounters};
+use crate::counters::{bump, RxCounters};
 use crate::io::{RxQueue, BURST};
 use crate::poll::Poller;
 use barrier_protocol::switch::{Action, Event, Outcome};
@@ -18,6 +18,21 @@ use std::sync::Arc;
 pub struct Msg {
     pub group: GroupId,
     pub action: Action,
+    /// The per-group count this action stands for, set on the first action of an event: the
+    /// scheduler keeps the per-group counters (one writer, no shared cache lines between RX
+    /// lcores), and every completion or stale reduce sends at least one action.
+    pub tally: Tally,
+}
+
+/// A per-group count carried by a `Msg`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum Tally {
+    #[default]
+    None,
+    /// The event completed the group's barrier here.
+    Completed,
+    /// A stale reduce: the previous release went out again.
+    Resent,
 }
 
 /// The ring from one RX poller to the scheduler. Single producer, single consumer in use.
@@ -34,7 +49,6 @@ pub struct RxPoller<Q: RxQueue> {
     backlog: VecDeque<Msg>,
     frames: Vec<Q::Frame>,
     counters: Arc<RxCounters>,
-    groups: Arc<GroupCounters>,
 }
 
 impl<Q: RxQueue> RxPoller<Q> {
@@ -44,7 +58,6 @@ impl<Q: RxQueue> RxPoller<Q> {
         table: Arc<GroupTable>,
         ring: Arc<MsgRing>,
         counters: Arc<RxCounters>,
-        groups: Arc<GroupCounters>,
     ) -> Self {
         RxPoller {
             port,
@@ -54,7 +67,6 @@ impl<Q: RxQueue> RxPoller<Q> {
             backlog: VecDeque::new(),
             frames: Vec::with_capacity(BURST),
             counters,
-            groups,
         }
     }
 
@@ -94,16 +106,18 @@ impl<Q: RxQueue> RxPoller<Q> {
             }
         };
         c.outcomes.bump(outcome);
-        match outcome {
-            Outcome::Completed => self.groups.completed(repr.group.0),
-            Outcome::StaleReduce => self.groups.resent(repr.group.0),
-            _ => {}
-        }
+        let mut tally = match outcome {
+            Outcome::Completed => Tally::Completed,
+            Outcome::StaleReduce => Tally::Resent,
+            _ => Tally::None,
+        };
         for action in actions.iter() {
             self.push(Msg {
                 group: repr.group,
                 action: *action,
+                tally,
             });
+            tally = Tally::None;
         }
     }
 }
@@ -122,9 +136,10 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
         let mut frames = std::mem::take(&mut self.frames);
         self.queue.rx_burst(&mut frames, BURST);
         let busy = !frames.is_empty();
-        for f in frames.drain(..) {
+        for f in &frames {
             self.handle(f.as_ref());
         }
+        self.queue.recycle(&mut frames);
         self.frames = frames;
         busy
     }
@@ -177,14 +192,7 @@ mod tests {
         wire_tx.flush();
         let ring = Arc::new(MsgRing::new(4));
         let c = Arc::new(RxCounters::default());
-        let mut rx = RxPoller::new(
-            port,
-            wire_rx,
-            table,
-            ring.clone(),
-            c.clone(),
-            Arc::new(GroupCounters::new(100)),
-        );
+        let mut rx = RxPoller::new(port, wire_rx, table, ring.clone(), c.clone());
         let mut got = Vec::new();
         for round in 0..1000 {
             rx.poll(0);
@@ -231,14 +239,7 @@ mod tests {
         wire_tx.flush();
         let ring = Arc::new(MsgRing::new(4));
         let c = Arc::new(RxCounters::default());
-        let mut rx = RxPoller::new(
-            port,
-            wire_rx,
-            table,
-            ring.clone(),
-            c.clone(),
-            Arc::new(GroupCounters::new(4)),
-        );
+        let mut rx = RxPoller::new(port, wire_rx, table, ring.clone(), c.clone());
         assert!(rx.poll(0));
         assert_eq!(c.frames.load(Relaxed), 4);
         assert_eq!(c.parse_drops.get(ParseError::TooShort), 1);

@@ -19,7 +19,7 @@ pub mod wheel;
 use crate::counters::{bump, GroupCounters, SchedCounters, TxCounters};
 use crate::io::{TxBlocked, TxQueue, BURST};
 use crate::poll::Poller;
-use crate::rx::{Msg, MsgRing};
+use crate::rx::{Msg, MsgRing, Tally};
 use barrier_protocol::switch::Action;
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
@@ -87,6 +87,11 @@ impl<T: TxQueue> SchedPoller<T> {
 
     fn dispatch(&mut self, msg: Msg, now_ns: u64) {
         let group = msg.group;
+        match msg.tally {
+            Tally::None => {}
+            Tally::Completed => self.groups.completed(group.0),
+            Tally::Resent => self.groups.resent(group.0),
+        }
         match msg.action {
             Action::SendReduce {
                 seq,
@@ -224,6 +229,7 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
                         Msg {
                             group,
                             action: *action,
+                            tally: Tally::None,
                         },
                         now_ns,
                     );
@@ -296,6 +302,7 @@ mod tests {
                     ports: PortSet::single(port0()),
                     retransmit: false,
                 },
+                tally: Tally::None,
             };
             if ring.push(msg).is_err() {
                 panic!("ring full");
@@ -354,6 +361,7 @@ mod tests {
             ring.push(Msg {
                 group: GroupId(0),
                 action: *a,
+                tally: Tally::None,
             })
             .unwrap();
         }
