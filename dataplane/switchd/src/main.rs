@@ -105,6 +105,13 @@ struct DemoArgs {
     idle_sleep_us: Option<u32>,
 }
 
+/// SIGINT/SIGTERM and SIGUSR1 handlers; `None` (reported) if they cannot be installed.
+fn signals() -> Option<Signals> {
+    Signals::install()
+        .map_err(|e| eprintln!("barrier-switch: signals: {e}"))
+        .ok()
+}
+
 fn default_lcores() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -205,12 +212,8 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            let signals = match Signals::install() {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("signals: {e}");
-                    return ExitCode::FAILURE;
-                }
+            let Some(signals) = signals() else {
+                return ExitCode::FAILURE;
             };
             let name = config
                 .file_stem()
@@ -268,12 +271,8 @@ fn demo(a: DemoArgs, eal: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let signals = match Signals::install() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("signals: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(signals) = signals() else {
+        return ExitCode::FAILURE;
     };
     let (result, extra) = match a.io {
         IoKind::Mem => {

@@ -1,0 +1,322 @@
+//! The engine against an in-process barrier-switch and against stand-ins, on in-memory wires.
+
+use super::*;
+use crate::fault::FaultRates;
+use barrier_protocol::leaf::LeafSend;
+use barrier_protocol::switch::GroupConfig;
+use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr};
+use barrier_protocol::PortSet;
+use barrier_runtime::io::{mem_wire, MemRx, MemTx};
+use barrier_switch::engine::{build_switch, build_table, PortIo};
+use barrier_switch::spec::GroupBlock;
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+
+/// The loops spin; run them one at a time so they do not starve each other of the CPU.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cfg(groups: u32) -> GenConfig {
+    GenConfig {
+        groups,
+        resend_timeout_ns: 2 * MS,
+        barrier_deadline_ns: 500 * MS,
+        ..GenConfig::default()
+    }
+}
+
+/// The generator's `n` ports wired to a barrier-switch root (in-memory wires), whose pollers
+/// run inside the generator's loop.
+fn with_switch(n: usize, gcfg: GenConfig, faults: FaultRates) -> Engine<MemRx, MemTx> {
+    let mut gen_ports = Vec::new();
+    let mut sw_ports = Vec::new();
+    for i in 0..n {
+        let (up_tx, up_rx) = mem_wire(1024);
+        let (down_tx, down_rx) = mem_wire(1024);
+        let mac = [2, 0, 0, 0, 1, i as u8];
+        gen_ports.push(GenPort {
+            name: format!("g{i}"),
+            mac,
+            rx: down_rx,
+            tx: up_tx,
+            faults_tx: faults,
+            faults_rx: faults,
+        });
+        sw_ports.push(PortIo {
+            name: format!("s{i}"),
+            rx: vec![up_rx],
+            tx: down_tx,
+            peer_mac: mac,
+            mac: None,
+        });
+    }
+    let spec = GroupBlock {
+        numbers: gcfg.first_group..gcfg.first_group + gcfg.groups,
+        config: GroupConfig {
+            resend_timeout_ns: 5 * MS,
+            ..GroupConfig::root(PortSet((1u64 << n) - 1))
+        },
+    };
+    let table = Arc::new(build_table(&[spec]).unwrap());
+    let clock = Clock::new();
+    let sw = build_switch("sut", [2, 0, 0, 0, 0, 1], sw_ports, table, clock.now_ns());
+    let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
+    pollers.push(sw.sched);
+    let mut e = Engine::new(gcfg, gen_ports, Clock::new());
+    e.set_inline_pollers(pollers, clock);
+    e
+}
+
+fn closed(count: u64) -> TrialSpec {
+    TrialSpec {
+        load: Load::Closed,
+        duration: Duration::from_secs(60),
+        count: Some(count),
+        drain: Duration::from_secs(5),
+    }
+}
+
+#[test]
+fn closed_loop_every_barrier_completes_once() {
+    let _serial = serial();
+    let mut e = with_switch(3, cfg(16), FaultRates::default());
+    let r = e.run_trial(&closed(50));
+    let b = &r.barriers;
+    assert_eq!(b.started, 16 * 50);
+    assert_eq!(b.completed, 16 * 50);
+    assert_eq!(
+        (b.lost, b.incomplete, b.early_releases, b.needed_resend),
+        (0, 0, 0, 0),
+        "{}",
+        r.text()
+    );
+    assert_eq!(r.frames.tx_reduce, 3 * 16 * 50);
+    assert_eq!(r.frames.rx_release, 3 * 16 * 50);
+    assert_eq!(r.latency_leaf.samples, 3 * 16 * 50);
+    assert_eq!(r.latency_barrier.samples, 16 * 50);
+    assert!(r.latency_leaf.p50_ns > 0 && r.latency_leaf.p50_ns <= r.latency_leaf.max_ns);
+    assert!(
+        r.latency_echo.is_none(),
+        "barrier-switch does not echo timestamps"
+    );
+    // A second trial goes on from where the first stopped.
+    let r2 = e.run_trial(&closed(10));
+    assert_eq!(r2.barriers.completed, 160);
+    assert_eq!(r2.barriers.lost, 0);
+}
+
+#[test]
+fn faults_both_ways_still_complete_every_barrier() {
+    let _serial = serial();
+    let faults = FaultRates {
+        drop: 0.05,
+        duplicate: 0.02,
+        reorder: 0.02,
+        corrupt: 0.01,
+        ..Default::default()
+    };
+    let mut e = with_switch(4, cfg(32), faults);
+    let r = e.run_trial(&closed(40));
+    let b = &r.barriers;
+    assert_eq!(b.completed, 32 * 40, "{}", r.text());
+    assert_eq!((b.incomplete, b.early_releases), (0, 0), "{}", r.text());
+    assert!(r.faults_tx.dropped > 0 && r.faults_rx.dropped > 0);
+    assert!(r.faults_tx.duplicated > 0 && r.faults_tx.reordered > 0 && r.faults_tx.corrupted > 0);
+    // Losses were made good by re-sends, and such barriers count as lost for the search.
+    assert!(b.needed_resend > 0 && r.frames.tx_resend > 0);
+    assert!(b.lost >= b.needed_resend);
+    assert!(
+        r.frames.rx_release_ignored > 0,
+        "duplicated releases are ignored"
+    );
+}
+
+#[test]
+fn open_loop_offers_the_set_rate() {
+    let _serial = serial();
+    // A generous leaf timer: a test machine may deschedule the loop for milliseconds.
+    let mut e = with_switch(
+        2,
+        GenConfig {
+            resend_timeout_ns: 200 * MS,
+            ..cfg(64)
+        },
+        FaultRates::default(),
+    );
+    // A bucket one second deep: however the test is scheduled, no credit is lost, so the
+    // count checks the bucket's accounting rather than the machine.
+    let spec = TrialSpec {
+        load: Load::Open {
+            rate: 20_000,
+            burst: 20_000,
+        },
+        duration: Duration::from_secs(1),
+        count: None,
+        drain: Duration::from_secs(2),
+    };
+    let r = e.run_trial(&spec);
+    let ratio = r.achieved_ratio.unwrap();
+    assert!(
+        (0.9..=1.05).contains(&ratio),
+        "achieved {ratio}: {}",
+        r.text()
+    );
+    assert_eq!(r.barriers.lost, 0, "{}", r.text());
+    assert_eq!(r.barriers.completed, r.barriers.started);
+    // The reduces sent are what the bucket allowed: rate x time, give or take a burst.
+    let expect = 20_000.0 * (r.elapsed_s - r.drain_s);
+    assert!(
+        (r.frames.tx_reduce as f64 - expect).abs() <= 0.1 * expect + 64.0,
+        "{} vs {expect}",
+        r.frames.tx_reduce
+    );
+}
+
+/// A "switch" that releases a group as soon as the first port's reduce arrives: the
+/// generator must see the releases as early.
+struct EagerSwitch {
+    rx: Vec<MemRx>,
+    tx: Vec<MemTx>,
+}
+impl Poller for EagerSwitch {
+    fn poll(&mut self, _now: u64) -> bool {
+        let mut frames = Vec::new();
+        self.rx[0].rx_burst(&mut frames, BURST);
+        for rx in &mut self.rx[1..] {
+            let mut junk = Vec::new();
+            rx.rx_burst(&mut junk, BURST);
+        }
+        for f in &frames {
+            let r = FrameRepr::parse(f).unwrap();
+            let rel = FrameRepr {
+                kind: Kind::Release,
+                flags: Flags::empty(),
+                tx_timestamp: None,
+                ..r
+            }
+            .to_bytes();
+            for tx in &mut self.tx {
+                let _ = tx.offer(&rel);
+                tx.flush();
+            }
+        }
+        !frames.is_empty()
+    }
+}
+
+fn with_poller(
+    n: usize,
+    gcfg: GenConfig,
+    make: impl FnOnce(Vec<MemRx>, Vec<MemTx>) -> Box<dyn Poller>,
+) -> Engine<MemRx, MemTx> {
+    let (mut gp, mut srx, mut stx) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        let (up_tx, up_rx) = mem_wire(1024);
+        let (down_tx, down_rx) = mem_wire(1024);
+        gp.push(GenPort {
+            name: format!("g{i}"),
+            mac: [2, 0, 0, 0, 1, i as u8],
+            rx: down_rx,
+            tx: up_tx,
+            faults_tx: FaultRates::default(),
+            faults_rx: FaultRates::default(),
+        });
+        srx.push(up_rx);
+        stx.push(down_tx);
+    }
+    let mut e = Engine::new(gcfg, gp, Clock::new());
+    e.set_inline_pollers(vec![make(srx, stx)], Clock::new());
+    e
+}
+
+#[test]
+fn early_releases_are_caught() {
+    let _serial = serial();
+    let mut e = with_poller(3, cfg(4), |rx, tx| Box::new(EagerSwitch { rx, tx }));
+    // One reduce per millisecond: the eager release overtakes the next leaf's arrival.
+    let spec = TrialSpec {
+        load: Load::Open {
+            rate: 1000,
+            burst: 1,
+        },
+        duration: Duration::from_millis(100),
+        ..closed(20)
+    };
+    let r = e.run_trial(&spec);
+    assert!(r.barriers.early_releases > 0, "{}", r.text());
+}
+
+/// A switch that never answers: every barrier started is lost, and the drain ends the
+/// trial instead of waiting forever.
+struct BlackHole(Vec<MemRx>);
+impl Poller for BlackHole {
+    fn poll(&mut self, _now: u64) -> bool {
+        let mut junk = Vec::new();
+        for rx in &mut self.0 {
+            rx.rx_burst(&mut junk, BURST);
+        }
+        !junk.is_empty()
+    }
+}
+
+#[test]
+fn silent_switch_loses_every_barrier_and_drain_bounds_the_trial() {
+    let _serial = serial();
+    let mut e = with_poller(2, cfg(8), |rx, _tx| Box::new(BlackHole(rx)));
+    let spec = TrialSpec {
+        duration: Duration::from_millis(50),
+        drain: Duration::from_millis(100),
+        ..closed(5)
+    };
+    let t0 = std::time::Instant::now();
+    let r = e.run_trial(&spec);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(r.barriers.started, 8);
+    assert_eq!(r.barriers.completed, 0);
+    assert_eq!(r.barriers.incomplete, 8);
+    assert_eq!(r.barriers.lost, 8);
+    assert!(r.frames.tx_resend > 0, "leaves re-send while waiting");
+    assert!(!r.passes(&crate::report::PassRule {
+        min_achieved_ratio: 0.9
+    }));
+}
+
+#[test]
+fn reduce_frames_carry_timestamp_and_flags() {
+    let _serial = serial();
+    let mut e = with_poller(1, cfg(1), |rx, _tx| Box::new(BlackHole(rx)));
+    let now = 123_456_789;
+    let pkt = e.reduce_pkt(
+        0,
+        LeafSend {
+            group: GroupId(0),
+            seq: Seq(7),
+            retransmit: true,
+        },
+        now,
+    );
+    let r = FrameRepr::parse(pkt.as_slice()).unwrap();
+    assert_eq!(r.kind, Kind::Reduce);
+    assert_eq!(r.seq, Seq(7));
+    assert_eq!(r.tx_timestamp, Some(now));
+    assert!(r.flags.contains(Flags::RETRANSMIT) && r.flags.contains(Flags::HAS_TIMESTAMP));
+    assert_eq!(r.src, MacAddr([2, 0, 0, 0, 1, 0]));
+    e.cfg.timestamps = false;
+    let r = FrameRepr::parse(
+        e.reduce_pkt(
+            0,
+            LeafSend {
+                group: GroupId(0),
+                seq: Seq(7),
+                retransmit: false,
+            },
+            now,
+        )
+        .as_slice(),
+    )
+    .unwrap();
+    assert_eq!(r.tx_timestamp, None);
+}
