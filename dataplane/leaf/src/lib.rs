@@ -49,7 +49,6 @@
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk_transport;
-pub mod mini_root;
 pub mod records;
 pub mod report;
 mod session;

@@ -2,9 +2,9 @@
 //! veth pair in a throw-away network namespace, and a root switch (the protocol's switch logic)
 //! on the other ends. Needs root; skipped, saying so, otherwise.
 
-use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_leaf::{Config, Error, Record, Session};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
+use barrier_testbed::mini_root::{MiniRoot, StopOnDrop};
 use barrier_testbed::netns::{can_create, VethNetns};
 use rawsock::RawSocket;
 use std::sync::atomic::{AtomicBool, Ordering};

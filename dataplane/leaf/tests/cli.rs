@@ -2,8 +2,8 @@
 //! one end of a veth pair, with a root switch (the protocol's switch logic) on the other end.
 //! Needs root for the namespace; those tests skip themselves, saying so, otherwise.
 
-use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
+use barrier_testbed::mini_root::{MiniRoot, StopOnDrop};
 use barrier_testbed::netns::{can_create, VethNetns};
 use rawsock::RawSocket;
 use std::process::{Command, Output};

@@ -6,10 +6,10 @@
 //! its own process with its own EAL; needs root.
 #![cfg(feature = "dpdk")]
 
-use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_leaf::records::parse_records;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, ETHERTYPE, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq};
+use barrier_testbed::mini_root::{MiniRoot, StopOnDrop};
 use barrier_testbed::netns::{can_create, VethNetns};
 use rawsock::RawSocket;
 use std::path::{Path, PathBuf};

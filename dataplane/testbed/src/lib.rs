@@ -8,6 +8,7 @@
 //! | `leafhost` | emulated leaves as a poller: arrive, wait, check every release, latency |
 //! | `error` | `DemoError`: why a demo tree could not run |
 //! | `fairness` | a slow group next to a flood of others: the measurement behind `perf/fairness.rs` |
+//! | `mini_root` | a one-switch tree on the protocol's real logic, for leaf tests and examples (loopback hub or raw sockets) |
 //! | `reflector` | a minimal reference system under test for the generator and its benchmark |
 //! | `netns` | throw-away network namespaces with veth pairs (root and iproute2) |
 #![forbid(unsafe_code)]
@@ -17,5 +18,6 @@ pub mod demo_dpdk;
 pub mod error;
 pub mod fairness;
 pub mod leafhost;
+pub mod mini_root;
 pub mod netns;
 pub mod reflector;

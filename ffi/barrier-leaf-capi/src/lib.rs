@@ -563,8 +563,8 @@ mod tests {
     //! The C functions called as C would, on a leaf over the in-memory loopback with a root
     //! switch (the protocol's switch logic) on another thread.
     use super::*;
-    use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
     use barrier_leaf::transport::loopback;
+    use barrier_testbed::mini_root::{MiniRoot, StopOnDrop};
     use std::ptr;
     use std::sync::atomic::{AtomicBool, Ordering};
 

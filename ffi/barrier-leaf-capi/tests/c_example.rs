@@ -7,8 +7,8 @@
 
 mod common;
 
-use barrier_leaf::mini_root::{MiniRoot, StopOnDrop};
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
+use barrier_testbed::mini_root::{MiniRoot, StopOnDrop};
 use barrier_testbed::netns::{can_create, VethNetns};
 use common::{build_example_shared, check, example_seqs, lib_dir, run, scratch, CRATE};
 use rawsock::RawSocket;

@@ -1,11 +1,11 @@
 //! A one-switch barrier tree on real interfaces, for trying `barrier-leaf` without
 //! `barrier-switch`: a root whose child port i is interface i, running the protocol's switch
-//! logic (`barrier_leaf::mini_root::MiniRoot`). Runs until killed.
+//! logic (`barrier_testbed::mini_root::MiniRoot`). Runs until killed.
 //!
 //!   mini_root GROUP IFACE [IFACE...]
 
-use barrier_leaf::mini_root::MiniRoot;
 use barrier_protocol::wire::{MacAddr, ETHERTYPE};
+use barrier_testbed::mini_root::MiniRoot;
 use rawsock::RawSocket;
 use std::sync::atomic::AtomicBool;
 

@@ -3,9 +3,9 @@
 //! frames-out interface, plus a loop that serves it on a [`loopback::Hub`] or raw sockets.
 //! It is not the switch (that is `barrier-switch`): no scheduler, no table, one thread.
 //!
-//! [`loopback::Hub`]: crate::transport::loopback::Hub
+//! [`loopback::Hub`]: barrier_leaf::transport::loopback::Hub
 
-use crate::transport::loopback::{Filter, Hub};
+use barrier_leaf::transport::loopback::{Filter, Hub};
 use barrier_protocol::switch::{on_event, Action, Event, GroupConfig, GroupState, Outcome, Role};
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, PortIdx, PortSet};
