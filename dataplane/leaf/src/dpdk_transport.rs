@@ -15,17 +15,12 @@ use std::time::{Duration, Instant};
 /// the transport for the next calls, so a burst never loses frames.
 pub const RX_BURST: usize = 32;
 
-/// What the polling thread does when a poll found nothing (in `recv`, and between TX retries).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Idle {
-    /// Busy-poll with a CPU spin hint: the lowest latency, and 100% of a core while waiting.
-    /// For a core dedicated to the leaf.
-    #[default]
-    Spin,
-    /// `sched_yield` between polls: still 100% of a core when nothing else wants it, but a
-    /// thread sharing the core (another leaf, a switch loop in a test) gets to run.
-    Yield,
-}
+/// What the polling thread does when a poll found nothing (in `recv`, and between TX retries):
+/// the idle policy every polling loop of the workspace uses (`barrier_runtime::poll::Idle`).
+/// `Spin` (the default) busy-polls with a CPU spin hint: the lowest latency, and a whole core
+/// while waiting. `Yield`/`Sleep` give the core to other threads after a run of empty polls
+/// (another leaf, a switch loop in a test).
+pub use barrier_runtime::poll::Idle;
 
 /// Settings of a [`DpdkPort`] that configures its own port ([`DpdkPort::start`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,6 +108,8 @@ pub struct DpdkPort {
     name: String,
     tx_retries: u32,
     idle: Idle,
+    /// Empty polls in a row, for the idle policy.
+    idle_run: u32,
     /// Received mbufs; `rx_batch[rx_next..]` are not handed out yet.
     rx_batch: MbufBatch<RX_BURST>,
     rx_next: usize,
@@ -201,6 +198,7 @@ impl DpdkPort {
             name,
             tx_retries: opts.tx_retries,
             idle: opts.idle,
+            idle_run: 0,
             rx_batch: MbufBatch::new(),
             rx_next: 0,
             tx_batch: MbufBatch::new(),
@@ -252,11 +250,8 @@ impl DpdkPort {
     }
 
     #[inline]
-    fn idle_once(&self) {
-        match self.idle {
-            Idle::Spin => std::hint::spin_loop(),
-            Idle::Yield => std::thread::yield_now(),
-        }
+    fn idle_once(&mut self) {
+        self.idle.pause(false, &mut self.idle_run);
     }
 
     /// Copies the next held barrier frame into `buf`, skipping (and counting) other frames.
@@ -337,6 +332,7 @@ impl Transport for DpdkPort {
             self.rx_batch.clear();
             self.rx_next = 0;
             if self.queues.rx_burst(&mut self.rx_batch) > 0 {
+                self.idle_run = 0;
                 continue;
             }
             if timeout.is_zero() {

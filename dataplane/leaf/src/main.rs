@@ -51,10 +51,11 @@ struct Cli {
     #[arg(long, value_name = "NAME")]
     dpdk_port: Option<String>,
     /// With --dpdk-port, what the polling thread does when nothing arrived: spin (lowest
-    /// latency, a whole core; the default) or yield (lets other threads of the core run).
+    /// latency, a whole core; the default), yield or sleep (after a run of empty polls, let
+    /// other threads of the core run): the switch's idle policies.
     #[cfg(feature = "dpdk")]
     #[arg(long, value_enum)]
-    dpdk_idle: Option<IdleArg>,
+    dpdk_idle: Option<barrier_runtime::poll::IdleMode>,
     /// With --dpdk-port, receive frames for any destination MAC.
     #[cfg(feature = "dpdk")]
     #[arg(long)]
@@ -96,13 +97,6 @@ struct Cli {
     /// JSON lines for *.json / *.jsonl, CSV otherwise.
     #[arg(long)]
     records: Option<PathBuf>,
-}
-
-#[cfg(feature = "dpdk")]
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum IdleArg {
-    Spin,
-    Yield,
 }
 
 fn parse_mac(s: &str) -> Result<MacAddr, String> {
@@ -264,10 +258,7 @@ fn open_dpdk(cli: &Cli, name: &str) -> Result<barrier_leaf::DpdkPort, Box<dyn st
     // Enough for the RX descriptors a NIC fills at start, the TX ring and a burst; standard
     // data room, since a NIC's RX queue must hold any frame it may receive.
     let opts = DpdkOptions {
-        idle: match cli.dpdk_idle {
-            Some(IdleArg::Spin) | None => Idle::Spin,
-            Some(IdleArg::Yield) => Idle::Yield,
-        },
+        idle: cli.dpdk_idle.map_or(Idle::Spin, Idle::with_defaults),
         promiscuous: cli.dpdk_promisc,
         ..DpdkOptions::default()
     };
@@ -441,7 +432,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.dpdk_port.as_deref(), Some("net_af_packet0"));
         assert_eq!(c.iface, None);
-        assert_eq!(c.dpdk_idle, Some(IdleArg::Yield));
+        assert_eq!(c.dpdk_idle, Some(barrier_runtime::poll::IdleMode::Yield));
         assert!(!c.dpdk_promisc);
         assert_eq!(
             c.eal,
@@ -509,7 +500,11 @@ mod tests {
                 "{eal:?} -- {bad:?}"
             );
         }
-        assert!(parse(&[], &["--dpdk-port", "p", "--dpdk-idle", "sleep"]).is_err());
+        assert!(parse(&[], &["--dpdk-port", "p", "--dpdk-idle", "nap"]).is_err());
+        assert_eq!(
+            parse(&[], &["--dpdk-port", "p", "--dpdk-idle", "sleep"]),
+            Ok(())
+        );
         assert_eq!(
             parse(&["-l", "1"], &["--dpdk-port", "p", "--dpdk-promisc"]),
             Ok(())

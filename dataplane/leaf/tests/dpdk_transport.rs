@@ -177,7 +177,8 @@ fn full_tx_queue_is_an_error_and_leaks_nothing(eal: &Eal, pool: &Mempool) {
     dpdk_common::start(&mut sw, pool);
     let opts = DpdkOptions {
         tx_retries: 5,
-        idle: Idle::Yield,
+        // Yield on every empty poll: the leaves share two cores with the switch's loops.
+        idle: Idle::Yield { after: 0 },
         ..DpdkOptions::default()
     };
     let mut leaf = DpdkPort::start(leaf_port, pool, &opts).unwrap();

@@ -84,27 +84,56 @@ impl Idle {
     /// the OS gives the core to another process.
     pub const DEFAULT_SLEEP_NS: u64 = 20_000;
 
-    /// Called after each pass: `idle_run` counts the empty passes in a row.
+    /// The policy of `mode` with the default parameters.
+    pub fn with_defaults(mode: IdleMode) -> Idle {
+        match mode {
+            IdleMode::Spin => Idle::Spin,
+            IdleMode::Yield => Idle::Yield {
+                after: Self::DEFAULT_AFTER,
+            },
+            IdleMode::Sleep => Idle::Sleep {
+                after: Self::DEFAULT_AFTER,
+                ns: Self::DEFAULT_SLEEP_NS,
+            },
+        }
+    }
+
+    /// What a polling thread does after one pass: nothing after a busy pass, else spin, or
+    /// yield or sleep once `after` empty passes came in a row (`idle_run` counts them). Returns
+    /// whether it gave the core away. For any polling loop: the lcore loops here, the leaf's
+    /// DPDK transport.
     #[inline]
-    fn after_pass(self, busy: bool, idle_run: &mut u32, counters: &LoopCounters) {
+    pub fn pause(self, busy: bool, idle_run: &mut u32) -> bool {
         if busy {
             *idle_run = 0;
-            return;
+            return false;
         }
         match self {
-            Idle::Spin => std::hint::spin_loop(),
+            Idle::Spin => {
+                std::hint::spin_loop();
+                false
+            }
             Idle::Yield { after } | Idle::Sleep { after, .. } if *idle_run < after => {
                 *idle_run += 1;
                 std::hint::spin_loop();
+                false
             }
             Idle::Yield { .. } => {
-                bump(&counters.backoffs, 1);
                 std::thread::yield_now();
+                true
             }
             Idle::Sleep { ns, .. } => {
-                bump(&counters.backoffs, 1);
                 std::thread::sleep(std::time::Duration::from_nanos(ns));
+                true
             }
+        }
+    }
+
+    /// `pause`, counting the back-offs in the loop's counters.
+    #[inline]
+    fn after_pass(self, busy: bool, idle_run: &mut u32, counters: &LoopCounters) {
+        if self.pause(busy, idle_run) {
+            bump(&counters.backoffs, 1);
         }
     }
 }

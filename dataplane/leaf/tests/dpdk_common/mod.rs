@@ -41,7 +41,8 @@ pub fn pool(eal: &Eal) -> Mempool {
 /// Options for leaves that share two cores with a switch loop (and other tests): yield when idle.
 pub fn leaf_opts() -> DpdkOptions {
     DpdkOptions {
-        idle: Idle::Yield,
+        // Yield on every empty poll: the leaves share two cores with the switch's loops.
+        idle: Idle::Yield { after: 0 },
         ..DpdkOptions::default()
     }
 }
