@@ -287,22 +287,27 @@ fn run(a: RunArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let wall = started.elapsed();
-    if a.link.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("report serializes")
-        );
-    } else {
-        print!("{}", report.table());
-    }
-    // Wall-clock time is about this host, not the model: stderr, outside the report.
-    eprintln!("barrier-sim: {:.2} s wall clock", wall.as_secs_f64());
+    print_report(&report, report.table(), a.link.json, started);
     if report.ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)
     }
+}
+
+/// A report on stdout, as JSON or as its table; the wall-clock time since `started` on stderr
+/// (it is about this host, not the model, so it stays outside the report).
+fn print_report(report: &impl serde::Serialize, table: String, json: bool, started: Instant) {
+    let wall = started.elapsed();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).expect("report serializes")
+        );
+    } else {
+        print!("{table}");
+    }
+    eprintln!("barrier-sim: {:.2} s wall clock", wall.as_secs_f64());
 }
 
 fn compare(a: CompareArgs) -> ExitCode {
@@ -329,16 +334,7 @@ fn compare(a: CompareArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let wall = started.elapsed();
-    if a.link.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("report serializes")
-        );
-    } else {
-        print!("{}", report.table());
-    }
-    eprintln!("barrier-sim: {:.2} s wall clock", wall.as_secs_f64());
+    print_report(&report, report.table(), a.link.json, started);
     if report.in_network.ok && report.dissemination.safety_violations == 0 {
         ExitCode::SUCCESS
     } else {
