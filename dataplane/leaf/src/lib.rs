@@ -15,7 +15,9 @@
 //! of the release), optionally written to a CSV or JSON-lines file ([`RecordSink`]).
 //!
 //! ```
-//! use barrier_leaf::{mini_root::MiniRoot, transport::loopback, Config, Session};
+//! use barrier_leaf::{transport::loopback, Config, Session};
+//! // The one-switch root of the test bed (a dev-dependency): the protocol's switch logic.
+//! use barrier_testbed::mini_root::MiniRoot;
 //! use std::sync::atomic::AtomicBool;
 //!
 //! // Two leaves under one root switch, all in memory.
