@@ -15,31 +15,5 @@ barriers=${1:-1000}
 
 # shellcheck source=../lib/netns.sh
 source "$scripts/lib/netns.sh"
-switch=${BARRIER_SWITCH:-$(nb_find_program barrier-switch || true)}
-leaf=${BARRIER_LEAF:-$(nb_find_program barrier-leaf || true)}
-if [ -z "$switch" ] || [ -z "$leaf" ]; then
-  msg="barrier-switch or barrier-leaf not built (switch '${switch}', leaf '${leaf}')"
-  if [ "${NB_REQUIRE_BINARIES:-0}" = 1 ]; then
-    echo "topo_tree: FAIL $msg"; echo "topo_tree: 0 passed, 1 failed"; exit 1
-  fi
-  echo "topo_tree: skipped: $msg"; exit 0
-fi
-
-before=$(ip netns list | awk '{print $1}' | sort)
-passed=0 failed=0
-rc=0
-bash "$scripts/topo.sh" --switch "$switch" --leaf "$leaf" --fanout 2,2 --barriers "$barriers" \
-  --loss 0.05 --dup 0.01 || rc=$?
-if [ $rc -eq 0 ]; then
-  passed=$((passed + 1)); echo "topo_tree: ok   $barriers barriers, 5% loss, 1% duplication on every link"
-else
-  failed=$((failed + 1)); echo "topo_tree: FAIL the tree run (exit $rc, output above)"
-fi
-after=$(ip netns list | awk '{print $1}' | sort)
-if [ "$before" = "$after" ]; then
-  passed=$((passed + 1)); echo "topo_tree: ok   no namespace left"
-else
-  failed=$((failed + 1)); echo "topo_tree: FAIL namespaces left: $(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')"
-fi
-echo "topo_tree: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+nb_topo_case topo_tree "$barriers barriers, 5% loss, 1% duplication on every link" \
+  --fanout 2,2 --barriers "$barriers" --loss 0.05 --dup 0.01

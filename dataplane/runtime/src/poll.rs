@@ -67,15 +67,6 @@ pub enum Idle {
 }
 
 impl Idle {
-    /// The mode of this policy.
-    pub fn mode(self) -> IdleMode {
-        match self {
-            Idle::Spin => IdleMode::Spin,
-            Idle::Yield { .. } => IdleMode::Yield,
-            Idle::Sleep { .. } => IdleMode::Sleep,
-        }
-    }
-
     /// Empty passes before backing off: an empty pass over two `net_af_packet` ports took
     /// about 70 ns here, so this spins some tens of µs (about a leaf's turn-around on a small
     /// tree) before giving the core away.

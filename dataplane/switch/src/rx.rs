@@ -174,6 +174,36 @@ mod tests {
     }
 
     #[test]
+    fn completions_and_stale_reduces_are_tallied_once_on_their_first_action() {
+        let (p0, p1) = (PortIdx::new(0).unwrap(), PortIdx::new(1).unwrap());
+        let table = Arc::new(GroupTable::new(1));
+        let children = PortSet(0b11);
+        table
+            .configure(GroupId(0), GroupConfig::root(children))
+            .unwrap();
+        let ring = Arc::new(MsgRing::new(64));
+        let c = Arc::new(RxCounters::default());
+        let mut tallies = Vec::new();
+        for (port, seq) in [(p0, 0), (p1, 0), (p0, 0)] {
+            let (mut wire_tx, wire_rx) = mem_wire(8);
+            wire_tx.offer(&reduce(0, seq)).unwrap();
+            wire_tx.flush();
+            let mut rx = RxPoller::new(port, wire_rx, table.clone(), ring.clone(), c.clone());
+            rx.poll(0);
+            let mut msgs = Vec::new();
+            while let Some(m) = ring.pop() {
+                msgs.push(m.tally);
+            }
+            tallies.push(msgs);
+        }
+        // Recorded: no action. Completed: the release to both children, tallied once. A
+        // reduce for the released barrier: the release again, tallied as a re-send.
+        assert_eq!(tallies[0], []);
+        assert_eq!(tallies[1], [Tally::Completed]);
+        assert_eq!(tallies[2], [Tally::Resent]);
+    }
+
+    #[test]
     fn a_full_ring_backs_up_into_the_rx_queue_and_loses_nothing() {
         let port = PortIdx::new(0).unwrap();
         let table = Arc::new(GroupTable::new(100));

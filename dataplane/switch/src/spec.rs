@@ -86,25 +86,14 @@ pub struct GroupBlock {
 }
 
 impl GroupBlock {
-    /// One group.
-    pub fn one(group: GroupId, config: GroupConfig) -> Self {
-        GroupBlock {
-            numbers: group.0..group.0 + 1,
-            config,
-        }
-    }
-
     /// The groups of the block.
     pub fn ids(&self) -> impl Iterator<Item = GroupId> {
         self.numbers.clone().map(GroupId)
     }
 
-    pub fn len(&self) -> u64 {
+    /// How many groups the block holds.
+    pub fn count(&self) -> u64 {
         u64::from(self.numbers.end - self.numbers.start)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.numbers.is_empty()
     }
 }
 
@@ -119,7 +108,7 @@ impl SwitchSpec {
 
     /// Number of group numbers configured (ranges expanded).
     pub fn group_count(&self) -> u64 {
-        self.groups.iter().map(GroupBlock::len).sum()
+        self.groups.iter().map(GroupBlock::count).sum()
     }
 
     /// One past the highest configured group number: the group table's capacity.

@@ -12,7 +12,7 @@ use barrier_switch::config::{self, idle_policy};
 use barrier_switch::runtime::run_config;
 use barrier_testbed::demo::{build_demo, mem_wires, run_on_threads, DemoOpts, Tree};
 use barrier_testbed::demo_dpdk::run_demo_dpdk;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -120,30 +120,31 @@ fn default_lcores() -> usize {
 
 /// Splits `argv` as `prog SUBCOMMAND [EAL args] -- [program args]` into (EAL args, what clap
 /// parses). Without `--`, no EAL args. The old order (`run --config F -- EAL`) is refused with
-/// the right one, not handed to EAL.
+/// the right one, not handed to EAL: a word before `--` that is one of the subcommand's own
+/// options (as clap knows them) cannot be meant for EAL.
 fn split_eal(argv: Vec<String>) -> Result<(Vec<String>, Vec<String>), String> {
     let Some(dash) = argv.iter().position(|a| a == "--") else {
         return Ok((Vec::new(), argv));
     };
+    let sub = argv.get(1).filter(|_| dash > 1).map(String::as_str);
     let eal: Vec<String> = argv[2.min(dash)..dash].to_vec();
-    if let Some(opt) = eal.iter().find(|a| {
-        let a = a.split('=').next().unwrap_or(a);
-        [
-            "--config",
-            "-c",
-            "--fanout",
-            "--groups",
-            "--count",
-            "--duration",
-            "--idle",
-            "--io",
-        ]
-        .contains(&a)
-    }) {
+    let cmd = Cli::command();
+    let ours = |word: &str| {
+        let Some(sub) = sub.and_then(|s| cmd.find_subcommand(s)) else {
+            return false;
+        };
+        let word = word.split('=').next().unwrap_or(word);
+        sub.get_arguments().any(|a| {
+            a.get_long()
+                .is_some_and(|l| word.strip_prefix("--") == Some(l))
+                || a.get_short().is_some_and(|c| word == format!("-{c}"))
+        })
+    };
+    if let Some(opt) = eal.iter().find(|a| ours(a)) {
         return Err(format!(
             "{opt:?} is barrier-switch's option, not EAL's: EAL arguments come first, \
              `barrier-switch {} [EAL args] -- {opt} ...`",
-            argv.get(1).map_or("run", String::as_str)
+            sub.unwrap_or("run")
         ));
     }
     let mut app: Vec<String> = argv[..2.min(dash)].to_vec();
@@ -337,5 +338,9 @@ mod tests {
             e.contains("barrier-switch run [EAL args] -- --config"),
             "{e}"
         );
+        // Short forms and the demo's options are known too (clap's own list); EAL's pass.
+        assert!(split_eal(v("barrier-switch run -c s.toml -- -l 0")).is_err());
+        assert!(split_eal(v("barrier-switch demo --groups=3 -- -l 0")).is_err());
+        assert!(split_eal(v("barrier-switch demo -l 0,1 --no-huge -- --groups 3")).is_ok());
     }
 }

@@ -442,11 +442,10 @@ impl Port {
     /// frames of other interfaces that arrive in between sit in this port's ring and come out
     /// of the first `rx_burst` as if received here. The bind has returned once the port
     /// exists (the kernel's bind waits for in-flight deliveries), so after one pass over what
-    /// the ring held, every frame is this interface's. Other drivers cannot misplace frames
-    /// (net_ring, net_memif, net_af_xdp and PCI NICs receive one link's frames from creation;
-    /// net_pcap opens live interfaces with protocol 0 and binds before capturing), but frames
-    /// that waited in a queue since before the program was ready are stale there too, so
-    /// every live port is drained the same way.
+    /// the ring held, every frame is this interface's. Only net_af_packet was shown to misplace
+    /// frames; every live port is drained the same way (a frame that waited in a queue since
+    /// before the program was ready is stale anyway), so the defence does not depend on what
+    /// other drivers do at set-up.
     ///
     /// A `net_pcap` port that replays a file (`rx_pcap=` in its device arguments, given to
     /// `--vdev` or `attach_vdev`) is left alone: its RX frames are the file, read on demand.

@@ -287,6 +287,28 @@ mod tests {
         (s, ring, rx, c)
     }
 
+    #[test]
+    fn the_scheduler_counts_per_group_tallies() {
+        let table = GroupTable::new(2);
+        let (mut s, ring, _rx, _c) = setup(64, table);
+        let release = |tally| Msg {
+            group: GroupId(1),
+            action: Action::SendRelease {
+                seq: Seq(0),
+                ports: PortSet::single(port0()),
+                retransmit: false,
+            },
+            tally,
+        };
+        for t in [Tally::Completed, Tally::None, Tally::Resent, Tally::Resent] {
+            ring.push(release(t)).unwrap();
+        }
+        s.poll(0);
+        assert_eq!(s.groups.completions(1), 1);
+        assert_eq!(s.groups.resends(1), 2);
+        assert_eq!(s.groups.completions(0), 0);
+    }
+
     fn port0() -> PortIdx {
         PortIdx::new(0).unwrap()
     }

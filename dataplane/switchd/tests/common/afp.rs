@@ -1,7 +1,8 @@
 //! The real `barrier-switch` binary over net_af_packet on veth pairs in a throw-away network
 //! namespace, with raw sockets as leaves: spawn it, wait for its lines, read its counters.
 
-use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::leaf::LeafSend;
+use barrier_protocol::wire::{FrameRepr, MacAddr};
 use barrier_protocol::{GroupId, Seq};
 use barrier_testbed::netns::VethNetns;
 use rawsock::RawSocket;
@@ -11,19 +12,16 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// A leaf's first reduce for `group`, barrier `seq`, to broadcast.
 pub fn reduce(src: [u8; 6], group: u32, seq: u32) -> Vec<u8> {
-    let mut b = vec![0u8; FRAME_LEN];
-    FrameRepr {
-        dst: MacAddr::BROADCAST,
-        src: MacAddr(src),
-        kind: Kind::Reduce,
-        flags: Flags::empty(),
+    LeafSend {
         group: GroupId(group),
         seq: Seq(seq),
-        tx_timestamp: None,
+        retransmit: false,
     }
-    .emit(&mut b);
-    b
+    .frame(MacAddr(src), MacAddr::BROADCAST, None)
+    .to_bytes()
+    .to_vec()
 }
 
 /// The next barrier frame on `sock` within `timeout`, parsed.
