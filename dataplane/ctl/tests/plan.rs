@@ -494,3 +494,25 @@ fn plan_is_deterministic() {
     let b = plan(&topo, &req(7, &members)).unwrap();
     assert_eq!(a, b);
 }
+
+/// The topology in docs/operations.md plans as the page shows.
+#[test]
+fn the_operations_page_example_plans_as_shown() {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md"),
+    )
+    .unwrap();
+    let start = page.find("```toml topology\n").expect("a topology example") + 17;
+    let topo = &page[start..start + page[start..].find("```").unwrap()];
+    let cmd = "$ barrierctl plan topo.toml --group 7 --members h1,h2,h3,h4\n";
+    let out_start = page.find(cmd).expect("the plan command") + cmd.len();
+    let shown = &page[out_start..out_start + page[out_start..].find("$ barrierctl").unwrap()];
+    let t = Topology::parse(topo).unwrap();
+    let p = plan(&t, &req(7, &["h1", "h2", "h3", "h4"])).unwrap();
+    assert_eq!(p.to_toml(), shown);
+    barriers_complete(&p, topo, 3);
+    assert_eq!(
+        plan(&t, &req(7, &["h1", "h9"])).unwrap_err().to_string(),
+        "unknown member \"h9\": no such host in the topology"
+    );
+}
