@@ -1,6 +1,7 @@
 //! The real `barrier-switch run` with `[control] socket`: over net_af_packet on veth pairs in a
-//! throw-away network namespace, raw sockets as the two leaves. Through the socket a group is
-//! created while group 42 keeps completing barriers, used, changed, reset and deleted; the
+//! throw-away network namespace, raw sockets as the leaves. Through the socket a group is
+//! created while group 42 and groups 100..200 (on two other ports, driven by a thread the whole
+//! time) keep completing barriers, used, changed, reset and deleted; the
 //! deleted group's frames are counted as `drop_unknown_group`; the running groups are written
 //! back to the file; the socket is mode 0600 and goes away with the switch.
 
@@ -14,7 +15,54 @@ use barrier_testbed::netns::{can_create, VethNetns};
 use common::afp::{next_frame, port_rx_counter, reduce, root_config, SwitchProc};
 use rawsock::RawSocket;
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Groups 100..200 on leaf2 and leaf3, barrier after barrier until `stop`: every round both
+/// leaves reduce every group, and each must get exactly the release of that round for every
+/// group (a lost or early release fails the round; a stall fails on the 5 s timeout).
+fn run_groups(
+    leaves: [RawSocket; 2],
+    stop: Arc<AtomicBool>,
+    rounds: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut seq = 0u32;
+        while !stop.load(Relaxed) {
+            for l in &leaves {
+                for g in 100..200 {
+                    l.send(&reduce(l.mac(), g, seq)).unwrap();
+                }
+            }
+            for (i, l) in leaves.iter().enumerate() {
+                let mut got = vec![false; 100];
+                for _ in 0..100 {
+                    let r = next_frame(l, Duration::from_secs(5))
+                        .unwrap_or_else(|| panic!("leaf{}: round {seq}: releases missing", i + 2));
+                    assert_eq!((r.kind, r.seq), (Kind::Release, Seq(seq)), "leaf{}", i + 2);
+                    let g = r.group.0 as usize - 100;
+                    assert!(!got[g], "two releases of group {} in round {seq}", g + 100);
+                    got[g] = true;
+                }
+            }
+            seq += 1;
+            rounds.store(u64::from(seq), Relaxed);
+        }
+    })
+}
+
+fn more_rounds(rounds: &AtomicU64, n: u64) {
+    let base = rounds.load(Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rounds.load(Relaxed) < base + n {
+        assert!(
+            Instant::now() < deadline,
+            "groups 100..200 stalled at round {base}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
 
 /// One barrier of `group` for both leaves: leaf0 reduces, nothing comes; leaf1 reduces, both
 /// get the release.
@@ -46,14 +94,14 @@ fn groups_are_managed_on_a_running_switch() {
         eprintln!("SKIP: needs root and iproute2 to create a network namespace");
         return;
     }
-    let bed = VethNetns::with_pairs(2).unwrap();
+    let bed = VethNetns::with_pairs(4).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("ctl.toml");
     let sock = dir.path().join("ctl.sock");
-    let names = ["leaf0", "leaf1"];
+    let names = ["leaf0", "leaf1", "leaf2", "leaf3"];
     let text = format!(
-        "{}\n[control]\nsocket = \"{}\"\ncapacity = 64\n",
-        root_config(&bed, &names, 42, &names),
+        "{}\n[[groups]]\nnumbers = \"100..200\"\nrole = \"root\"\nchildren = [\"leaf2\", \"leaf3\"]\n\n[control]\nsocket = \"{}\"\ncapacity = 256\n",
+        root_config(&bed, &names, 42, &names[..2]),
         sock.display()
     );
     std::fs::write(&cfg, &text).unwrap();
@@ -70,12 +118,24 @@ fn groups_are_managed_on_a_running_switch() {
     )
     .unwrap();
     let leaves = [&leaf0, &leaf1];
+    let others = [2, 3].map(|i| {
+        RawSocket::open_in_netns(
+            &bed.netns,
+            &bed.pairs[i].1,
+            barrier_protocol::wire::ETHERTYPE,
+        )
+        .unwrap()
+    });
 
     let mut switch = SwitchProc::spawn(&bed, &cfg);
     switch.wait_ready();
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     let mut c = Client::connect(&sock).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicU64::new(0));
+    let running = run_groups(others, stop.clone(), rounds.clone());
+    more_rounds(&rounds, 2);
 
     barrier(&leaves, 42, 0);
     let r = c
@@ -145,7 +205,7 @@ fn groups_are_managed_on_a_running_switch() {
     for (req, why) in [
         (
             Request::GroupCreate {
-                group: 64,
+                group: 256,
                 children: vec!["leaf0".into()],
                 parent: None,
                 resend_timeout_ns: None,
@@ -175,6 +235,11 @@ fn groups_are_managed_on_a_running_switch() {
     leaf1.send(&reduce(leaf1.mac(), 9, 1)).unwrap();
     assert!(next_frame(&leaf0, Duration::from_millis(200)).is_none());
     barrier(&leaves, 42, 4);
+    more_rounds(&rounds, 3);
+    stop.store(true, Relaxed);
+    running
+        .join()
+        .expect("groups 100..200 kept completing barriers");
     let counters = switch.counters();
     assert_eq!(
         port_rx_counter(&counters, "leaf0", "drop_unknown_group"),
@@ -196,11 +261,11 @@ fn groups_are_managed_on_a_running_switch() {
     })
     .unwrap();
     let r = c.request(&Request::WriteBack {}).unwrap();
-    assert!(matches!(r, Reply::WrittenBack { groups: 2, .. }), "{r:?}");
+    assert!(matches!(r, Reply::WrittenBack { groups: 102, .. }), "{r:?}");
     let written = std::fs::read_to_string(&cfg).unwrap();
     let spec = barrier_switch::config::parse(&written).unwrap();
     let numbers: Vec<_> = spec.groups.iter().map(|g| g.numbers.clone()).collect();
-    assert_eq!(numbers, [11..12, 42..43], "{written}");
+    assert_eq!(numbers, [11..12, 42..43, 100..200], "{written}");
     assert!(
         written.starts_with(text.split("[[groups]]").next().unwrap()),
         "{written}"
