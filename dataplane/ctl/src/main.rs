@@ -329,41 +329,43 @@ fn human(reply: &Reply) -> String {
         }
         Reply::Group { group: g } => {
             let r = &g.registers;
-            let mut s = String::new();
-            let _ = writeln!(s, "group {}", g.group);
-            let _ = writeln!(s, "  role:       {}", r.role);
-            let _ = writeln!(s, "  epoch:      {}", r.epoch);
-            let _ = writeln!(s, "  children:   {}", r.children.join(", "));
-            if let Some(p) = &r.parent {
-                let _ = writeln!(s, "  parent:     {p}");
-                let _ = writeln!(s, "  resend:     {}", timeout(r.resend_timeout_ns, &r.role));
-            }
-            let _ = writeln!(s, "  phase:      {}", g.phase);
-            let _ = writeln!(
-                s,
-                "  seq:        {}",
-                g.seq.map_or("-".to_string(), |q| q.to_string())
-            );
             let missing: Vec<&str> = r
                 .children
                 .iter()
                 .filter(|c| !g.arrived.contains(c))
                 .map(String::as_str)
                 .collect();
-            let _ = writeln!(
-                s,
-                "  arrived:    {} of {}: [{}]{}",
-                g.arrived.len(),
-                r.children.len(),
-                g.arrived.join(", "),
-                if g.phase == "collecting" && !missing.is_empty() {
-                    format!(" (waiting for {})", missing.join(", "))
-                } else {
-                    String::new()
-                }
-            );
-            let _ = writeln!(s, "  completions: {}", g.completions);
-            let _ = writeln!(s, "  re-sends:   {}", g.resends);
+            let mut rows: Vec<(&str, String)> = vec![
+                ("role", r.role.clone()),
+                ("epoch", r.epoch.to_string()),
+                ("children", r.children.join(", ")),
+            ];
+            if let Some(p) = &r.parent {
+                rows.push(("parent", p.clone()));
+                rows.push(("resend", timeout(r.resend_timeout_ns, &r.role)));
+            }
+            rows.push(("phase", g.phase.clone()));
+            rows.push(("seq", g.seq.map_or("-".to_string(), |q| q.to_string())));
+            rows.push((
+                "arrived",
+                format!(
+                    "{} of {}: [{}]{}",
+                    g.arrived.len(),
+                    r.children.len(),
+                    g.arrived.join(", "),
+                    if g.phase == "collecting" && !missing.is_empty() {
+                        format!(" (waiting for {})", missing.join(", "))
+                    } else {
+                        String::new()
+                    }
+                ),
+            ));
+            rows.push(("completions", g.completions.to_string()));
+            rows.push(("re-sends", g.resends.to_string()));
+            let mut s = format!("group {}\n", g.group);
+            for (k, v) in rows {
+                let _ = writeln!(s, "  {:<13}{v}", format!("{k}:"));
+            }
             s
         }
         Reply::Changed {
