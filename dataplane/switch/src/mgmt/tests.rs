@@ -540,3 +540,65 @@ fn a_client_that_goes_away_mid_line_is_forgotten() {
     let mut c = Client::connect(&s.path).unwrap();
     assert!(c.request(&Request::Groups {}).is_ok());
 }
+
+#[test]
+fn connections_beyond_the_limit_get_an_error() {
+    let b = bed(4);
+    let s = serve(b.control);
+    let mut kept = Vec::new();
+    for _ in 0..MAX_CLIENTS {
+        let mut c = Client::connect(&s.path).unwrap();
+        // Answered: this connection was accepted and is being served.
+        c.request(&Request::Ports {}).unwrap();
+        kept.push(c);
+    }
+    let mut extra = Client::connect(&s.path).unwrap();
+    let r = extra.read_response().unwrap();
+    assert!(
+        r.error.as_ref().unwrap().contains("too many connections"),
+        "{r:?}"
+    );
+    drop(kept.pop());
+    // A place is free again (once the server has seen the close).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = Client::connect(&s.path).unwrap();
+        match c.request(&Request::Ports {}) {
+            Ok(_) => break,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_does_not_hold_up_the_others() {
+    let b = bed(4);
+    let s = serve(b.control);
+    let mut slow = UnixStream::connect(&s.path).unwrap();
+    slow.set_nonblocking(true).unwrap();
+    let line = b"{\"op\":\"stats\"}\n".repeat(20_000);
+    let mut sent = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while sent < line.len() && std::time::Instant::now() < deadline {
+        match slow.write(&line[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(sent > 0);
+    // The slow client's answers fill its socket and then wait; another client is served.
+    let t = std::time::Instant::now();
+    let mut c = Client::connect(&s.path).unwrap();
+    for _ in 0..10 {
+        c.request(&Request::GroupShow { group: 1 }).unwrap();
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "served slowly: {:?}",
+        t.elapsed()
+    );
+}
