@@ -36,7 +36,7 @@ fn run_groups(
                 }
             }
             for (i, l) in leaves.iter().enumerate() {
-                let mut got = vec![false; 100];
+                let mut got = [false; 100];
                 for _ in 0..100 {
                     let r = next_frame(l, Duration::from_secs(5))
                         .unwrap_or_else(|| panic!("leaf{}: round {seq}: releases missing", i + 2));
