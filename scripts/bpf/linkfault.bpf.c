@@ -33,7 +33,8 @@
 #ifndef BARRIER_ETHERTYPE
 #define BARRIER_ETHERTYPE 0x88B5
 #endif
-/* Corruption XORs one byte of the barrier header (bytes 14..33, after the Ethernet header) with
+/* Corruption XORs one byte of the barrier header (bytes 14..37, magic through timestamp, wire
+ * format version 2: the checksum itself is at 38..40) with
  * CORRUPT_XOR: the byte at CORRUPT_OFFSET, or a uniformly random header byte when it is -1. */
 #ifndef CORRUPT_OFFSET
 #define CORRUPT_OFFSET -1
@@ -58,7 +59,7 @@
 #endif
 
 #define HDR_START 14
-#define HDR_END 34
+#define HDR_END 38
 
 #if DROP_PPM < 0 || DROP_PPM > 1000000 || DUP_PPM < 0 || DUP_PPM > 1000000 || \
     CORRUPT_PPM < 0 || CORRUPT_PPM > 1000000

@@ -25,7 +25,11 @@ REDUCE, RELEASE = 1, 2
 RETRANSMIT = 1
 
 
-HEADER_END = 36  # magic at 14 through the header checksum at 34..36 (docs/wire-format.md)
+# Wire format version 2 (docs/wire-format.md): magic at 14, version, kind, flags, group at
+# 18..22, epoch at 22..26, seq at 26..30, timestamp 30..38, header checksum at 38..40.
+VERSION = 2
+HEADER_END = 40
+CHECKSUM_AT = 38
 
 
 def ones_complement_sum(b):
@@ -36,26 +40,27 @@ def ones_complement_sum(b):
     return s
 
 
-def frame(src, kind, group, seq, flags=0):
+def frame(src, kind, group, seq, flags=0, epoch=1):
     f = bytearray(60)
     f[0:6] = b"\xff" * 6
     f[6:12] = src
-    struct.pack_into("!HBBBBII", f, 12, ETHERTYPE, 0xBA, 1, kind, flags, group, seq & 0xFFFFFFFF)
-    struct.pack_into("!H", f, 34, ~ones_complement_sum(bytes(f[14:HEADER_END])) & 0xFFFF)
+    struct.pack_into("!HBBBBIII", f, 12, ETHERTYPE, 0xBA, VERSION, kind, flags, group,
+                     epoch & 0xFFFFFFFF, seq & 0xFFFFFFFF)
+    struct.pack_into("!H", f, CHECKSUM_AT, ~ones_complement_sum(bytes(f[14:HEADER_END])) & 0xFFFF)
     return bytes(f)
 
 
 def parse(data):
-    """(kind, group, seq) of a barrier frame, None for anything else (corrupted included).
-    Same checks as FrameRepr::parse, header checksum last."""
+    """(kind, group, epoch, seq) of a barrier frame, None for anything else (corrupted
+    included). Same checks as FrameRepr::parse, header checksum last."""
     if len(data) < HEADER_END:
         return None
-    etype, magic, ver, kind, flags, group, seq = struct.unpack_from("!HBBBBII", data, 12)
-    if etype != ETHERTYPE or magic != 0xBA or ver != 1 or kind not in (REDUCE, RELEASE) or flags & ~3:
+    etype, magic, ver, kind, flags, group, epoch, seq = struct.unpack_from("!HBBBBIII", data, 12)
+    if etype != ETHERTYPE or magic != 0xBA or ver != VERSION or kind not in (REDUCE, RELEASE) or flags & ~3:
         return None
     if group >= 1 << 20 or ones_complement_sum(bytes(data[14:HEADER_END])) != 0xFFFF:
         return None
-    return kind, group, seq
+    return kind, group, epoch, seq
 
 
 def open_port(iface):
@@ -93,6 +98,7 @@ def run_switch(args):
             "children": {names[c] for c in g["children"]},
             "parent": names[g["parent"]] if g["role"] == "intermediate" else None,
             "timeout": g.get("resend_timeout_us", 1000) / 1e6,
+            "epoch": g.get("epoch", 1),
             "seq": None, "arrived": set(), "awaiting": None, "deadline": 0.0,
         }
     stop = []
@@ -103,7 +109,7 @@ def run_switch(args):
     def send(port, kind, group, seq, flags=0):
         s, src = ports[port]
         try:
-            s.send(frame(src, kind, group, seq, flags))
+            s.send(frame(src, kind, group, seq, flags, groups[group]["epoch"]))
             stats["sent"] += 1
         except OSError:
             pass
@@ -131,10 +137,10 @@ def run_switch(args):
             port = next(i for i, (ps, _) in enumerate(ports) if ps is s)
             for data in recv_all(s):
                 ev = parse(data)
-                if ev is None or ev[1] not in groups:
+                if ev is None or ev[1] not in groups or ev[2] != groups[ev[1]]["epoch"]:
                     stats["bad"] += 1
                     continue
-                kind, num, seq = ev
+                kind, num, _, seq = ev
                 g = groups[num]
                 if kind == REDUCE and port in g["children"]:
                     stats["reduce"] += 1
@@ -184,7 +190,7 @@ def run_leaf(args):
         if args.work_us:
             time.sleep(random.uniform(0, args.work_us) / 1e6)
         t0 = time.monotonic_ns()
-        s.send(frame(src, REDUCE, args.group, seq))
+        s.send(frame(src, REDUCE, args.group, seq, epoch=args.epoch))
         deadline = time.monotonic() + timeout
         give_up = time.monotonic() + args.timeout
         done = None
@@ -193,14 +199,14 @@ def run_leaf(args):
             if select.select([s], [], [], wait)[0]:
                 for data in recv_all(s):
                     ev = parse(data)
-                    if ev and ev[0] == RELEASE and ev[1] == args.group and ev[2] == seq:
+                    if ev and ev[0] == RELEASE and ev[1:] == (args.group, args.epoch, seq):
                         done = time.monotonic_ns()
                         break
             elif time.monotonic() >= give_up:
                 print(f"mockbarrier leaf: group {args.group} sequence {seq}: no release in {args.timeout}s", file=sys.stderr)
                 return 1
             else:
-                s.send(frame(src, REDUCE, args.group, seq, RETRANSMIT))
+                s.send(frame(src, REDUCE, args.group, seq, RETRANSMIT, args.epoch))
                 deadline = time.monotonic() + timeout
         rows.append((seq, t0, done))
         out.write("%d,%d,%d\n" % rows[-1])
@@ -224,6 +230,7 @@ def main():
     pl.add_argument("--count", type=int, required=True)
     pl.add_argument("--records", required=True)
     pl.add_argument("--first", type=int, default=0)
+    pl.add_argument("--epoch", type=int, default=1)
     pl.add_argument("--resend-us", type=int, default=5000)
     pl.add_argument("--timeout", type=float, default=10.0)
     pl.add_argument("--work-us", type=int, default=0,

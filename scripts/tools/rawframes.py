@@ -16,20 +16,20 @@ import time
 ETHERTYPE = 0x88B5
 FRAME_LEN = 60
 # The bytes the fault program may corrupt (magic through timestamp); the header checksum
-# follows at 34..36 (docs/wire-format.md).
-HDR_START, HDR_END = 14, 34
-CHECKSUM_AT = 34
-# Bytes 36..46 of the padding carry a tag and the frame index, outside the header and its
+# follows at 38..40 (docs/wire-format.md, version 2).
+HDR_START, HDR_END = 14, 38
+CHECKSUM_AT = 38
+# Bytes 40..50 of the padding carry a tag and the frame index, outside the header and its
 # checksum, so the receiver can rebuild the frame it should have got.
 TAG = b"NBRF"
-TAG_AT, INDEX_AT = 36, 42
+TAG_AT, INDEX_AT = 40, 46
 PACKET_OUTGOING = 4
 SOL_PACKET, PACKET_STATISTICS = 263, 6
 
 
 def header_checksum(frame):
-    """The Internet checksum (RFC 1071) of bytes 14..36 with the checksum field as zero."""
-    words = struct.unpack("!11H", bytes(frame[14:34]) + b"\0\0")
+    """The Internet checksum (RFC 1071) of bytes 14..40 with the checksum field as zero."""
+    words = struct.unpack("!13H", bytes(frame[14:38]) + b"\0\0")
     s = sum(words)
     while s > 0xFFFF:
         s = (s & 0xFFFF) + (s >> 16)
@@ -37,13 +37,13 @@ def header_checksum(frame):
 
 
 def build_frame(index, group, src, dst, ethertype=ETHERTYPE):
-    """A reduce frame as in the wire format: magic, version, kind 1, flags 0, group, seq,
-    checksum."""
+    """A reduce frame as in the wire format: magic, version 2, kind 1, flags 0, group, epoch 1,
+    seq, checksum."""
     f = bytearray(FRAME_LEN)
     f[0:6] = dst
     f[6:12] = src
     struct.pack_into("!H", f, 12, ethertype)
-    struct.pack_into("!BBBBII", f, 14, 0xBA, 1, 1, 0, group, index & 0xFFFFFFFF)
+    struct.pack_into("!BBBBIII", f, 14, 0xBA, 2, 1, 0, group, 1, index & 0xFFFFFFFF)
     struct.pack_into("!H", f, CHECKSUM_AT, header_checksum(f))
     f[TAG_AT:TAG_AT + 4] = TAG
     struct.pack_into("!I", f, INDEX_AT, index)

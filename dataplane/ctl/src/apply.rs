@@ -38,8 +38,9 @@ pub enum ApplyError {
     },
 }
 
-/// Creates `plan`'s group on each switch through the socket `sockets` names for it.
-/// Returns the switches in the order they were configured.
+/// Creates `plan`'s group on each switch through the socket `sockets` names for it, in
+/// `epoch`, else the plan's, else the switches' default. Returns the switches in the order
+/// they were configured.
 pub fn apply(
     plan: &Plan,
     sockets: &BTreeMap<String, PathBuf>,
@@ -71,6 +72,7 @@ pub fn apply(
         }
         clients.push(c);
     }
+    let epoch = epoch.or(plan.epoch);
     let mut done: Vec<usize> = Vec::new();
     for (i, (sw, c)) in plan.switches.iter().zip(clients.iter_mut()).enumerate() {
         let req = Request::GroupCreate {

@@ -56,6 +56,9 @@ enum Cmd {
         /// Re-send timeout of every intermediate, µs.
         #[arg(long, default_value_t = 1000)]
         resend_timeout_us: u64,
+        /// The group's epoch, written into every switch's block.
+        #[arg(long)]
+        epoch: Option<u32>,
     },
     /// Create a planned group (`plan --json` output) on every switch of its tree, leaf-most
     /// first, the root last, with one epoch.
@@ -64,6 +67,7 @@ enum Cmd {
         /// Each switch's control socket: SWITCH=PATH, comma-separated.
         #[arg(long, value_delimiter = ',', required = true)]
         sockets: Vec<String>,
+        /// The group's epoch on every switch (default: the plan's, else the switches' 1).
         #[arg(long)]
         epoch: Option<u32>,
     },
@@ -138,7 +142,16 @@ fn run(cli: Cli) -> Result<String, Fail> {
             group,
             members,
             resend_timeout_us,
-        } => return plan_cmd(&topology, group, members, resend_timeout_us, cli.json),
+            epoch,
+        } => {
+            let req = PlanRequest {
+                group,
+                epoch,
+                members,
+                resend_timeout_us,
+            };
+            return plan_cmd(&topology, &req, cli.json);
+        }
         Cmd::Apply {
             plan,
             sockets,
@@ -191,26 +204,13 @@ fn run(cli: Cli) -> Result<String, Fail> {
     })
 }
 
-fn plan_cmd(
-    topology: &PathBuf,
-    group: u32,
-    members: Vec<String>,
-    resend_timeout_us: u64,
-    json: bool,
-) -> Result<String, Fail> {
+fn plan_cmd(topology: &PathBuf, req: &PlanRequest, json: bool) -> Result<String, Fail> {
+    let group = req.group;
     let text = std::fs::read_to_string(topology)
         .map_err(|e| Fail(format!("{}: {e}", topology.display()), 2))?;
     let topo =
         Topology::parse(&text).map_err(|e| Fail(format!("{}: {e}", topology.display()), 2))?;
-    let p = plan(
-        &topo,
-        &PlanRequest {
-            group,
-            members,
-            resend_timeout_us,
-        },
-    )
-    .map_err(|e| Fail(format!("cannot plan group {group}: {e}"), 1))?;
+    let p = plan(&topo, req).map_err(|e| Fail(format!("cannot plan group {group}: {e}"), 1))?;
     Ok(if json {
         let mut s = serde_json::to_string_pretty(&p).expect("plans serialize");
         s.push('\n');

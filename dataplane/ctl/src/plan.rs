@@ -232,6 +232,10 @@ pub struct SwitchPlan {
 #[serde(deny_unknown_fields)]
 pub struct Plan {
     pub group: u32,
+    /// The run every switch is configured in (`epoch = E` in each block); absent: the
+    /// switches' default, or `barrierctl apply --epoch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u32>,
     pub root: String,
     pub members: Vec<String>,
     /// Leaf-most first, the root last: the order `barrierctl apply` creates the group in.
@@ -242,6 +246,8 @@ pub struct Plan {
 #[derive(Debug, Clone)]
 pub struct PlanRequest {
     pub group: u32,
+    /// The group's epoch, written into every block.
+    pub epoch: Option<u32>,
     pub members: Vec<String>,
     /// Re-send timeout of every intermediate.
     pub resend_timeout_us: u64,
@@ -427,6 +433,7 @@ pub fn plan(topo: &Topology, req: &PlanRequest) -> Result<Plan, PlanError> {
     switches.sort_by(|a, b| b.depth.cmp(&a.depth).then_with(|| a.switch.cmp(&b.switch)));
     Ok(Plan {
         group: req.group,
+        epoch: req.epoch,
         root: topo.switches[root].clone(),
         members: req.members.clone(),
         switches,
@@ -441,8 +448,9 @@ fn quoted(v: &[String]) -> String {
 }
 
 impl SwitchPlan {
-    /// This switch's `[[groups]]` block in the switch configuration format.
-    pub fn toml_block(&self, group: u32) -> String {
+    /// This switch's `[[groups]]` block in the switch configuration format, in `epoch` when
+    /// given.
+    pub fn toml_block(&self, group: u32, epoch: Option<u32>) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "[[groups]]");
         let _ = writeln!(s, "number = {group}");
@@ -453,6 +461,9 @@ impl SwitchPlan {
         }
         if let Some(t) = self.resend_timeout_us {
             let _ = writeln!(s, "resend_timeout_us = {t}");
+        }
+        if let Some(e) = epoch {
+            let _ = writeln!(s, "epoch = {e}");
         }
         s
     }
@@ -470,7 +481,7 @@ impl Plan {
         );
         for sw in &self.switches {
             let _ = writeln!(s, "\n# switch {} (depth {})", sw.switch, sw.depth);
-            s += &sw.toml_block(self.group);
+            s += &sw.toml_block(self.group, self.epoch);
         }
         s
     }

@@ -11,7 +11,7 @@ use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::switch::GroupConfig;
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr};
-use barrier_protocol::{GroupId, PortIdx, PortSet, Seq};
+use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 use barrier_runtime::clock::Clock;
 use barrier_runtime::counters::LoopCounters;
 use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
@@ -30,8 +30,13 @@ const MANAGED: u32 = 1050;
 const PORTS: [&str; 4] = ["d0", "d1", "d2", "d3"];
 
 fn reduce(group: u32, seq: u32) -> Vec<u8> {
+    reduce_in(Epoch::DEFAULT, group, seq)
+}
+
+fn reduce_in(epoch: Epoch, group: u32, seq: u32) -> Vec<u8> {
     LeafSend {
         group: GroupId(group),
+        epoch,
         seq: Seq(seq),
         retransmit: false,
     }
@@ -115,6 +120,8 @@ struct Bed {
     /// This test's ends of d2 and d3.
     to_switch: Vec<MemTx>,
     from_switch: Vec<MemRx>,
+    /// The epoch this test's leaves on d2 and d3 are in.
+    epoch: Epoch,
     _dir: tempfile::TempDir,
 }
 
@@ -198,6 +205,7 @@ fn start() -> Bed {
         unexpected,
         to_switch,
         from_switch,
+        epoch: Epoch::DEFAULT,
         _dir: dir,
     }
 }
@@ -258,8 +266,10 @@ impl Bed {
         assert_eq!(out.status.code(), Some(1), "barrierctl {args:?}: {stderr}");
         stderr
     }
+    /// A reduce of the managed group's leaf on `port`, in the leaves' epoch `self.epoch`.
     fn send(&mut self, port: usize, group: u32, seq: u32) {
-        self.to_switch[port - 2].offer(&reduce(group, seq)).unwrap();
+        let f = reduce_in(self.epoch, group, seq);
+        self.to_switch[port - 2].offer(&f).unwrap();
         self.to_switch[port - 2].flush();
     }
     /// The next frame the switch sends on `port` within `wait`.
@@ -339,6 +349,7 @@ fn groups_managed_while_1000_others_run() {
         "5",
     ]);
     assert_eq!(out, "group 1050: created (epoch 5)\n");
+    bed.epoch = Epoch::new(5);
     bed.barrier(&[2, 3], 0);
     bed.barrier(&[3, 2], 1);
     bed.send(2, MANAGED, 2);
@@ -386,7 +397,14 @@ fn groups_managed_while_1000_others_run() {
         show.contains(&row("phase", "unknown")) && show.contains(&row("seq", "-")),
         "{show}"
     );
+    // The old run's leaves (epoch 5, still at barrier 3) are refused; the new run's complete.
+    bed.send(2, MANAGED, 3);
+    bed.send(3, MANAGED, 3);
+    assert_eq!(bed.recv(2, Duration::from_millis(50)), None);
+    assert_eq!(bed.recv(3, Duration::from_millis(1)), None);
+    bed.epoch = Epoch::new(6);
     bed.barrier(&[2, 3], 0);
+    bed.barrier(&[3, 2], 1);
 
     // Refusals: exit code 1, the reason, nothing changed.
     let before = bed.ctl_ok(&["--json", "groups"]);
@@ -432,6 +450,9 @@ fn groups_managed_while_1000_others_run() {
     };
     let d2 = sets.iter().find(|s| s.scope == "port d2 rx").unwrap();
     assert_eq!(d2.counters["drop_unknown_group"], 1, "{d2:?}");
+    assert_eq!(d2.counters["drop_other_epoch"], 1, "{d2:?}");
+    let d3 = sets.iter().find(|s| s.scope == "port d3 rx").unwrap();
+    assert_eq!(d3.counters["drop_other_epoch"], 1, "{d3:?}");
     let e = bed.ctl_refused(&["group", "show", "1050"]);
     assert!(e.contains("group 1050 is not configured"), "{e}");
     bed.ctl_ok(&["stats"]);
@@ -625,11 +646,11 @@ fn plan_and_apply_through_the_program() {
     let p = |i| PortIdx::new(i).unwrap();
     assert_eq!(
         root_table.config(GroupId(7)),
-        Some(GroupConfig::root(PortSet(0b11)))
+        Some(GroupConfig::root(PortSet(0b11)).with_epoch(Epoch::new(12)))
     );
     assert_eq!(
         s1_table.config(GroupId(7)),
-        Some(GroupConfig::intermediate(p(0), PortSet(0b110), 1_000_000))
+        Some(GroupConfig::intermediate(p(0), PortSet(0b110), 1_000_000).with_epoch(Epoch::new(12)))
     );
     // Again: refused up front (the group exists), nothing changed.
     let out = run(&[

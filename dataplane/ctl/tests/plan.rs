@@ -6,9 +6,10 @@
 //! refusal.
 
 use barrier_ctl::plan::{plan, Plan, PlanError, PlanRequest, Topology, TopologyError};
-use barrier_protocol::switch::{Action, Event};
+use barrier_protocol::switch::{Action, Event, Outcome, Reject};
 use barrier_protocol::table::GroupTable;
-use barrier_protocol::{GroupId, PortIdx, Seq};
+use barrier_protocol::wire::Kind;
+use barrier_protocol::{Epoch, GroupId, PortIdx, Seq};
 use barrier_switch::engine::build_table;
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -47,6 +48,7 @@ fn fabric() -> String {
 fn req(group: u32, members: &[&str]) -> PlanRequest {
     PlanRequest {
         group,
+        epoch: None,
         members: members.iter().map(|m| m.to_string()).collect(),
         resend_timeout_us: 1000,
     }
@@ -81,6 +83,10 @@ struct Fabric {
     tables: HashMap<String, (GroupTable, Vec<String>)>,
     hosts: HashSet<String>,
     wiring: Wiring,
+    /// The group's epoch (the plan's).
+    epoch: Epoch,
+    /// Frames of another epoch the switches refused.
+    other_epoch: std::cell::Cell<u64>,
 }
 
 fn load(plan: &Plan, topo_text: &str) -> Fabric {
@@ -102,7 +108,7 @@ fn load(plan: &Plan, topo_text: &str) -> Fabric {
             "[lcores]\nscheduler = 0\nshared = true\nrx = [ {{ lcore = 0, poll = [{}] }} ]\n",
             polls.join(", ")
         );
-        file += &sw.toml_block(plan.group);
+        file += &sw.toml_block(plan.group, plan.epoch);
         let spec = barrier_switch::config::parse(&file)
             .unwrap_or_else(|e| panic!("switch {}: {e}\n{file}", sw.switch));
         let table = build_table(&spec.groups).unwrap();
@@ -120,6 +126,8 @@ fn load(plan: &Plan, topo_text: &str) -> Fabric {
         tables,
         hosts,
         wiring,
+        epoch: plan.epoch.map_or(Epoch::DEFAULT, Epoch::new),
+        other_epoch: std::cell::Cell::new(0),
     }
 }
 
@@ -127,17 +135,32 @@ fn load(plan: &Plan, topo_text: &str) -> Fabric {
 struct Frame {
     to: (String, String),
     release: bool,
+    epoch: Epoch,
     seq: Seq,
 }
 
 impl Fabric {
-    fn send_from(&self, q: &mut VecDeque<Frame>, node: &str, port: &str, release: bool, seq: Seq) {
+    #[allow(clippy::too_many_arguments)]
+    fn send_from(
+        &self,
+        q: &mut VecDeque<Frame>,
+        node: &str,
+        port: &str,
+        release: bool,
+        epoch: Epoch,
+        seq: Seq,
+    ) {
         let to = self
             .wiring
             .get(&(node.to_string(), port.to_string()))
             .unwrap_or_else(|| panic!("{node}:{port} is not linked"))
             .clone();
-        q.push_back(Frame { to, release, seq });
+        q.push_back(Frame {
+            to,
+            release,
+            epoch,
+            seq,
+        });
     }
 
     /// Delivers frames until none is left; returns the releases hosts got.
@@ -159,26 +182,26 @@ impl Fabric {
             };
             let idx = names.iter().position(|n| n == port).unwrap();
             let p = PortIdx::new(idx as u8).unwrap();
-            let ev = if f.release {
-                Event::Release {
-                    port: p,
-                    seq: f.seq,
-                }
+            let kind = if f.release {
+                Kind::Release
             } else {
-                Event::Reduce {
-                    port: p,
-                    seq: f.seq,
-                }
+                Kind::Reduce
             };
-            let (_, actions) = table.apply(GroupId(group), ev).unwrap();
+            let ev = Event::new(kind, p, f.epoch, f.seq);
+            let (outcome, actions) = table.apply(GroupId(group), ev).unwrap();
+            if f.epoch != self.epoch {
+                assert_eq!(outcome, Outcome::Rejected(Reject::OtherEpoch));
+                self.other_epoch.set(self.other_epoch.get() + 1);
+            }
+            let e = actions.epoch();
             for a in actions.iter() {
                 match *a {
                     Action::SendReduce { seq, port, .. } => {
-                        self.send_from(&mut q, node, &names[port.get() as usize], false, seq)
+                        self.send_from(&mut q, node, &names[port.get() as usize], false, e, seq)
                     }
                     Action::SendRelease { seq, ports, .. } => {
                         for port in ports {
-                            self.send_from(&mut q, node, &names[port.get() as usize], true, seq);
+                            self.send_from(&mut q, node, &names[port.get() as usize], true, e, seq);
                         }
                     }
                     Action::ArmTimer { .. } => {}
@@ -190,9 +213,11 @@ impl Fabric {
 }
 
 /// Barriers 0..n over the planned group: every member but one reduces, no release; the last
-/// reduces, every member is released exactly once.
+/// reduces, every member is released exactly once. Before each barrier every member also
+/// sends a reduce of another epoch: refused by the switch it reaches, it releases nobody.
 fn barriers_complete(plan: &Plan, topo_text: &str, n: u32) {
     let fabric = load(plan, topo_text);
+    let stranger = Epoch::new(fabric.epoch.get().wrapping_add(1000));
     let mut order: Vec<&String> = plan.members.iter().collect();
     for seq in 0..n {
         // A different arrival order each barrier (a fixed rotation and reversal).
@@ -203,8 +228,11 @@ fn barriers_complete(plan: &Plan, topo_text: &str, n: u32) {
         }
         let (last, first) = order.split_last().unwrap();
         let mut q = VecDeque::new();
+        for m in &order {
+            fabric.send_from(&mut q, m, "eth0", false, stranger, Seq(seq));
+        }
         for m in first {
-            fabric.send_from(&mut q, m, "eth0", false, Seq(seq));
+            fabric.send_from(&mut q, m, "eth0", false, fabric.epoch, Seq(seq));
         }
         let early = fabric.run(plan.group, q);
         assert!(
@@ -212,7 +240,7 @@ fn barriers_complete(plan: &Plan, topo_text: &str, n: u32) {
             "barrier {seq}: released before {last} arrived: {early:?}"
         );
         let mut q = VecDeque::new();
-        fabric.send_from(&mut q, last, "eth0", false, Seq(seq));
+        fabric.send_from(&mut q, last, "eth0", false, fabric.epoch, Seq(seq));
         let mut got = fabric.run(plan.group, q);
         got.sort_by(|a, b| a.0.cmp(&b.0));
         let mut want: Vec<(String, Seq)> =
@@ -220,6 +248,10 @@ fn barriers_complete(plan: &Plan, topo_text: &str, n: u32) {
         want.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(got, want, "barrier {seq}");
     }
+    assert_eq!(
+        fabric.other_epoch.get(),
+        u64::from(n) * plan.members.len() as u64
+    );
 }
 
 #[test]
@@ -253,6 +285,12 @@ fn fat_tree_of_16_switches_and_64_hosts_completes_barriers() {
         assert_eq!(sw.children.len(), n, "{}", sw.switch);
     }
     barriers_complete(&p, &text, 5);
+    // In an epoch of its own: every block says it, and the switches take only its frames.
+    let mut r = req(7, &members);
+    r.epoch = Some(12);
+    let p12 = plan(&topo, &r).unwrap();
+    assert_eq!(p12.to_toml().matches("epoch = 12\n").count(), 13);
+    barriers_complete(&p12, &text, 2);
     // The same plan through JSON (what `apply` reads) is the same plan.
     let back: Plan = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
     assert_eq!(back, p);

@@ -3,6 +3,7 @@
 //! frames out, time passed in.
 
 use barrier_protocol::rng::Rng;
+use barrier_protocol::wire::field;
 use std::collections::VecDeque;
 
 /// Frames the injector handles are copied into this many bytes (barrier frames are 60).
@@ -67,8 +68,9 @@ pub enum CorruptScope {
     /// correct parser, the software picture of a frame a NIC would drop for a bad FCS.
     #[default]
     Detectable,
-    /// Any byte of the barrier header (14..34), XOR 0xFF, group and sequence included: a damage
-    /// the protocol cannot detect (docs/faults.md); tests the switch without FCS.
+    /// Any byte of the barrier header before its checksum (14..38), XOR 0xFF, group, epoch and
+    /// sequence included: damage only the header checksum can catch (docs/faults.md); tests
+    /// the switch as a link without FCS would.
     Header,
 }
 
@@ -158,7 +160,7 @@ impl Injector {
         if self.corrupt.hit(&mut self.rng) {
             let (lo, hi) = match self.scope {
                 CorruptScope::Detectable => (14, 18),
-                CorruptScope::Header => (14, 34),
+                CorruptScope::Header => (field::MAGIC, field::TX_TIMESTAMP.end),
             };
             let hi = hi.min(pkt.len as usize);
             if hi > lo {
@@ -348,18 +350,18 @@ mod tests {
             11,
         );
         assert_eq!(inj.counts.corrupted, u64::from(N));
-        let mut hit = [false; 34];
+        let mut hit = [false; 38];
         for (i, p) in out.iter().enumerate() {
             let clean = pkt(i as u32);
             let diffs: Vec<usize> = (0..FRAME_LEN)
                 .filter(|&b| p.bytes[b] != clean.bytes[b])
                 .collect();
             assert_eq!(diffs.len(), 1);
-            assert!((14..34).contains(&diffs[0]));
+            assert!((14..38).contains(&diffs[0]));
             hit[diffs[0]] = true;
         }
         assert!(
-            hit[14..34].iter().all(|&h| h),
+            hit[14..38].iter().all(|&h| h),
             "every header byte can be hit"
         );
     }

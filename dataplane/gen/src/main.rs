@@ -76,6 +76,9 @@ struct Opts {
     /// Sequence number of each group's first barrier (must match the switch's state).
     #[arg(long, default_value_t = 0)]
     first_seq: u32,
+    /// The groups' epoch on the switch (a group configured without an `epoch` key is in 1).
+    #[arg(long, default_value_t = 1)]
+    epoch: u32,
     /// Pacing of arrivals.
     #[arg(long, value_enum, default_value_t = Mode::Closed)]
     mode: Mode,
@@ -331,6 +334,7 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         "groups": opts.groups,
         "first_group": opts.first_group,
         "first_seq": opts.first_seq,
+        "epoch": opts.epoch,
         "mode": format!("{:?}", opts.mode).to_lowercase(),
         "rate": (opts.mode == Mode::Open).then_some(opts.rate),
         "duration_s": opts.duration,
@@ -364,6 +368,7 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
             first_group: shard.groups.start,
             groups: shard.groups.len() as u32,
             first_seq: opts.first_seq,
+            epoch: opts.epoch,
             resend_timeout_ns: opts.resend_timeout_us * 1000,
             barrier_deadline_ns: opts.deadline_ms * 1_000_000,
             dst_mac: opts.dst_mac.unwrap_or([0xff; 6]),

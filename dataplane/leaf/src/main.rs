@@ -18,7 +18,7 @@ use std::ffi::OsString;
 use barrier_leaf::report::{LatencyRecorder, Summary};
 use barrier_leaf::{Config, RecordSink, Session, Transport};
 use barrier_protocol::wire::MacAddr;
-use barrier_protocol::Seq;
+use barrier_protocol::{Epoch, Seq};
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,6 +84,11 @@ struct Cli {
     /// the switches release a barrier this leaf never reached).
     #[arg(long, default_value_t = 0)]
     first_seq: u32,
+    /// The group's epoch on the switches (`barrierctl group show N` prints it; a group
+    /// configured from a file without an `epoch` key is in epoch 1). Every leaf of one run of
+    /// the group uses the same epoch; releases of another epoch are ignored.
+    #[arg(long, default_value_t = 1)]
+    epoch: u32,
     /// Pause this many µs between a release and the next arrival (emulated work).
     #[arg(long, default_value_t = 0)]
     gap_us: u64,
@@ -226,6 +231,7 @@ fn run(cli: &Cli) -> Result<Summary, Box<dyn std::error::Error>> {
         wait_timeout: Duration::from_micros(cli.timeout_us),
         dst: cli.dst,
         first_seq: Seq(cli.first_seq),
+        epoch: Epoch(cli.epoch),
         timestamps: cli.timestamps,
     };
     #[cfg(feature = "dpdk")]

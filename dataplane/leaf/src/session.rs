@@ -7,7 +7,7 @@ use crate::records::{Record, RecordSink};
 use crate::transport::Transport;
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend, LeafState};
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
-use barrier_protocol::{GroupId, Seq, Time, MAX_GROUPS};
+use barrier_protocol::{Epoch, GroupId, Seq, Time, MAX_GROUPS};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +27,10 @@ pub struct Config {
     pub dst: MacAddr,
     /// Sequence number of the first barrier of every group (0 unless rejoining a running tree).
     pub first_seq: Seq,
+    /// The epoch of every group this session opens: the one management gave the group on the
+    /// switches (`barrierctl group show`; [`Epoch::DEFAULT`] for a group configured from a
+    /// file without an `epoch` key). Reduces carry it; releases of another epoch are ignored.
+    pub epoch: Epoch,
     /// Put the CLOCK_MONOTONIC send time into each reduce (flag HAS_TIMESTAMP).
     pub timestamps: bool,
 }
@@ -38,6 +42,7 @@ impl Default for Config {
             wait_timeout: Duration::from_secs(10),
             dst: MacAddr::BROADCAST,
             first_seq: Seq(0),
+            epoch: Epoch::DEFAULT,
             timestamps: false,
         }
     }
@@ -107,7 +112,8 @@ pub struct Stats {
     pub resends: u64,
     /// Releases that ended a barrier.
     pub releases: u64,
-    /// Releases the leaf ignored: duplicates, or for a barrier other than the current one.
+    /// Releases the leaf ignored: duplicates, for a barrier other than the current one, or of
+    /// another epoch.
     pub stale_releases: u64,
     /// Well-formed barrier frames not for this session (another group, or a reduce).
     pub foreign_frames: u64,
@@ -187,6 +193,7 @@ impl<T: Transport> Session<T> {
         }
         let leaf = Leaf::new(LeafConfig {
             group: GroupId(group),
+            epoch: self.cfg.epoch,
             resend_timeout_ns: self.cfg.resend_timeout.as_nanos().min(u64::MAX as u128) as u64,
             first_seq: seq,
         });
@@ -440,7 +447,7 @@ impl<T: Transport> Session<T> {
             self.stats.foreign_frames += 1;
             return;
         };
-        match slot.leaf.on_release(t, repr.seq) {
+        match slot.leaf.on_release(t, repr.epoch, repr.seq) {
             Some(released) => {
                 self.stats.releases += 1;
                 let rec = Record {

@@ -33,6 +33,7 @@ fn release(group: u32, seq: u32) -> Vec<u8> {
         kind: Kind::Release,
         flags: Flags::empty(),
         group: GroupId(group),
+        epoch: barrier_protocol::Epoch::DEFAULT,
         seq: Seq(seq),
         tx_timestamp: None,
     }

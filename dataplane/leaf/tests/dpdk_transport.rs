@@ -23,6 +23,7 @@ fn frame(kind: Kind, group: u32, seq: u32) -> [u8; FRAME_LEN] {
         kind,
         flags: Flags::empty(),
         group: GroupId(group),
+        epoch: barrier_protocol::Epoch::DEFAULT,
         seq: Seq(seq),
         tx_timestamp: None,
     }

@@ -280,6 +280,7 @@ fn frames_not_for_this_leaf_are_counted_and_ignored() {
             kind,
             flags: Flags::empty(),
             group: GroupId(group),
+            epoch: barrier_protocol::Epoch::DEFAULT,
             seq: Seq(seq),
             tx_timestamp: None,
         };

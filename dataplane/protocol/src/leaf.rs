@@ -3,13 +3,16 @@
 //! sequence number stop the timer and advance. Pure state machine, time passed in.
 
 use crate::wire::{Flags, FrameRepr, Kind, MacAddr};
-use crate::{GroupId, Seq, Time};
+use crate::{Epoch, GroupId, Seq, Time};
 
 /// A leaf's configuration for one group.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub struct LeafConfig {
     /// The barrier group.
     pub group: GroupId,
+    /// The group's epoch, as management set it up on the switches: every reduce carries it,
+    /// and a release of any other epoch is ignored.
+    pub epoch: Epoch,
     /// Re-send the reduce if no release came within this many nanoseconds.
     pub resend_timeout_ns: u64,
     /// Sequence number of the group's first barrier; every leaf of a group must use the same
@@ -38,6 +41,8 @@ pub enum LeafState {
 pub struct LeafSend {
     /// Group.
     pub group: GroupId,
+    /// The group's epoch.
+    pub epoch: Epoch,
     /// Barrier.
     pub seq: Seq,
     /// A re-send after timeout (sets the RETRANSMIT flag).
@@ -53,6 +58,7 @@ impl LeafSend {
             kind: Kind::Reduce,
             flags: Flags::retransmit(self.retransmit),
             group: self.group,
+            epoch: self.epoch,
             seq: self.seq,
             tx_timestamp,
         }
@@ -128,14 +134,19 @@ impl Leaf {
         };
         Ok(LeafSend {
             group: self.cfg.group,
+            epoch: self.cfg.epoch,
             seq: self.seq,
             retransmit: false,
         })
     }
 
-    /// A release for `seq` arrived. Ends the barrier when waiting on exactly `seq`; any other
-    /// release (a duplicate of an earlier one, one for a barrier not yet reached) is ignored.
-    pub fn on_release(&mut self, now: Time, seq: Seq) -> Option<Released> {
+    /// A release for `seq` of `epoch` arrived. Ends the barrier when waiting on exactly `seq`
+    /// in this leaf's epoch; any other release (a duplicate of an earlier one, one for a
+    /// barrier not yet reached, one of another run of the group) is ignored.
+    pub fn on_release(&mut self, now: Time, epoch: Epoch, seq: Seq) -> Option<Released> {
+        if epoch != self.cfg.epoch {
+            return None;
+        }
         match self.state {
             LeafState::Waiting {
                 seq: waiting,
@@ -162,6 +173,7 @@ impl Leaf {
                 self.resends += 1;
                 Some(LeafSend {
                     group: self.cfg.group,
+                    epoch: self.cfg.epoch,
                     seq: *seq,
                     retransmit: true,
                 })
@@ -183,9 +195,12 @@ impl Leaf {
 mod tests {
     use super::*;
 
+    const E: Epoch = Epoch(4);
+
     fn leaf() -> Leaf {
         Leaf::new(LeafConfig {
             group: GroupId(3),
+            epoch: Epoch(4),
             resend_timeout_ns: 100,
             first_seq: Seq(0),
         })
@@ -201,6 +216,7 @@ mod tests {
             s,
             LeafSend {
                 group: GroupId(3),
+                epoch: Epoch(4),
                 seq: Seq(0),
                 retransmit: false
             }
@@ -218,6 +234,7 @@ mod tests {
             l.poll(Time(100)),
             Some(LeafSend {
                 group: GroupId(3),
+                epoch: Epoch(4),
                 seq: Seq(0),
                 retransmit: true
             })
@@ -234,7 +251,7 @@ mod tests {
         let mut l = leaf();
         l.arrive(Time(10)).unwrap();
         assert_eq!(
-            l.on_release(Time(60), Seq(0)),
+            l.on_release(Time(60), E, Seq(0)),
             Some(Released {
                 seq: Seq(0),
                 waited_ns: 50
@@ -251,30 +268,49 @@ mod tests {
     fn other_releases_are_ignored() {
         let mut l = leaf();
         // before arriving, even a release for the current seq does nothing
-        assert_eq!(l.on_release(Time(0), Seq(0)), None);
+        assert_eq!(l.on_release(Time(0), E, Seq(0)), None);
         l.arrive(Time(0)).unwrap();
-        assert_eq!(l.on_release(Time(1), Seq(1)), None);
+        assert_eq!(l.on_release(Time(1), E, Seq(1)), None);
         assert_eq!(
-            l.on_release(Time(1), Seq(u32::MAX)),
+            l.on_release(Time(1), E, Seq(u32::MAX)),
             None,
             "release of seq-1 (first barrier)"
         );
         assert!(matches!(l.state(), LeafState::Waiting { seq: Seq(0), .. }));
-        assert!(l.on_release(Time(2), Seq(0)).is_some());
+        assert!(l.on_release(Time(2), E, Seq(0)).is_some());
         // duplicate of the release just handled
-        assert_eq!(l.on_release(Time(3), Seq(0)), None);
+        assert_eq!(l.on_release(Time(3), E, Seq(0)), None);
         assert_eq!(l.seq(), Seq(1));
+    }
+
+    /// A release of another epoch (an old job's switch state, another run of the group)
+    /// never ends a barrier, even for the sequence number waited on.
+    #[test]
+    fn releases_of_another_epoch_are_ignored() {
+        let mut l = leaf();
+        let s = l.arrive(Time(0)).unwrap();
+        assert_eq!(
+            s.frame(MacAddr::BROADCAST, MacAddr::BROADCAST, None).epoch,
+            E
+        );
+        for other in [Epoch(0), Epoch(3), Epoch(5), Epoch(u32::MAX)] {
+            assert_eq!(l.on_release(Time(1), other, Seq(0)), None);
+        }
+        assert!(matches!(l.state(), LeafState::Waiting { seq: Seq(0), .. }));
+        assert!(l.on_release(Time(2), E, Seq(0)).is_some());
     }
 
     #[test]
     fn first_seq_and_wrap() {
         let mut l = Leaf::new(LeafConfig {
             group: GroupId(0),
+            epoch: Epoch::DEFAULT,
             resend_timeout_ns: 1,
             first_seq: Seq(u32::MAX),
         });
         assert_eq!(l.arrive(Time(0)).unwrap().seq, Seq(u32::MAX));
-        l.on_release(Time(1), Seq(u32::MAX)).unwrap();
+        l.on_release(Time(1), Epoch::DEFAULT, Seq(u32::MAX))
+            .unwrap();
         assert_eq!(l.seq(), Seq(0));
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! | module | role |
 //! | --- | --- |
-//! | crate root | small value types: [`Time`], [`GroupId`], [`Seq`] (wrapping), [`PortIdx`], [`PortSet`] |
+//! | crate root | small value types: [`Time`], [`GroupId`], [`Epoch`], [`Seq`] (wrapping), [`PortIdx`], [`PortSet`] |
 //! | [`wire`] | the barrier frame: a [`wire::Frame`] view over bytes with its fields as byte ranges, and a checked, typed [`wire::FrameRepr`] with `parse`/`emit` |
 //! | [`switch`] | the per-group control logic of claim 6 for root and intermediate switches, including the restart rule: `(config, state, event) -> (state, outcome, actions)` |
 //! | [`leaf`] | a compute node's side (claim 2): send reduce, re-send on timeout, advance on release |
@@ -30,7 +30,7 @@
 //! use barrier_protocol::switch::{Action, Event, GroupConfig, Outcome};
 //! use barrier_protocol::table::GroupTable;
 //! use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr};
-//! use barrier_protocol::{GroupId, PortIdx, PortSet, Seq};
+//! use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 //!
 //! let (p1, p2) = (PortIdx::new(1).unwrap(), PortIdx::new(2).unwrap());
 //! let table = GroupTable::new(16);
@@ -39,7 +39,8 @@
 //! // a leaf's reduce for barrier 0 arrives on port 1, the other on port 2
 //! let reduce = FrameRepr {
 //!     dst: MacAddr::BROADCAST, src: MacAddr([2, 0, 0, 0, 0, 1]), kind: Kind::Reduce,
-//!     flags: Flags::empty(), group: GroupId(7), seq: Seq(0), tx_timestamp: None,
+//!     flags: Flags::empty(), group: GroupId(7), epoch: Epoch::DEFAULT, seq: Seq(0),
+//!     tx_timestamp: None,
 //! };
 //! let bytes = reduce.to_bytes();
 //! let f = FrameRepr::parse(&bytes).unwrap();
@@ -62,4 +63,4 @@ pub mod switch;
 pub mod table;
 pub mod wire;
 
-pub use types::{GroupId, PortIdx, PortSet, PortSetIter, Seq, Time, MAX_GROUPS, MAX_PORTS};
+pub use types::{Epoch, GroupId, PortIdx, PortSet, PortSetIter, Seq, Time, MAX_GROUPS, MAX_PORTS};

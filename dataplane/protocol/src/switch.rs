@@ -8,7 +8,7 @@
 use core::fmt;
 
 use crate::wire::{FrameRepr, Kind};
-use crate::{PortIdx, PortSet, Seq};
+use crate::{Epoch, PortIdx, PortSet, Seq};
 
 /// Where this switch sits in the group's tree.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
@@ -32,6 +32,9 @@ pub struct GroupConfig {
     /// Intermediate: re-send the reduce to the parent if no release arrived within this many
     /// nanoseconds (claim 3). Ignored at the root.
     pub resend_timeout_ns: u64,
+    /// The group's current run, assigned by management: frames of any other epoch are
+    /// rejected ([`Reject::OtherEpoch`]).
+    pub epoch: Epoch,
 }
 
 /// A configuration that cannot describe a barrier tree.
@@ -46,22 +49,31 @@ pub enum ConfigError {
 }
 
 impl GroupConfig {
-    /// A root with the given children.
+    /// A root with the given children, in [`Epoch::DEFAULT`].
     pub const fn root(children: PortSet) -> Self {
         GroupConfig {
             role: Role::Root,
             children,
             resend_timeout_ns: 0,
+            epoch: Epoch::DEFAULT,
         }
     }
 
-    /// An intermediate switch with the given parent, children and re-send timeout.
+    /// An intermediate switch with the given parent, children and re-send timeout, in
+    /// [`Epoch::DEFAULT`].
     pub const fn intermediate(parent: PortIdx, children: PortSet, resend_timeout_ns: u64) -> Self {
         GroupConfig {
             role: Role::Intermediate { parent },
             children,
             resend_timeout_ns,
+            epoch: Epoch::DEFAULT,
         }
+    }
+
+    /// The same registers in another epoch.
+    #[must_use]
+    pub const fn with_epoch(self, epoch: Epoch) -> Self {
+        GroupConfig { epoch, ..self }
     }
 
     /// Children non-empty, parent not a child.
@@ -89,8 +101,12 @@ impl GroupConfig {
 /// Where a group's current barrier stands at this switch.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub enum Phase {
-    /// After configuration or a restart: no sequence number adopted yet. The first reduce from
-    /// a child (or release from the parent) sets it.
+    /// After configuration, a reset (new epoch) or a restart: the switch does not know the
+    /// group's barrier. It gathers its children's reduces: `seq` is the highest sequence
+    /// number reported so far and `arrived` the children that reported it (empty: nothing
+    /// heard yet, `seq` meaningless). It becomes known when every child reported the same
+    /// number (the barrier completes) or the parent's release arrives. Only here do the
+    /// restart rules read frames as evidence (`docs/protocol.md`).
     Unknown,
     /// Recording which children reduced `seq`.
     Collecting,
@@ -181,29 +197,33 @@ impl Default for GroupState {
 /// A barrier event for one group: a parsed frame and the port it came in on.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub enum Event {
-    /// A reduce for `seq` arrived on `port`.
+    /// A reduce for `seq` of epoch `epoch` arrived on `port`.
     Reduce {
         /// Ingress port.
         port: PortIdx,
+        /// The frame's epoch.
+        epoch: Epoch,
         /// The frame's sequence number.
         seq: Seq,
     },
-    /// A release for `seq` arrived on `port`.
+    /// A release for `seq` of epoch `epoch` arrived on `port`.
     Release {
         /// Ingress port.
         port: PortIdx,
+        /// The frame's epoch.
+        epoch: Epoch,
         /// The frame's sequence number.
         seq: Seq,
     },
 }
 
 impl Event {
-    /// The event for a frame of `kind` for barrier `seq` that arrived on `port`: the one
-    /// place a frame kind becomes a switch event.
-    pub const fn new(kind: Kind, port: PortIdx, seq: Seq) -> Event {
+    /// The event for a frame of `kind` for barrier `seq` of `epoch` that arrived on `port`:
+    /// the one place a frame kind becomes a switch event.
+    pub const fn new(kind: Kind, port: PortIdx, epoch: Epoch, seq: Seq) -> Event {
         match kind {
-            Kind::Reduce => Event::Reduce { port, seq },
-            Kind::Release => Event::Release { port, seq },
+            Kind::Reduce => Event::Reduce { port, epoch, seq },
+            Kind::Release => Event::Release { port, epoch, seq },
         }
     }
 
@@ -211,7 +231,14 @@ impl Event {
     /// selects the table slot (`GroupTable::apply(frame.group, ..)`); its flags and timestamp
     /// do not matter to the control logic.
     pub const fn from_frame(frame: &FrameRepr, port: PortIdx) -> Event {
-        Event::new(frame.kind, port, frame.seq)
+        Event::new(frame.kind, port, frame.epoch, frame.seq)
+    }
+
+    /// The frame's epoch.
+    pub const fn epoch(&self) -> Epoch {
+        match *self {
+            Event::Reduce { epoch, .. } | Event::Release { epoch, .. } => epoch,
+        }
     }
 }
 
@@ -249,20 +276,35 @@ pub enum Action {
 /// The most actions one event can produce: a re-sent release, a reduce and a timer.
 pub const MAX_ACTIONS: usize = 4;
 
-/// A short list of actions with fixed capacity, so the per-frame path never allocates.
+/// A short list of actions with fixed capacity, so the per-frame path never allocates, and
+/// the epoch of the configuration that decided them: the frames they ask for carry that
+/// epoch, fixed when the decision was made, so a send still queued when management resets
+/// the group goes out in the old epoch (and is dropped as such), never in the new one.
 #[derive(Copy, Clone, Default, Eq, PartialEq, Hash)]
 pub struct Actions {
     items: [Option<Action>; MAX_ACTIONS],
     len: u8,
+    epoch: Epoch,
 }
 
 impl Actions {
-    /// No actions.
+    /// No actions, in [`Epoch::DEFAULT`].
     pub const fn new() -> Self {
+        Actions::in_epoch(Epoch::DEFAULT)
+    }
+
+    /// No actions yet, decided in `epoch`.
+    pub const fn in_epoch(epoch: Epoch) -> Self {
         Actions {
             items: [None; MAX_ACTIONS],
             len: 0,
+            epoch,
         }
+    }
+
+    /// The epoch every frame of these actions carries.
+    pub const fn epoch(&self) -> Epoch {
+        self.epoch
     }
 
     /// Appends one action.
@@ -327,6 +369,12 @@ pub enum Outcome {
     StaleReduce,
     /// A release for an earlier barrier: ignored.
     StaleRelease,
+    /// Known state: a reduce for a later barrier than the current one. Claim 6: only the
+    /// previous release is re-sent, to that child. A healthy tree never sends one; it shows a
+    /// member that restarted without a new epoch, or a faulty one.
+    AheadReduce,
+    /// Known state: a release for a later barrier from the parent: ignored (claim 6).
+    AheadRelease,
     /// The frame does not belong to this group's tree; nothing changed.
     Rejected(Reject),
 }
@@ -338,11 +386,14 @@ pub enum Reject {
     NotAChild,
     /// A release from a port other than the parent port, or any release at the root.
     NotTheParent,
+    /// A frame of another epoch than the group's current one: another run of the group (an
+    /// old job's leaf still retrying, a new job that management has not set up here yet).
+    OtherEpoch,
 }
 
 impl Outcome {
     /// Every outcome, for counter arrays ([`Outcome::index`] order).
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 11] = [
         Outcome::Recorded,
         Outcome::Duplicate,
         Outcome::Completed,
@@ -351,6 +402,9 @@ impl Outcome {
         Outcome::StaleRelease,
         Outcome::Rejected(Reject::NotAChild),
         Outcome::Rejected(Reject::NotTheParent),
+        Outcome::AheadReduce,
+        Outcome::AheadRelease,
+        Outcome::Rejected(Reject::OtherEpoch),
     ];
 
     /// Dense index into [`Outcome::ALL`].
@@ -364,6 +418,9 @@ impl Outcome {
             Outcome::StaleRelease => 5,
             Outcome::Rejected(Reject::NotAChild) => 6,
             Outcome::Rejected(Reject::NotTheParent) => 7,
+            Outcome::AheadReduce => 8,
+            Outcome::AheadRelease => 9,
+            Outcome::Rejected(Reject::OtherEpoch) => 10,
         }
     }
 
@@ -378,23 +435,29 @@ impl Outcome {
             Outcome::StaleRelease => "stale_release",
             Outcome::Rejected(Reject::NotAChild) => "not_a_child",
             Outcome::Rejected(Reject::NotTheParent) => "not_the_parent",
+            Outcome::AheadReduce => "ahead_reduce",
+            Outcome::AheadRelease => "ahead_release",
+            Outcome::Rejected(Reject::OtherEpoch) => "other_epoch",
         }
     }
 }
 
-/// Applies one event to one group (claim 6 plus the restart rule). Returns the new state, what
-/// happened, and what to send.
+/// Applies one event to one group (claim 6 plus the restart rules). Returns the new state,
+/// what happened, and what to send.
 ///
 /// One `match`, one arm per row of the table "Claim 6, event by event" in `docs/protocol.md`,
-/// in the table's order: first the two membership checks, then, with `s` the group's `seq`,
-/// the reduce rows and the release rows. "Known" is `Collecting` or `AwaitingRelease`; "behind"
-/// is neither equal nor ahead (so `s + 2^31` is behind, see [`Seq::is_ahead_of`]).
-/// `docs/protocol.md` gives the safety argument for the rows that go beyond claim 6.
+/// in the table's order: first the epoch and membership checks, then, with `s` the group's
+/// `seq`, the rows of the known state (`Collecting` or `AwaitingRelease`), which are claim 6
+/// exactly, then the rows of `Unknown`, where the restart rules read frames as evidence.
+/// "Behind" is neither equal nor ahead (so `s + 2^31` is behind, see [`Seq::is_ahead_of`]).
+/// `docs/protocol.md` gives the safety argument and its assumptions.
 pub fn on_event(cfg: &GroupConfig, st: GroupState, ev: Event) -> (GroupState, Outcome, Actions) {
     use Phase::{AwaitingRelease, Collecting, Unknown};
-    let mut acts = Actions::new();
+    let mut acts = Actions::in_epoch(cfg.epoch);
     let s = st.seq;
     let (next, outcome) = match (ev, st.phase) {
+        // Epoch: a frame of another run of the group. Nothing changes.
+        (ev, _) if ev.epoch() != cfg.epoch => (st, Outcome::Rejected(Reject::OtherEpoch)),
         // Membership: a reduce from a port not in `children`. Nothing changes.
         (Event::Reduce { port, .. }, _) if !cfg.children.contains(port) => {
             (st, Outcome::Rejected(Reject::NotAChild))
@@ -403,78 +466,120 @@ pub fn on_event(cfg: &GroupConfig, st: GroupState, ev: Event) -> (GroupState, Ou
         (Event::Release { port, .. }, _) if cfg.parent() != Some(port) => {
             (st, Outcome::Rejected(Reject::NotTheParent))
         }
-        // Row "reduce s from a child not yet recorded | Collecting": record it; the last child
-        // completes the barrier.
-        (Event::Reduce { port, seq: t }, Collecting) if t == s && !st.arrived.contains(port) => {
+        // Known, row "reduce s from a child not yet recorded | Collecting" (claim 6, row 2):
+        // record it; the last child completes the barrier.
+        (Event::Reduce { port, seq: t, .. }, Collecting)
+            if t == s && !st.arrived.contains(port) =>
+        {
             let mut recorded = st;
             recorded.arrived.insert(port);
             complete_if_last(cfg, recorded, &mut acts)
         }
-        // Row "reduce s from a child already recorded | Collecting": nothing.
+        // Known, row "reduce s from a child already recorded | Collecting": nothing.
         (Event::Reduce { seq: t, .. }, Collecting) if t == s => (st, Outcome::Duplicate),
-        // Row "reduce s | AwaitingRelease": nothing. The reduce is (or will be) with the
-        // parent, and this switch's own timer re-sends it.
+        // Known, row "reduce s | AwaitingRelease": nothing. The reduce is (or will be) with
+        // the parent, and this switch's own timer re-sends it.
         (Event::Reduce { seq: t, .. }, AwaitingRelease) if t == s => (st, Outcome::Duplicate),
-        // Row "reduce t behind s | known": the child missed the release of s-1 and is
-        // retrying; re-send it to that child only (claim 6, row 1).
-        (Event::Reduce { port, seq: t }, Collecting | AwaitingRelease) if !t.is_ahead_of(s) => {
-            acts.push(Action::SendRelease {
-                seq: s.prev(),
-                ports: PortSet::single(port),
-                retransmit: true,
-            });
+        // Known, row "reduce t behind s" (claim 6, row 1): the child missed the release of
+        // s-1 and is retrying; re-send it to that child only.
+        (Event::Reduce { port, seq: t, .. }, Collecting | AwaitingRelease) if !t.is_ahead_of(s) => {
+            acts.push(resend_previous(s, port));
             (st, Outcome::StaleReduce)
         }
-        // Row "reduce t ahead of s | known" (restart rule 2; ahead is all that is left): a
-        // child is at t, so t-1 completed at the root and this switch lost a release (or
-        // adopted an old number). Release every child still waiting on t-1, catch up to t
-        // with only this child recorded; it may complete at once.
-        (Event::Reduce { port, seq: t }, Collecting | AwaitingRelease) => {
-            acts.push(Action::SendRelease {
-                seq: t.prev(),
-                ports: cfg.children,
-                retransmit: true,
-            });
-            complete_if_last(cfg, GroupState::collecting(t, port), &mut acts)
+        // Known, row "reduce t ahead of s" (claim 6, row 1: another sequence number): the
+        // same answer, to that child only. No other child is touched, so a member that
+        // sends arbitrary numbers cannot release the others.
+        (Event::Reduce { port, .. }, Collecting | AwaitingRelease) => {
+            acts.push(resend_previous(s, port));
+            (st, Outcome::AheadReduce)
         }
-        // Row "reduce t | Unknown" (restart rule 1): adopt t with only this child recorded; it
-        // may complete at once. Every genuine reduce for t says t-1 completed at the root (or
-        // t is the group's first barrier), so re-sending release t-1 later is truthful or
-        // addressed to a barrier nobody waits for.
-        (Event::Reduce { port, seq: t }, Unknown) => {
-            complete_if_last(cfg, GroupState::collecting(t, port), &mut acts)
-        }
-        // Row "release s from the parent | known (intermediate)": forward it, advance
-        // (claim 6, row 3).
+        // Known, row "release s from the parent (intermediate)" (claim 6, row 3): forward
+        // it, advance.
         (Event::Release { seq: t, .. }, Collecting | AwaitingRelease) if t == s => {
             forward_release(cfg, t, &mut acts)
         }
-        // Row "release t ahead of s from the parent | known" (restart rule 4): only the root
-        // originates releases, and only for completed barriers, so a release for t proves t
-        // completed whatever this switch remembers. Forward it, advance to t+1.
-        (Event::Release { seq: t, .. }, Collecting | AwaitingRelease) if t.is_ahead_of(s) => {
-            forward_release(cfg, t, &mut acts)
-        }
-        // Row "release t from the parent | Unknown" (restart rule 4): the same proof.
-        (Event::Release { seq: t, .. }, Unknown) => forward_release(cfg, t, &mut acts),
-        // Row "release s-1 from the parent | known": the one just forwarded, re-sent. Nothing.
+        // Known, row "release s-1 from the parent": the one just forwarded, re-sent. Nothing.
         (Event::Release { seq: t, .. }, Collecting | AwaitingRelease) if t == s.prev() => {
             (st, Outcome::Duplicate)
         }
-        // Row "release further behind | known": nothing (claim 6, row 4).
+        // Known, row "release t ahead of s" (claim 6, row 4: another sequence number):
+        // ignored.
+        (Event::Release { seq: t, .. }, Collecting | AwaitingRelease) if t.is_ahead_of(s) => {
+            (st, Outcome::AheadRelease)
+        }
+        // Known, row "release further behind" (claim 6, row 4): ignored.
         (Event::Release { .. }, Collecting | AwaitingRelease) => (st, Outcome::StaleRelease),
+        // Unknown, row "reduce t, nothing heard yet" (restart rule 1): t is the highest
+        // number reported; this child is recorded for it. It completes at once when it is
+        // the only child.
+        (Event::Reduce { port, seq: t, .. }, Unknown) if st.arrived.is_empty() => complete_if_last(
+            cfg,
+            GroupState::gathering(t, PortSet::single(port)),
+            &mut acts,
+        ),
+        // Unknown, row "reduce s (the highest heard)": record it (or a duplicate); when
+        // every child has reported s the barrier completes and the group is known.
+        (Event::Reduce { port, seq: t, .. }, Unknown) if t == s => {
+            if st.arrived.contains(port) {
+                (st, Outcome::Duplicate)
+            } else {
+                let mut recorded = st;
+                recorded.arrived.insert(port);
+                complete_if_last(cfg, recorded, &mut acts)
+            }
+        }
+        // Unknown, row "reduce t ahead of s" (restart rule 2): a member of this epoch at t
+        // proves t-1 completed at the root. Release t-1 to every other child (those that
+        // reported s, and any still waiting on t-1 that has not been heard), restart the
+        // gathering at t with this child.
+        (Event::Reduce { port, seq: t, .. }, Unknown) if t.is_ahead_of(s) => {
+            let mut others = cfg.children;
+            others.remove(port);
+            if !others.is_empty() {
+                acts.push(Action::SendRelease {
+                    seq: t.prev(),
+                    ports: others,
+                    retransmit: true,
+                });
+            }
+            complete_if_last(
+                cfg,
+                GroupState::gathering(t, PortSet::single(port)),
+                &mut acts,
+            )
+        }
+        // Unknown, row "reduce t behind s" (restart rule 3): the children recorded at s
+        // prove s-1 completed; the child waits on it (or on an older barrier, which no
+        // member of this epoch can). Re-send release s-1 to it.
+        (Event::Reduce { port, .. }, Unknown) => {
+            acts.push(resend_previous(s, port));
+            (st, Outcome::StaleReduce)
+        }
+        // Unknown, row "release t from the parent" (restart rule 4): only the root
+        // originates releases, and only for completed barriers, so a release for t proves t
+        // completed. Forward it, advance to t+1: the group is known.
+        (Event::Release { seq: t, .. }, Unknown) => forward_release(cfg, t, &mut acts),
     };
     (next, outcome, acts)
 }
 
+/// Claim 6, row 1's answer: the release of `s - 1`, re-sent to `port` only.
+const fn resend_previous(s: Seq, port: PortIdx) -> Action {
+    Action::SendRelease {
+        seq: s.prev(),
+        ports: PortSet::single(port),
+        retransmit: true,
+    }
+}
+
 impl GroupState {
-    /// `Collecting` barrier `seq` with only `port` recorded: a group that adopted or caught
-    /// up to a child's reduce.
-    const fn collecting(seq: Seq, port: PortIdx) -> GroupState {
+    /// `Unknown`, gathering: `seq` is the highest number heard, `arrived` the children that
+    /// reported it.
+    const fn gathering(seq: Seq, arrived: PortSet) -> GroupState {
         GroupState {
             seq,
-            arrived: PortSet::single(port),
-            phase: Phase::Collecting,
+            arrived,
+            phase: Phase::Unknown,
         }
     }
 }
@@ -546,7 +651,7 @@ fn forward_release(cfg: &GroupConfig, t: Seq, acts: &mut Actions) -> (GroupState
 /// `seq` re-sends its reduce (claim 3) and re-arms; in any other state the timer is stale and
 /// does nothing. Never changes the state.
 pub fn on_timer(cfg: &GroupConfig, state: GroupState, seq: Seq) -> (GroupState, Actions) {
-    let mut acts = Actions::new();
+    let mut acts = Actions::in_epoch(cfg.epoch);
     if let Role::Intermediate { parent } = cfg.role {
         if state.phase == Phase::AwaitingRelease && state.seq == seq {
             acts.push(Action::SendReduce {
@@ -576,12 +681,14 @@ mod tests {
     fn red(port: u8, seq: u32) -> Event {
         Event::Reduce {
             port: p(port),
+            epoch: Epoch::DEFAULT,
             seq: Seq(seq),
         }
     }
     fn rel(port: u8, seq: u32) -> Event {
         Event::Release {
             port: p(port),
+            epoch: Epoch::DEFAULT,
             seq: Seq(seq),
         }
     }
@@ -761,33 +868,55 @@ mod tests {
         }
     }
 
+    /// Issue 10, case 3: in the known state one reduce far ahead (a faulty member, or a
+    /// leaf restarted without a new epoch) must not release any other child. Claim 6 answers
+    /// it like any other sequence number: the previous release, to that child only.
     #[test]
-    fn reduce_ahead_catches_up_and_releases_everyone_waiting() {
-        // root at 5 with child 1 recorded; child 2 reduces 7: 6 completed somewhere we missed
-        let (n, o, a) = on_event(&ROOT3, st(5, &[1], Phase::Collecting), red(2, 7));
-        assert_eq!(o, Outcome::Recorded);
-        assert_eq!(n, st(7, &[2], Phase::Collecting));
+    fn known_reduce_ahead_gets_previous_release_and_touches_no_other_child() {
+        for (cfg, s) in [
+            (ROOT3, st(5, &[1], Phase::Collecting)),
+            (ROOT3, st(0, &[1], Phase::Collecting)),
+            (mid3(), st(5, &[1], Phase::Collecting)),
+            (mid3(), st(5, &[1, 2, 3], Phase::AwaitingRelease)),
+        ] {
+            for t in [s.seq.0 + 1, s.seq.0 + 2, s.seq.0 + 9, s.seq.0 + (1 << 30)] {
+                let (n, o, a) = on_event(&cfg, s, red(2, t));
+                assert_eq!((n, o), (s, Outcome::AheadReduce), "{s:?} t={t}");
+                assert_eq!(
+                    acts(&a),
+                    vec![Action::SendRelease {
+                        seq: s.seq.prev(),
+                        ports: ports(&[2]),
+                        retransmit: true
+                    }]
+                );
+            }
+        }
+    }
+
+    /// Unknown: a reduce ahead of the highest number heard is evidence (restart rule 2):
+    /// every other child is released from t-1 and the gathering restarts at t.
+    #[test]
+    fn unknown_reduce_ahead_catches_up_and_releases_everyone_waiting() {
+        // restarted root heard child 1 at 5; child 2 reduces 7: 6 completed before the restart
+        let (n, o, a) = on_event(&ROOT3, st(5, &[1], Phase::Unknown), red(2, 7));
+        assert_eq!((n, o), (st(7, &[2], Phase::Unknown), Outcome::Recorded));
         assert_eq!(
             acts(&a),
             vec![Action::SendRelease {
                 seq: Seq(6),
-                ports: ports(&[1, 2, 3]),
+                ports: ports(&[1, 3]),
                 retransmit: true
             }]
         );
-        // intermediate awaiting 5, single child reduces 6: catch up and complete 6 at once
+        // restarted intermediate, single child: heard 5, then 6: catch up and complete 6
         let cfg = GroupConfig::intermediate(p(0), ports(&[1]), 100);
-        let (n, o, a) = on_event(&cfg, st(5, &[1], Phase::AwaitingRelease), red(1, 6));
+        let (n, o, a) = on_event(&cfg, st(5, &[1], Phase::Unknown), red(1, 6));
         assert_eq!(o, Outcome::Completed);
         assert_eq!(n, st(6, &[1], Phase::AwaitingRelease));
         assert_eq!(
             acts(&a),
             vec![
-                Action::SendRelease {
-                    seq: Seq(5),
-                    ports: ports(&[1]),
-                    retransmit: true
-                },
                 Action::SendReduce {
                     seq: Seq(6),
                     port: p(0),
@@ -799,11 +928,6 @@ mod tests {
                 },
             ]
         );
-        // root, single child, ahead: release t-1 then complete and release t
-        let cfg = GroupConfig::root(ports(&[1]));
-        let (n, o, a) = on_event(&cfg, st(2, &[], Phase::Collecting), red(1, 4));
-        assert_eq!((n, o), (st(5, &[], Phase::Collecting), Outcome::Completed));
-        assert_eq!(a.len(), 2);
     }
 
     // --- claim 6, rows 3 and 4: releases at an intermediate ---
@@ -829,9 +953,26 @@ mod tests {
         assert_eq!((n, o), (st(10, &[], Phase::Collecting), Outcome::Released));
     }
 
+    /// Issue 10, case 4: an intermediate that knows its barrier (waiting for release 0)
+    /// ignores a release for 7 from its parent (claim 6, row 4), where it used to forward it
+    /// to every child and jump to 8.
     #[test]
-    fn release_ahead_is_proof_and_is_forwarded() {
-        let (n, o, a) = on_event(&mid3(), st(9, &[1], Phase::Collecting), rel(0, 11));
+    fn known_release_ahead_is_ignored() {
+        for s in [
+            st(0, &[1, 2, 3], Phase::AwaitingRelease),
+            st(9, &[1], Phase::Collecting),
+        ] {
+            for t in [s.seq.0 + 1, s.seq.0 + 7] {
+                let (n, o, a) = on_event(&mid3(), s, rel(0, t));
+                assert_eq!((n, o), (s, Outcome::AheadRelease));
+                assert!(a.is_empty(), "forwarded {a:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_release_is_proof_and_is_forwarded() {
+        let (n, o, a) = on_event(&mid3(), st(9, &[1], Phase::Unknown), rel(0, 11));
         assert_eq!((n, o), (st(12, &[], Phase::Collecting), Outcome::Released));
         assert_eq!(
             acts(&a),
@@ -841,6 +982,39 @@ mod tests {
                 retransmit: false
             }]
         );
+    }
+
+    /// A frame of another epoch changes nothing, whatever it says, in every phase.
+    #[test]
+    fn other_epoch_is_rejected_in_every_phase() {
+        let other = |ev: Event| match ev {
+            Event::Reduce { port, seq, .. } => Event::Reduce {
+                port,
+                epoch: Epoch(7),
+                seq,
+            },
+            Event::Release { port, seq, .. } => Event::Release {
+                port,
+                epoch: Epoch(7),
+                seq,
+            },
+        };
+        for (cfg, s) in [
+            (ROOT3, GroupState::fresh()),
+            (ROOT3, st(5, &[1, 2], Phase::Collecting)),
+            (mid3(), st(5, &[1], Phase::Unknown)),
+            (mid3(), st(5, &[1, 2, 3], Phase::AwaitingRelease)),
+        ] {
+            for ev in [red(3, 5), red(3, 6), red(3, 4), rel(0, 5), rel(0, 9)] {
+                let (n, o, a) = on_event(&cfg, s, other(ev));
+                assert_eq!((n, o), (s, Outcome::Rejected(Reject::OtherEpoch)));
+                assert!(a.is_empty());
+            }
+        }
+        // the same frames in the group's epoch are acted on
+        let e7 = ROOT3.with_epoch(Epoch(7));
+        let (_, o, _) = on_event(&e7, GroupState::fresh(), other(red(3, 5)));
+        assert_eq!(o, Outcome::Recorded);
     }
 
     #[test]
@@ -942,13 +1116,16 @@ mod tests {
     // --- restart rules ---
 
     #[test]
-    fn unknown_adopts_first_reduce() {
+    fn unknown_gathers_from_first_reduce() {
         let (n, o, a) = on_event(&ROOT3, GroupState::fresh(), red(2, 77));
-        assert_eq!((n, o), (st(77, &[2], Phase::Collecting), Outcome::Recorded));
+        assert_eq!((n, o), (st(77, &[2], Phase::Unknown), Outcome::Recorded));
         assert!(a.is_empty(), "adoption alone sends nothing");
         // a restarted root needs every child again before it completes
         let (n, o, _) = on_event(&ROOT3, n, red(1, 77));
         assert_eq!(o, Outcome::Recorded);
+        let (n2, o, a) = on_event(&ROOT3, n, red(1, 77));
+        assert_eq!((n2, o), (n, Outcome::Duplicate));
+        assert!(a.is_empty());
         let (n, o, a) = on_event(&ROOT3, n, red(3, 77));
         assert_eq!((n, o), (st(78, &[], Phase::Collecting), Outcome::Completed));
         assert_eq!(a.len(), 1);
@@ -985,12 +1162,50 @@ mod tests {
     }
 
     #[test]
-    fn adopting_an_old_number_heals_on_the_next_reduce() {
+    fn hearing_an_old_number_first_heals_on_the_next_reduce() {
         // restarted root first sees a delayed duplicate of 3; the children are at 8
         let (n, _, _) = on_event(&ROOT3, GroupState::fresh(), red(1, 3));
         let (n, o, a) = on_event(&ROOT3, n, red(1, 8));
-        assert_eq!((n, o), (st(8, &[1], Phase::Collecting), Outcome::Recorded));
+        assert_eq!((n, o), (st(8, &[1], Phase::Unknown), Outcome::Recorded));
         assert_eq!(a.len(), 1);
+    }
+
+    /// The liveness case the old reduce-ahead rule existed for: an intermediate restarts,
+    /// hears leaf 1 (which missed release 5 and retries 5) before leaf 2 (at 6). Staying
+    /// Unknown until the children agree heals it: leaf 1 gets release 5, both reduce 6.
+    #[test]
+    fn restarted_intermediate_heals_a_child_that_missed_a_release() {
+        let cfg = GroupConfig::intermediate(p(0), ports(&[1, 2]), 100);
+        let (n, o, a) = on_event(&cfg, GroupState::fresh(), red(1, 5));
+        assert_eq!((n, o), (st(5, &[1], Phase::Unknown), Outcome::Recorded));
+        assert!(a.is_empty());
+        let (n, o, a) = on_event(&cfg, n, red(2, 6));
+        assert_eq!((n, o), (st(6, &[2], Phase::Unknown), Outcome::Recorded));
+        assert_eq!(
+            acts(&a),
+            vec![Action::SendRelease {
+                seq: Seq(5),
+                ports: ports(&[1]),
+                retransmit: true
+            }]
+        );
+        let (n, o, _) = on_event(&cfg, n, red(1, 6));
+        assert_eq!(
+            (n, o),
+            (st(6, &[1, 2], Phase::AwaitingRelease), Outcome::Completed)
+        );
+        // and in the other order: leaf 2's 6 first, then leaf 1's 5 is behind
+        let (n, _, _) = on_event(&cfg, GroupState::fresh(), red(2, 6));
+        let (n2, o, a) = on_event(&cfg, n, red(1, 5));
+        assert_eq!((n2, o), (n, Outcome::StaleReduce));
+        assert_eq!(
+            acts(&a),
+            vec![Action::SendRelease {
+                seq: Seq(5),
+                ports: ports(&[1]),
+                retransmit: true
+            }]
+        );
     }
 
     #[test]
@@ -999,14 +1214,26 @@ mod tests {
         let cfg = GroupConfig::root(ports(&[1]));
         let (n, o, _) = on_event(&cfg, st(u32::MAX, &[], Phase::Collecting), red(1, u32::MAX));
         assert_eq!((n, o), (st(0, &[], Phase::Collecting), Outcome::Completed));
-        // reduce 0 while at MAX is ahead
-        let (n, o, a) = on_event(&ROOT3, st(u32::MAX, &[1], Phase::Collecting), red(2, 0));
-        assert_eq!((n, o), (st(0, &[2], Phase::Collecting), Outcome::Recorded));
+        // reduce 0 while at MAX is ahead: known, the previous release to that child;
+        // Unknown, evidence that MAX completed
+        let s = st(u32::MAX, &[1], Phase::Collecting);
+        let (n, o, a) = on_event(&ROOT3, s, red(2, 0));
+        assert_eq!((n, o), (s, Outcome::AheadReduce));
+        assert_eq!(
+            acts(&a),
+            vec![Action::SendRelease {
+                seq: Seq(u32::MAX - 1),
+                ports: ports(&[2]),
+                retransmit: true
+            }]
+        );
+        let (n, o, a) = on_event(&ROOT3, st(u32::MAX, &[1], Phase::Unknown), red(2, 0));
+        assert_eq!((n, o), (st(0, &[2], Phase::Unknown), Outcome::Recorded));
         assert_eq!(
             acts(&a),
             vec![Action::SendRelease {
                 seq: Seq(u32::MAX),
-                ports: ports(&[1, 2, 3]),
+                ports: ports(&[1, 3]),
                 retransmit: true
             }]
         );
@@ -1062,6 +1289,7 @@ mod tests {
             kind: Kind::Release,
             flags: Flags::RETRANSMIT,
             group: crate::GroupId(3),
+            epoch: Epoch::DEFAULT,
             seq: Seq(9),
             tx_timestamp: Some(1),
         };
@@ -1071,7 +1299,10 @@ mod tests {
             ..f
         };
         assert_eq!(Event::from_frame(&f, p(2)), red(2, 9));
-        assert_eq!(Event::new(Kind::Release, p(0), Seq(1)), rel(0, 1));
+        assert_eq!(
+            Event::new(Kind::Release, p(0), Epoch::DEFAULT, Seq(1)),
+            rel(0, 1)
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use core::sync::atomic::Ordering::SeqCst;
 use crate::switch::{
     self, bits, Actions, ConfigError, Event, GroupConfig, GroupState, Outcome, Role,
 };
-use crate::{GroupId, PortIdx, PortSet, Seq};
+use crate::{Epoch, GroupId, PortIdx, PortSet, Seq};
 
 #[cfg(not(loom))]
 mod sync {
@@ -124,6 +124,8 @@ struct Slot {
     children: AtomicU64,
     /// Intermediate re-send timeout, ns.
     timeout: AtomicU64,
+    /// The group's epoch (low 32 bits).
+    epoch: AtomicU64,
 }
 
 impl Slot {
@@ -133,6 +135,7 @@ impl Slot {
             meta: AtomicU64::new(0),
             children: AtomicU64::new(0),
             timeout: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
         }
     }
 
@@ -150,6 +153,7 @@ impl Slot {
             }
             let children = self.children.load(SeqCst);
             let timeout = self.timeout.load(SeqCst);
+            let epoch = self.epoch.load(SeqCst);
             // seqlock-style validation: the fields belong to generation `m` only if no
             // configure started meanwhile
             if self.meta.load(SeqCst) != m {
@@ -167,6 +171,7 @@ impl Slot {
                     role,
                     children: PortSet(children),
                     resend_timeout_ns: timeout,
+                    epoch: Epoch(epoch as u32),
                 },
             ));
         }
@@ -212,6 +217,7 @@ impl Slot {
         if let Some(cfg) = cfg {
             self.children.store(cfg.children.0, SeqCst);
             self.timeout.store(cfg.resend_timeout_ns, SeqCst);
+            self.epoch.store(u64::from(cfg.epoch.0), SeqCst);
             meta |= CONFIGURED;
             match cfg.role {
                 Role::Root => meta |= ROOT,
@@ -220,6 +226,7 @@ impl Slot {
         } else {
             self.children.store(0, SeqCst);
             self.timeout.store(0, SeqCst);
+            self.epoch.store(0, SeqCst);
         }
         self.meta.store(meta, SeqCst);
     }
@@ -476,6 +483,7 @@ mod tests {
                 last,
                 Event::Reduce {
                     port: p(0),
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(0)
                 }
             )
@@ -488,6 +496,7 @@ mod tests {
                 GroupId(MAX_GROUPS),
                 Event::Reduce {
                     port: p(0),
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(0)
                 }
             ),
@@ -501,6 +510,7 @@ mod tests {
         let g = GroupId(3);
         let ev = Event::Reduce {
             port: p(1),
+            epoch: Epoch::DEFAULT,
             seq: Seq(0),
         };
         assert_eq!(t.apply(g, ev), Err(TableError::NotConfigured(g)));
@@ -520,6 +530,7 @@ mod tests {
                 g,
                 Event::Reduce {
                     port: p(2),
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(0),
                 },
             )
@@ -548,6 +559,7 @@ mod tests {
                 g,
                 Event::Release {
                     port: p(1),
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(0)
                 }
             )
@@ -560,6 +572,7 @@ mod tests {
                 g,
                 Event::Release {
                     port: p(5),
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(0)
                 }
             )
@@ -591,6 +604,7 @@ mod tests {
                 GroupId(g),
                 Event::Reduce {
                     port: p(0),
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(9),
                 },
             )
@@ -606,6 +620,7 @@ mod tests {
             GroupId(1),
             Event::Reduce {
                 port: p(0),
+                epoch: Epoch::DEFAULT,
                 seq: Seq(3),
             },
         )
@@ -668,8 +683,16 @@ mod tests {
                             // each thread walks the groups in a different order
                             let g = GroupId((g + ti as u32 * 17) % GROUPS);
                             for (k, &port) in my_ports.iter().enumerate() {
-                                let (o, a) =
-                                    t.apply(g, Event::Reduce { port, seq: Seq(b) }).unwrap();
+                                let (o, a) = t
+                                    .apply(
+                                        g,
+                                        Event::Reduce {
+                                            port,
+                                            epoch: Epoch::DEFAULT,
+                                            seq: Seq(b),
+                                        },
+                                    )
+                                    .unwrap();
                                 if o == Outcome::Completed {
                                     completions.fetch_add(1, Ordering::Relaxed);
                                     per_group[g.0 as usize].fetch_add(1, Ordering::Relaxed);
@@ -684,8 +707,16 @@ mod tests {
                                 }
                                 // a duplicate now and then: it must never complete anything
                                 if k == 0 && b % 7 == 0 {
-                                    let (o, _) =
-                                        t.apply(g, Event::Reduce { port, seq: Seq(b) }).unwrap();
+                                    let (o, _) = t
+                                        .apply(
+                                            g,
+                                            Event::Reduce {
+                                                port,
+                                                epoch: Epoch::DEFAULT,
+                                                seq: Seq(b),
+                                            },
+                                        )
+                                        .unwrap();
                                     assert!(
                                         matches!(o, Outcome::Duplicate | Outcome::StaleReduce),
                                         "{o:?}"
@@ -750,6 +781,7 @@ mod tests {
                             g,
                             Event::Reduce {
                                 port,
+                                epoch: Epoch::DEFAULT,
                                 seq: Seq(n / 8),
                             },
                         );
@@ -798,6 +830,7 @@ mod tests {
                 g,
                 Event::Reduce {
                     port: p(0),
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(4)
                 }
             )
@@ -810,6 +843,7 @@ mod tests {
                 g,
                 Event::Reduce {
                     port: p(1),
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(4)
                 }
             )

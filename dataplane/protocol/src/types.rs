@@ -80,6 +80,53 @@ impl fmt::Display for GroupId {
     }
 }
 
+/// A group's epoch: which run of a group a frame belongs to. Management assigns it when it
+/// creates or resets a group (a new job on a reused group number gets a new epoch); every
+/// barrier frame carries it, and a switch or leaf drops frames of any other epoch. Compared
+/// for equality only, never ordered.
+#[derive(Copy, Clone, Eq, PartialEq, Ord, PartialOrd, Hash)]
+pub struct Epoch(pub u32);
+
+impl Epoch {
+    /// The epoch of a group configured from a file without an `epoch` key, and of a leaf
+    /// opened without one.
+    pub const DEFAULT: Epoch = Epoch(1);
+
+    /// The epoch with this number.
+    pub const fn new(v: u32) -> Epoch {
+        Epoch(v)
+    }
+
+    /// Its number.
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+
+    /// The epoch a reset assigns when the operator names none: the next number, wrapping.
+    #[must_use]
+    pub const fn next(self) -> Epoch {
+        Epoch(self.0.wrapping_add(1))
+    }
+}
+
+impl Default for Epoch {
+    fn default() -> Self {
+        Epoch::DEFAULT
+    }
+}
+
+impl fmt::Debug for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "epoch{}", self.0)
+    }
+}
+
+impl fmt::Display for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// A barrier sequence number: 32 bits, wrapping.
 ///
 /// Order is defined only between numbers less than 2^31 apart: `a` is ahead of `b` when

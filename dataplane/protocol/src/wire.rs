@@ -1,18 +1,18 @@
-//! The barrier frame on the wire: Ethernet II, EtherType 0x88B5, a fixed 22-byte header ending
+//! The barrier frame on the wire: Ethernet II, EtherType 0x88B5, a fixed 26-byte header ending
 //! in an Internet checksum of its own, zero padding to the 60-byte minimum frame. [`Frame`] is a view over any byte buffer with the
 //! fields as byte ranges (`mod field`); [`FrameRepr`] is the checked, typed value with
 //! `parse`/`emit`. `docs/wire-format.md` is the reference for every byte.
 
 use core::fmt;
 
-use crate::{GroupId, Seq, MAX_GROUPS};
+use crate::{Epoch, GroupId, Seq, MAX_GROUPS};
 
 /// IEEE 802 "local experimental" EtherType 1.
 pub const ETHERTYPE: u16 = 0x88B5;
 /// First header byte: tells a barrier frame from other traffic using the experimental type.
 pub const MAGIC: u8 = 0xBA;
 /// The only header version this code speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// End of the meaningful bytes (the checksum is the last header field); a receiver needs at
 /// least this many.
 pub const HEADER_END: usize = field::CHECKSUM.end;
@@ -31,7 +31,7 @@ pub mod field {
     pub const ETHERTYPE: Field = 12..14;
     /// Magic byte, 0xBA.
     pub const MAGIC: usize = 14;
-    /// Header version, 1.
+    /// Header version, 2.
     pub const VERSION: usize = 15;
     /// Kind: 1 reduce, 2 release.
     pub const KIND: usize = 16;
@@ -39,18 +39,20 @@ pub mod field {
     pub const FLAGS: usize = 17;
     /// Group number, u32.
     pub const GROUP: Field = 18..22;
+    /// Group epoch, u32: which run of the group (assigned by management).
+    pub const EPOCH: Field = 22..26;
     /// Sequence number, u32.
-    pub const SEQ: Field = 22..26;
+    pub const SEQ: Field = 26..30;
     /// Transmit timestamp, u64 nanoseconds; 0 unless HAS_TIMESTAMP.
-    pub const TX_TIMESTAMP: Field = 26..34;
+    pub const TX_TIMESTAMP: Field = 30..38;
     /// Header checksum, u16: the Internet checksum (RFC 1071) over [`CHECKSUMMED`], this
     /// field taken as zero. Veth and other software links have no FCS, so without it a flipped
     /// group or sequence bit would reach the protocol as a real barrier event.
-    pub const CHECKSUM: Field = 34..36;
-    /// The bytes the checksum covers: magic through checksum (11 16-bit words).
-    pub const CHECKSUMMED: Field = 14..36;
+    pub const CHECKSUM: Field = 38..40;
+    /// The bytes the checksum covers: magic through checksum (13 16-bit words).
+    pub const CHECKSUMMED: Field = 14..40;
     /// Zero padding up to the 60-byte minimum frame.
-    pub const PADDING: Field = 36..60;
+    pub const PADDING: Field = 40..60;
 }
 
 /// An Ethernet MAC address.
@@ -254,7 +256,7 @@ pub enum ParseError {
     /// Barrier EtherType but the magic byte is not 0xBA.
     #[error("bad magic byte")]
     BadMagic,
-    /// Header version other than 1.
+    /// Header version other than 2 (version 1 frames, without an epoch, included).
     #[error("unsupported header version")]
     BadVersion,
     /// Kind other than reduce (1) or release (2).
@@ -400,6 +402,11 @@ impl<T: AsRef<[u8]>> Frame<T> {
         u32::from_be_bytes(self.b()[field::GROUP].try_into().unwrap())
     }
 
+    /// Group epoch.
+    pub fn epoch(&self) -> u32 {
+        u32::from_be_bytes(self.b()[field::EPOCH].try_into().unwrap())
+    }
+
     /// Sequence number.
     pub fn seq(&self) -> u32 {
         u32::from_be_bytes(self.b()[field::SEQ].try_into().unwrap())
@@ -423,7 +430,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
 }
 
 /// The 16-bit ones' complement sum of `bytes` (even length), big-endian words, carries folded
-/// back in. Summing into a u32 cannot overflow for a header of 11 words.
+/// back in. Summing into a u32 cannot overflow for a header of 13 words.
 fn ones_complement_sum(bytes: &[u8]) -> u16 {
     debug_assert!(bytes.len().is_multiple_of(2));
     let mut sum: u32 = bytes
@@ -481,6 +488,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
         self.bm()[field::GROUP].copy_from_slice(&v.to_be_bytes());
     }
 
+    /// Sets the group epoch.
+    pub fn set_epoch(&mut self, v: u32) {
+        self.bm()[field::EPOCH].copy_from_slice(&v.to_be_bytes());
+    }
+
     /// Sets the sequence number.
     pub fn set_seq(&mut self, v: u32) {
         self.bm()[field::SEQ].copy_from_slice(&v.to_be_bytes());
@@ -496,7 +508,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
         self.bm()[field::CHECKSUM].copy_from_slice(&v.to_be_bytes());
     }
 
-    /// Computes the header checksum and stores it. Call after every change to bytes 14..34:
+    /// Computes the header checksum and stores it. Call after every change to bytes 14..38:
     /// the setters above do not keep it up to date.
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
@@ -504,7 +516,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
         self.set_checksum(!sum);
     }
 
-    /// Zeroes the padding that lies inside the buffer (bytes 36..60, or fewer if shorter).
+    /// Zeroes the padding that lies inside the buffer (bytes 40..60, or fewer if shorter).
     pub fn clear_padding(&mut self) {
         let b = self.bm();
         let end = b.len().min(field::PADDING.end);
@@ -529,6 +541,8 @@ pub struct FrameRepr {
     pub flags: Flags,
     /// Group, `< MAX_GROUPS`.
     pub group: GroupId,
+    /// The group's epoch (which run of the group).
+    pub epoch: Epoch,
     /// Barrier sequence number.
     pub seq: Seq,
     /// Sender's transmit time in nanoseconds, if it stamped one (barrier-gen does).
@@ -575,6 +589,7 @@ impl FrameRepr {
             kind,
             flags,
             group: GroupId(group),
+            epoch: Epoch(f.epoch()),
             seq: Seq(f.seq()),
             tx_timestamp,
         })
@@ -606,6 +621,7 @@ impl FrameRepr {
         };
         f.set_flags_raw(flags.bits());
         f.set_group(self.group.0);
+        f.set_epoch(self.epoch.0);
         f.set_seq(self.seq.0);
         f.set_tx_timestamp(self.tx_timestamp.unwrap_or(0));
         f.clear_padding();
@@ -657,6 +673,7 @@ mod tests {
             kind: Kind::Reduce,
             flags: Flags::empty(),
             group: GroupId(7),
+            epoch: Epoch(3),
             seq: Seq(42),
             tx_timestamp: None,
         }
@@ -664,7 +681,7 @@ mod tests {
 
     #[test]
     fn layout_constants() {
-        assert_eq!(HEADER_END, 36);
+        assert_eq!(HEADER_END, 40);
         assert_eq!(field::PADDING.end, FRAME_LEN);
         assert_eq!(field::PADDING.start, HEADER_END);
         assert_eq!(field::CHECKSUMMED.start, field::MAGIC);
@@ -675,20 +692,21 @@ mod tests {
     #[test]
     fn reduce_bytes_exact() {
         let b = reduce().to_bytes();
-        let expect_head: [u8; 36] = [
+        let expect_head: [u8; 40] = [
             0x02, 0, 0, 0, 0, 0x01, // dst
             0x02, 0, 0, 0, 0, 0x02, // src
             0x88, 0xB5, // ethertype
-            0xBA, 0x01, 0x01, 0x00, // magic version kind flags
+            0xBA, 0x02, 0x01, 0x00, // magic version kind flags
             0, 0, 0, 7, // group
+            0, 0, 0, 3, // epoch
             0, 0, 0, 42, // seq
             0, 0, 0, 0, 0, 0, 0, 0, // ts
-            // checksum, worked by hand: words 0xba01 + 0x0100 + 0x0007 + 0x002a = 0xbb32,
-            // complemented
-            0x44, 0xCD,
+            // checksum, worked by hand: words 0xba02 + 0x0100 + 0x0007 + 0x0003 + 0x002a =
+            // 0xbb36, complemented
+            0x44, 0xC9,
         ];
-        assert_eq!(&b[..36], &expect_head);
-        assert!(b[36..].iter().all(|&x| x == 0));
+        assert_eq!(&b[..40], &expect_head);
+        assert!(b[40..].iter().all(|&x| x == 0));
         assert_eq!(FrameRepr::parse(&b), Ok(reduce()));
     }
 
@@ -703,7 +721,7 @@ mod tests {
         let b = r.to_bytes();
         assert_eq!(b[16], 2);
         assert_eq!(b[17], 0x03);
-        assert_eq!(&b[26..34], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&b[30..38], &[1, 2, 3, 4, 5, 6, 7, 8]);
         let p = FrameRepr::parse(&b).unwrap();
         assert_eq!(p.tx_timestamp, Some(0x0102_0304_0506_0708));
         assert!(p.flags.contains(Flags::HAS_TIMESTAMP | Flags::RETRANSMIT));
@@ -718,7 +736,7 @@ mod tests {
         };
         let b = r.to_bytes();
         assert_eq!(b[17], 0);
-        assert_eq!(&b[26..34], &[0; 8]);
+        assert_eq!(&b[30..38], &[0; 8]);
     }
 
     #[test]
@@ -730,9 +748,9 @@ mod tests {
             FrameRepr::parse(&b)
         };
         assert_eq!(FrameRepr::parse(&good[..13]), Err(ParseError::TooShort));
-        assert_eq!(FrameRepr::parse(&good[..35]), Err(ParseError::TooShort));
+        assert_eq!(FrameRepr::parse(&good[..39]), Err(ParseError::TooShort));
         assert!(
-            FrameRepr::parse(&good[..36]).is_ok(),
+            FrameRepr::parse(&good[..40]).is_ok(),
             "padding is optional on receive"
         );
         assert_eq!(with(12, 0x08), Err(ParseError::NotBarrier));
@@ -746,7 +764,8 @@ mod tests {
         short_ip[12] = 0x08;
         assert_eq!(FrameRepr::parse(&short_ip), Err(ParseError::NotBarrier));
         assert_eq!(with(14, 0xBB), Err(ParseError::BadMagic));
-        assert_eq!(with(15, 2), Err(ParseError::BadVersion));
+        assert_eq!(with(15, 1), Err(ParseError::BadVersion));
+        assert_eq!(with(15, 3), Err(ParseError::BadVersion));
         assert_eq!(with(15, 0), Err(ParseError::BadVersion));
         assert_eq!(with(16, 0), Err(ParseError::BadKind));
         assert_eq!(with(16, 3), Err(ParseError::BadKind));
@@ -756,8 +775,10 @@ mod tests {
         assert_eq!(with(19, 0x10), Err(ParseError::GroupOutOfRange));
         // group = 0x000f_0007 < 2^20 passes the range check, but the checksum was for group 7
         assert_eq!(with(19, 0x0f), Err(ParseError::BadChecksum));
-        assert_eq!(with(25, 43), Err(ParseError::BadChecksum));
-        assert_eq!(with(34, 0), Err(ParseError::BadChecksum));
+        // epoch 3 -> 4 and seq 42 -> 43: only the checksum can tell
+        assert_eq!(with(25, 4), Err(ParseError::BadChecksum));
+        assert_eq!(with(29, 43), Err(ParseError::BadChecksum));
+        assert_eq!(with(38, 0), Err(ParseError::BadChecksum));
         let resummed = |i: usize, v: u8| {
             let mut b = good;
             b[i] = v;
@@ -765,12 +786,13 @@ mod tests {
             FrameRepr::parse(&b)
         };
         assert_eq!(resummed(19, 0x0f).unwrap().group, GroupId(0x000f_0007));
+        assert_eq!(resummed(25, 4).unwrap().epoch, Epoch(4));
         // padding is outside the checksum and ignored; an unflagged timestamp is covered by
         // the checksum but its value is ignored
         assert_eq!(with(59, 0xff), Ok(reduce()));
-        assert_eq!(with(36, 0xff), Ok(reduce()));
-        assert_eq!(with(30, 0xff), Err(ParseError::BadChecksum));
-        assert_eq!(resummed(30, 0xff), Ok(reduce()));
+        assert_eq!(with(40, 0xff), Ok(reduce()));
+        assert_eq!(with(34, 0xff), Err(ParseError::BadChecksum));
+        assert_eq!(resummed(34, 0xff), Ok(reduce()));
     }
 
     /// The checksum is checked after every field check, so a damaged field keeps its own
@@ -787,7 +809,7 @@ mod tests {
     }
 
     /// Every single-bit error in the checksummed bytes (magic through checksum) of a valid
-    /// frame is rejected: 22 bytes x 8 bits. Flips in group, sequence, timestamp and checksum
+    /// frame is rejected: 26 bytes x 8 bits. Flips in group, epoch, sequence, timestamp and checksum
     /// bytes pass every field check, so the checksum is what catches them.
     #[test]
     fn every_single_bit_flip_of_the_header_is_rejected() {
@@ -817,13 +839,13 @@ mod tests {
                         Ok(_) => ParseError::BadChecksum,
                     };
                     assert_eq!(e, Err(expect), "byte {i} bit {bit}");
-                    if i >= field::SEQ.start {
+                    if i >= field::EPOCH.start {
                         assert_eq!(e, Err(ParseError::BadChecksum), "byte {i} bit {bit}");
                     }
                     cases += 1;
                 }
             }
-            assert_eq!(cases, 22 * 8);
+            assert_eq!(cases, 26 * 8);
         }
     }
 
@@ -831,14 +853,14 @@ mod tests {
     fn checksum_accessors() {
         let b = reduce().to_bytes();
         let f = Frame::new_checked(&b[..]).unwrap();
-        assert_eq!(f.checksum(), 0x44CD);
+        assert_eq!(f.checksum(), 0x44C9);
         assert!(f.verify_checksum());
         let mut m = b;
         let mut fm = Frame::new_unchecked(&mut m[..]);
-        fm.set_checksum(0x44CC);
+        fm.set_checksum(0x44C8);
         assert!(!fm.verify_checksum());
         fm.fill_checksum();
-        assert_eq!(fm.checksum(), 0x44CD);
+        assert_eq!(fm.checksum(), 0x44C9);
         assert_eq!(m, b);
         // RFC 1071's example words 0x0001 0xf203 0xf4f5 0xf6f7 sum to 0xddf2 (§3)
         assert_eq!(
@@ -866,12 +888,13 @@ mod tests {
     #[test]
     fn frame_view_checked() {
         assert_eq!(
-            Frame::new_checked(&[0u8; 35][..]).unwrap_err(),
+            Frame::new_checked(&[0u8; 39][..]).unwrap_err(),
             ParseError::TooShort
         );
         let b = reduce().to_bytes();
         let f = Frame::new_checked(&b[..]).unwrap();
         assert_eq!(f.group(), 7);
+        assert_eq!(f.epoch(), 3);
         assert_eq!(f.seq(), 42);
         assert_eq!(f.ethertype(), ETHERTYPE);
         let mut m = b;
@@ -917,6 +940,23 @@ mod tests {
         }
     }
 
+    /// The fuzz seeds (`fuzz/seeds/parse_frame`) are the frames this page documents: the two
+    /// examples parse, the one with a flipped sequence bit is a checksum failure.
+    #[test]
+    fn fuzz_seeds_are_the_documented_frames() {
+        let reduce_seed = include_bytes!("../fuzz/seeds/parse_frame/reduce.bin");
+        let release_seed = include_bytes!("../fuzz/seeds/parse_frame/release_retransmit_ts.bin");
+        let flipped = include_bytes!("../fuzz/seeds/parse_frame/reduce_seq_bit_flipped.bin");
+        assert_eq!(FrameRepr::parse(reduce_seed), Ok(reduce()));
+        let rel = FrameRepr::parse(release_seed).unwrap();
+        assert_eq!(
+            (rel.kind, rel.epoch, rel.seq),
+            (Kind::Release, Epoch(3), Seq(42))
+        );
+        assert_eq!(rel.tx_timestamp, Some(5_000_000_000));
+        assert_eq!(FrameRepr::parse(flipped), Err(ParseError::BadChecksum));
+    }
+
     #[test]
     fn mac_display() {
         assert_eq!(MacAddr([2, 0, 0, 0, 0, 1]).to_string(), "02:00:00:00:00:01");
@@ -931,9 +971,10 @@ mod tests {
             any::<bool>(),
             0..MAX_GROUPS,
             any::<u32>(),
+            any::<u32>(),
             proptest::option::of(any::<u64>()),
         )
-            .prop_map(|(d, s, kind, rt, g, q, ts)| FrameRepr {
+            .prop_map(|(d, s, kind, rt, g, e, q, ts)| FrameRepr {
                 dst: MacAddr(d),
                 src: MacAddr(s),
                 kind,
@@ -948,6 +989,7 @@ mod tests {
                     Flags::empty()
                 }),
                 group: GroupId(g),
+                epoch: Epoch(e),
                 seq: Seq(q),
                 tx_timestamp: ts,
             })
@@ -988,7 +1030,7 @@ mod tests {
                 let b = r.to_bytes();
                 prop_assert_eq!(FrameRepr::parse(&b), Ok(r));
                 // the meaningful bytes survive, except an unflagged timestamp which is zeroed
-                prop_assert_eq!(&b[..26], &bytes[..26]);
+                prop_assert_eq!(&b[..30], &bytes[..30]);
             }
         }
 

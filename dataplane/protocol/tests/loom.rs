@@ -6,7 +6,7 @@
 
 use barrier_protocol::switch::{Action, Event, GroupConfig, Outcome, Phase};
 use barrier_protocol::table::GroupTable;
-use barrier_protocol::{GroupId, PortIdx, PortSet, Seq};
+use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -19,6 +19,7 @@ fn p(i: u8) -> PortIdx {
 fn reduce(port: u8, seq: u32) -> Event {
     Event::Reduce {
         port: p(port),
+        epoch: Epoch::DEFAULT,
         seq: Seq(seq),
     }
 }
@@ -104,6 +105,7 @@ fn loom_intermediate_two_last_children_reduce_up_once() {
             G,
             Event::Release {
                 port: p(5),
+                epoch: Epoch::DEFAULT,
                 seq: Seq(0),
             },
         )
@@ -150,6 +152,7 @@ fn loom_release_races_last_reduce_at_intermediate() {
             reduce(1, 4),
             Event::Release {
                 port: p(5),
+                epoch: Epoch::DEFAULT,
                 seq: Seq(4),
             },
         );

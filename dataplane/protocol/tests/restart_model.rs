@@ -21,7 +21,7 @@ use barrier_protocol::switch::{
 };
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::Kind;
-use barrier_protocol::{GroupId, PortIdx, PortSet, Seq, Time};
+use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq, Time};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -30,6 +30,7 @@ static RESTARTS_MID_BARRIER: AtomicU64 = AtomicU64::new(0);
 static RELEASES_DURING_FAULTS: AtomicU64 = AtomicU64::new(0);
 static CATCH_UPS: AtomicU64 = AtomicU64::new(0);
 static STALE_REDUCES: AtomicU64 = AtomicU64::new(0);
+static NEW_RUNS: AtomicU64 = AtomicU64::new(0);
 
 type Rule = fn(&GroupConfig, GroupState, Event) -> (GroupState, Outcome, Actions);
 
@@ -45,6 +46,8 @@ struct Msg {
     /// ingress port at `to` (unused for leaves)
     port: PortIdx,
     kind: Kind,
+    /// the run the frame belongs to
+    epoch: Epoch,
     seq: Seq,
 }
 
@@ -63,6 +66,9 @@ struct SwitchNode {
 struct Model {
     rule: Rule,
     first: Seq,
+    /// the current run: management resets every switch to a new epoch and starts new leaves
+    /// (`Op::NewRun`); frames of older runs stay in the network
+    epoch: Epoch,
     switches: Vec<SwitchNode>,
     leaves: Vec<Leaf>,
     /// (parent switch, ingress port at the parent) per leaf
@@ -121,6 +127,10 @@ enum Op {
     LeafTimeout(usize),
     SwitchTimer(usize),
     Restart(usize),
+    /// A new run of the group: management resets every switch to a new epoch, every leaf
+    /// starts over at the first barrier in it (a new job on the same group number, or a job
+    /// restarted after a leaf lost its place). The old run's frames stay in the network.
+    NewRun,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -132,6 +142,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(Op::LeafTimeout),
         1 => any::<usize>().prop_map(Op::SwitchTimer),
         1 => any::<usize>().prop_map(Op::Restart),
+        1 => Just(Op::NewRun),
     ]
 }
 
@@ -141,6 +152,7 @@ impl Model {
         let mut m = Model {
             rule,
             first,
+            epoch: Epoch::DEFAULT,
             switches: vec![],
             leaves: vec![],
             leaf_up: vec![],
@@ -209,6 +221,7 @@ impl Model {
     fn add_leaf(&mut self, parent: usize, port: PortIdx) -> usize {
         self.leaves.push(Leaf::new(LeafConfig {
             group: GroupId(0),
+            epoch: self.epoch,
             resend_timeout_ns: 5,
             first_seq: self.first,
         }));
@@ -234,6 +247,7 @@ impl Model {
             to: Node::Switch(s),
             port,
             kind: Kind::Reduce,
+            epoch: self.leaves[l].config().epoch,
             seq,
         });
     }
@@ -243,7 +257,7 @@ impl Model {
         match msg.to {
             Node::Leaf(l) => {
                 if let Kind::Release = msg.kind {
-                    if let Some(r) = self.leaves[l].on_release(Time(self.now), msg.seq) {
+                    if let Some(r) = self.leaves[l].on_release(Time(self.now), msg.epoch, msg.seq) {
                         if !self.all_reduced(&(0..self.leaves.len()).collect::<Vec<_>>(), r.seq) {
                             return Err(self
                                 .fail(format!("SAFETY: leaf{l} released from {:?} early", r.seq)));
@@ -257,7 +271,7 @@ impl Model {
                 Ok(())
             }
             Node::Switch(s) => {
-                let ev = Event::new(msg.kind, msg.port, msg.seq);
+                let ev = Event::new(msg.kind, msg.port, msg.epoch, msg.seq);
                 let sw = &self.switches[s];
                 let (next, out, acts) = match &self.table {
                     Some(t) => {
@@ -315,6 +329,7 @@ impl Model {
                                 to: node,
                                 port: ingress,
                                 kind: Kind::Release,
+                                epoch: acts.epoch(),
                                 seq,
                             });
                         }
@@ -332,6 +347,7 @@ impl Model {
                         to: Node::Switch(up),
                         port,
                         kind: Kind::Reduce,
+                        epoch: acts.epoch(),
                         seq,
                     });
                 }
@@ -402,14 +418,53 @@ impl Model {
                     RESTARTS_MID_BARRIER.fetch_add(1, Relaxed);
                 }
                 self.switches[s].state = GroupState::fresh();
+                // Assumption (docs/protocol.md, "Assumptions"): a frame lives in the network
+                // for less time than a switch takes to restart. What was on its way to the
+                // switch when it went down arrives (and is lost) before it is back: the
+                // restarted switch hears only frames sent after it went down.
+                let before = self.net.len();
+                self.net.retain(|m| m.to != Node::Switch(s));
+                let lost = before - self.net.len();
+                if lost > 0 {
+                    self.trace
+                        .push(format!("  {lost} frames to switch{s} lost in the restart"));
+                }
                 if let Some(t) = &self.table {
                     t.reset(GroupId(s as u32)).unwrap();
                 }
                 self.switches[s].timers.clear();
             }
+            Op::NewRun => self.new_run(),
             _ => {}
         }
         Ok(())
+    }
+
+    /// `Op::NewRun`: every switch reconfigured in the next epoch (state fresh, timers gone),
+    /// new leaves at the first barrier; the ghost records start over for the new run.
+    fn new_run(&mut self) {
+        self.epoch = self.epoch.next();
+        self.trace.push(format!("NEW RUN in {:?}", self.epoch));
+        if self.count {
+            NEW_RUNS.fetch_add(1, Relaxed);
+        }
+        for s in 0..self.switches.len() {
+            let cfg = self.switches[s].cfg.with_epoch(self.epoch);
+            self.switches[s].cfg = cfg;
+            self.switches[s].state = GroupState::fresh();
+            self.switches[s].timers.clear();
+            if let Some(t) = &self.table {
+                t.configure(GroupId(s as u32), cfg).unwrap();
+            }
+        }
+        for l in 0..self.leaves.len() {
+            self.leaves[l] = Leaf::new(LeafConfig {
+                epoch: self.epoch,
+                ..*self.leaves[l].config()
+            });
+            self.reduced[l].clear();
+            self.completed[l] = 0;
+        }
     }
 
     /// No more faults: deliver everything in order, fire timers, let leaves re-send and arrive.
@@ -481,9 +536,10 @@ fn restart_rule_is_safe_and_live() {
         CATCH_UPS.load(Relaxed),
         STALE_REDUCES.load(Relaxed),
     );
-    println!("restarts mid-barrier {r}, leaf releases under faults {d}, catch-ups {c}, stale reduces {st}");
+    let nr = NEW_RUNS.load(Relaxed);
+    println!("restarts mid-barrier {r}, leaf releases under faults {d}, catch-ups {c}, stale reduces {st}, new runs {nr}");
     assert!(
-        r > 0 && d > 0 && c > 0 && st > 0,
+        r > 0 && d > 0 && c > 0 && st > 0 && nr > 0,
         "the random phase exercised too little"
     );
 }
@@ -535,7 +591,7 @@ fn broken_adopts_all(
     st: GroupState,
     ev: Event,
 ) -> (GroupState, Outcome, Actions) {
-    if let (Phase::Unknown, Event::Reduce { port, seq }) = (st.phase, ev) {
+    if let (Phase::Unknown, Event::Reduce { port, seq, .. }) = (st.phase, ev) {
         if cfg.children.contains(port) {
             let assumed = GroupState {
                 seq,
@@ -548,6 +604,28 @@ fn broken_adopts_all(
     switch::on_event(cfg, st, ev)
 }
 
+/// A switch that does not check the epoch: every frame counts for the current run (what the
+/// code did before epochs, issue 10's cases 1 to 3).
+fn broken_ignores_epoch(
+    cfg: &GroupConfig,
+    st: GroupState,
+    ev: Event,
+) -> (GroupState, Outcome, Actions) {
+    let ev = match ev {
+        Event::Reduce { port, seq, .. } => Event::Reduce {
+            port,
+            epoch: cfg.epoch,
+            seq,
+        },
+        Event::Release { port, seq, .. } => Event::Release {
+            port,
+            epoch: cfg.epoch,
+            seq,
+        },
+    };
+    switch::on_event(cfg, st, ev)
+}
+
 /// A switch that treats a stale reduce as current (forgets to compare sequence numbers).
 fn broken_ignores_seq(
     cfg: &GroupConfig,
@@ -555,9 +633,15 @@ fn broken_ignores_seq(
     ev: Event,
 ) -> (GroupState, Outcome, Actions) {
     match ev {
-        Event::Reduce { port, .. } if st.phase != Phase::Unknown => {
-            switch::on_event(cfg, st, Event::Reduce { port, seq: st.seq })
-        }
+        Event::Reduce { port, .. } if st.phase != Phase::Unknown => switch::on_event(
+            cfg,
+            st,
+            Event::Reduce {
+                port,
+                epoch: cfg.epoch,
+                seq: st.seq,
+            },
+        ),
         _ => switch::on_event(cfg, st, ev),
     }
 }
@@ -584,4 +668,9 @@ fn checker_catches_restart_shortcut() {
 #[test]
 fn checker_catches_missing_seq_check() {
     expect_caught(broken_ignores_seq);
+}
+
+#[test]
+fn checker_catches_missing_epoch_check() {
+    expect_caught(broken_ignores_epoch);
 }

@@ -35,7 +35,7 @@ pub fn control(
     let mark = out.len();
     let (mut s, mut o, actions) = switch::on_event(cfg, state, ev);
     out.extend(actions.iter().copied());
-    let Event::Reduce { port, seq } = ev else {
+    let Event::Reduce { port, epoch, seq } = ev else {
         return (s, o, false);
     };
     let mut bent = true;
@@ -61,6 +61,7 @@ pub fn control(
                 state,
                 Event::Reduce {
                     port,
+                    epoch,
                     seq: state.seq,
                 },
             );
@@ -86,7 +87,15 @@ fn fabricate_rest(
         if s.arrived.contains(p) {
             continue;
         }
-        let (s2, o2, a2) = switch::on_event(cfg, *s, Event::Reduce { port: p, seq });
+        let (s2, o2, a2) = switch::on_event(
+            cfg,
+            *s,
+            Event::Reduce {
+                port: p,
+                epoch: cfg.epoch,
+                seq,
+            },
+        );
         out.extend(a2.iter().copied());
         *s = s2;
         if matches!(o2, Outcome::Completed) {

@@ -6,7 +6,7 @@
 
 use crate::rng::Rng;
 use barrier_protocol::switch::{GroupConfig, Role};
-use barrier_protocol::{GroupId, PortIdx, PortSet, MAX_GROUPS, MAX_PORTS};
+use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, MAX_GROUPS, MAX_PORTS};
 use serde::Serialize;
 use std::fmt;
 
@@ -473,6 +473,7 @@ impl Topology {
                         role,
                         children: children[s],
                         resend_timeout_ns,
+                        epoch: Epoch::DEFAULT,
                     },
                 )
             })

@@ -7,7 +7,7 @@ use crate::spec::{
     ControlSpec, Device, GroupBlock, LcoreSpec, MempoolSpec, PortSpec, RxLcore, SwitchSpec,
 };
 use barrier_protocol::switch::{GroupConfig, Role};
-use barrier_protocol::{PortIdx, PortSet};
+use barrier_protocol::{Epoch, PortIdx, PortSet};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -251,6 +251,7 @@ struct RawGroup {
     children: Vec<String>,
     parent: Option<String>,
     resend_timeout_us: Option<u64>,
+    epoch: Option<u32>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,6 +834,7 @@ fn validate_groups(
                 role,
                 children,
                 resend_timeout_ns: timeout_us.saturating_mul(1000),
+                epoch: g.epoch.map_or(Epoch::DEFAULT, Epoch),
             },
         });
     }

@@ -51,7 +51,7 @@ enum RxCell {
 /// than taken from `Outcome::name` (`completions` for `Completed`, `drop_not_a_child` for
 /// `Rejected(NotAChild)`, ...); a parse error is `drop_` and its `ParseError::reason`. A test
 /// checks that every outcome and every parse error is listed exactly once.
-const RX_LAYOUT: [(&str, RxCell); 22] = [
+const RX_LAYOUT: [(&str, RxCell); 25] = [
     ("discarded_at_start", RxCell::DiscardedAtStart),
     ("frames", RxCell::Frames),
     ("reduce_in", RxCell::ReduceIn),
@@ -62,6 +62,8 @@ const RX_LAYOUT: [(&str, RxCell); 22] = [
     ("duplicates", RxCell::Outcome(Outcome::Duplicate)),
     ("stale_reduce", RxCell::Outcome(Outcome::StaleReduce)),
     ("stale_release", RxCell::Outcome(Outcome::StaleRelease)),
+    ("ahead_reduce", RxCell::Outcome(Outcome::AheadReduce)),
+    ("ahead_release", RxCell::Outcome(Outcome::AheadRelease)),
     ("drop_too_short", RxCell::Parse(ParseError::TooShort)),
     ("drop_not_barrier", RxCell::Parse(ParseError::NotBarrier)),
     ("drop_bad_magic", RxCell::Parse(ParseError::BadMagic)),
@@ -84,6 +86,10 @@ const RX_LAYOUT: [(&str, RxCell); 22] = [
     (
         "drop_not_the_parent",
         RxCell::Outcome(Outcome::Rejected(Reject::NotTheParent)),
+    ),
+    (
+        "drop_other_epoch",
+        RxCell::Outcome(Outcome::Rejected(Reject::OtherEpoch)),
     ),
     ("ring_full_waits", RxCell::RingFullWaits),
 ];
@@ -269,6 +275,8 @@ mod tests {
                 "duplicates",
                 "stale_reduce",
                 "stale_release",
+                "ahead_reduce",
+                "ahead_release",
                 "drop_too_short",
                 "drop_not_barrier",
                 "drop_bad_magic",
@@ -280,6 +288,7 @@ mod tests {
                 "drop_unknown_group",
                 "drop_not_a_child",
                 "drop_not_the_parent",
+                "drop_other_epoch",
                 "ring_full_waits",
             ]
         );
@@ -306,7 +315,7 @@ mod tests {
         let want: Vec<u64> = (1..=RX_LAYOUT.len() as u64).collect();
         assert_eq!(c.values(), want);
         assert_eq!(c.outcomes.get(Outcome::Completed), 6);
-        assert_eq!(c.parse_drops.get(ParseError::BadChecksum), 18);
+        assert_eq!(c.parse_drops.get(ParseError::BadChecksum), 20);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::poll::Poller;
 use barrier_protocol::switch::{Action, Event, Outcome};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{FrameRepr, Kind};
-use barrier_protocol::{GroupId, PortIdx};
+use barrier_protocol::{Epoch, GroupId, PortIdx};
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -17,6 +17,9 @@ use std::sync::Arc;
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Msg {
     pub group: GroupId,
+    /// The epoch the action was decided in ([`barrier_protocol::switch::Actions::epoch`]):
+    /// the frame carries it.
+    pub epoch: Epoch,
     pub action: Action,
     /// The per-group count this action stands for, set on the first action of an event: the
     /// scheduler keeps the per-group counters (one writer, no shared cache lines between RX
@@ -114,6 +117,7 @@ impl<Q: RxQueue> RxPoller<Q> {
         for action in actions.iter() {
             self.push(Msg {
                 group: repr.group,
+                epoch: actions.epoch(),
                 action: *action,
                 tally,
             });
@@ -166,6 +170,7 @@ mod tests {
             kind: Kind::Reduce,
             flags: Flags::empty(),
             group: GroupId(group),
+            epoch: Epoch::DEFAULT,
             seq: Seq(seq),
             tx_timestamp: None,
         }

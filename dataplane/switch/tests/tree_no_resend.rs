@@ -199,6 +199,7 @@ fn a_backlog_of_resent_reduces_coalesces_into_the_one_release() {
                 Flags::empty()
             },
             group: GroupId(1),
+            epoch: barrier_protocol::Epoch::DEFAULT,
             seq: Seq(0),
             tx_timestamp: None,
         }

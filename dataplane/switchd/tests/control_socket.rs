@@ -9,7 +9,10 @@ mod common;
 
 use barrier_ctl::client::{Client, RequestError};
 use barrier_ctl::proto::{Reply, Request};
+use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::wire::Kind;
+use barrier_protocol::wire::MacAddr;
+use barrier_protocol::Epoch;
 use barrier_protocol::{GroupId, Seq};
 use barrier_testbed::netns::{can_create, VethNetns};
 use common::afp::{next_frame, port_rx_counter, reduce, root_config, SwitchProc};
@@ -64,18 +67,31 @@ fn more_rounds(rounds: &AtomicU64, n: u64) {
     }
 }
 
-/// One barrier of `group` for both leaves: leaf0 reduces, nothing comes; leaf1 reduces, both
-/// get the release.
-fn barrier(leaves: &[&RawSocket; 2], group: u32, seq: u32) {
+/// A leaf's reduce for `group`, barrier `seq`, in `epoch`.
+fn reduce_in(src: [u8; 6], group: u32, epoch: u32, seq: u32) -> Vec<u8> {
+    LeafSend {
+        group: GroupId(group),
+        epoch: Epoch::new(epoch),
+        seq: Seq(seq),
+        retransmit: false,
+    }
+    .frame(MacAddr(src), MacAddr::BROADCAST, None)
+    .to_bytes()
+    .to_vec()
+}
+
+/// One barrier of `group` in `epoch` for both leaves: leaf0 reduces, nothing comes; leaf1
+/// reduces, both get the release.
+fn barrier(leaves: &[&RawSocket; 2], group: u32, epoch: u32, seq: u32) {
     leaves[0]
-        .send(&reduce(leaves[0].mac(), group, seq))
+        .send(&reduce_in(leaves[0].mac(), group, epoch, seq))
         .unwrap();
     assert!(
         next_frame(leaves[0], Duration::from_millis(100)).is_none(),
         "group {group}: release before leaf1 arrived"
     );
     leaves[1]
-        .send(&reduce(leaves[1].mac(), group, seq))
+        .send(&reduce_in(leaves[1].mac(), group, epoch, seq))
         .unwrap();
     for (i, s) in leaves.iter().enumerate() {
         let r = next_frame(s, Duration::from_secs(5))
@@ -137,7 +153,7 @@ fn groups_are_managed_on_a_running_switch() {
     let running = run_groups(others, stop.clone(), rounds.clone());
     more_rounds(&rounds, 2);
 
-    barrier(&leaves, 42, 0);
+    barrier(&leaves, 42, 1, 0);
     let r = c
         .request(&Request::GroupCreate {
             group: 9,
@@ -159,8 +175,8 @@ fn groups_are_managed_on_a_running_switch() {
         "{r:?}"
     );
     for seq in 0..3 {
-        barrier(&leaves, 9, seq);
-        barrier(&leaves, 42, seq + 1);
+        barrier(&leaves, 9, 3, seq);
+        barrier(&leaves, 42, 1, seq + 1);
     }
     let Reply::Group { group: g } = c.request(&Request::GroupShow { group: 9 }).unwrap() else {
         panic!()
@@ -178,7 +194,7 @@ fn groups_are_managed_on_a_running_switch() {
         resend_timeout_ns: None,
     })
     .unwrap();
-    leaf0.send(&reduce(leaf0.mac(), 9, 3)).unwrap();
+    leaf0.send(&reduce_in(leaf0.mac(), 9, 3, 3)).unwrap();
     let r = next_frame(&leaf0, Duration::from_secs(5)).expect("leaf0 alone completes");
     assert_eq!(
         (r.kind, r.group, r.seq),
@@ -200,7 +216,13 @@ fn groups_are_managed_on_a_running_switch() {
         })
         .unwrap();
     assert!(matches!(r, Reply::Changed { epoch: 4, .. }), "{r:?}");
-    barrier(&leaves, 9, 0);
+    // The old run's leaves (epoch 3) are refused: no release, counted as drop_other_epoch.
+    leaf0.send(&reduce_in(leaf0.mac(), 9, 3, 4)).unwrap();
+    leaf1.send(&reduce_in(leaf1.mac(), 9, 3, 4)).unwrap();
+    assert!(next_frame(&leaf0, Duration::from_millis(200)).is_none());
+    assert!(next_frame(&leaf1, Duration::from_millis(1)).is_none());
+    barrier(&leaves, 9, 4, 0);
+    barrier(&leaves, 9, 4, 1);
     // Refusals change nothing.
     for (req, why) in [
         (
@@ -234,7 +256,7 @@ fn groups_are_managed_on_a_running_switch() {
     leaf0.send(&reduce(leaf0.mac(), 9, 1)).unwrap();
     leaf1.send(&reduce(leaf1.mac(), 9, 1)).unwrap();
     assert!(next_frame(&leaf0, Duration::from_millis(200)).is_none());
-    barrier(&leaves, 42, 4);
+    barrier(&leaves, 42, 1, 4);
     more_rounds(&rounds, 3);
     stop.store(true, Relaxed);
     running
@@ -251,6 +273,13 @@ fn groups_are_managed_on_a_running_switch() {
         1,
         "{counters}"
     );
+    for leaf in ["leaf0", "leaf1"] {
+        assert_eq!(
+            port_rx_counter(&counters, leaf, "drop_other_epoch"),
+            1,
+            "{counters}"
+        );
+    }
     // Write-back: group 42 only (9 is gone), the rest of the file as it was.
     c.request(&Request::GroupCreate {
         group: 11,

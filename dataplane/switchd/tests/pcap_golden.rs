@@ -9,7 +9,7 @@ mod common;
 use common::pcap;
 
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
-use barrier_protocol::{GroupId, Seq};
+use barrier_protocol::{Epoch, GroupId, Seq};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -38,6 +38,7 @@ fn frame(src: [u8; 6], kind: Kind, group: u32, seq: u32, retransmit: bool) -> Ve
             Flags::empty()
         },
         group: GroupId(group),
+        epoch: Epoch::DEFAULT,
         seq: Seq(seq),
         tx_timestamp: None,
     }

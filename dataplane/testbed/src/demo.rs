@@ -7,7 +7,7 @@
 use crate::error::DemoError;
 use crate::leafhost::{LeafLink, LeafPoller, LeafReport};
 use barrier_protocol::switch::{GroupConfig, Role};
-use barrier_protocol::{PortIdx, PortSet};
+use barrier_protocol::{Epoch, PortIdx, PortSet};
 use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
 use barrier_runtime::poll::Poller;
 use barrier_switch::engine::{build_switch, build_table, PortIo, SwitchStats};
@@ -222,6 +222,7 @@ where
                 role,
                 children: PortSet(children),
                 resend_timeout_ns: opts.switch_timeout_ns,
+                epoch: Epoch::DEFAULT,
             },
         };
         let table = Arc::new(build_table(&[spec])?);

@@ -6,7 +6,7 @@
 
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend};
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
-use barrier_protocol::{GroupId, Seq, Time};
+use barrier_protocol::{Epoch, GroupId, Seq, Time};
 use barrier_runtime::io::{RxQueue, TxQueue, BURST};
 use barrier_runtime::poll::Poller;
 use hdrhistogram::Histogram;
@@ -93,6 +93,7 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
             for g in 0..groups {
                 machines.push(Leaf::new(LeafConfig {
                     group: GroupId(first_group + g),
+                    epoch: Epoch::DEFAULT,
                     resend_timeout_ns,
                     first_seq: Seq(0),
                 }));
@@ -249,7 +250,7 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
                 }
                 let gi = g as usize;
                 let m = &mut self.machines[li * self.groups as usize + gi];
-                match m.on_release(Time::from_nanos(now), repr.seq) {
+                match m.on_release(Time::from_nanos(now), repr.epoch, repr.seq) {
                     None => self.report.ignored_releases += 1,
                     Some(r) => {
                         let parity = (r.seq.0 & 1) as usize;

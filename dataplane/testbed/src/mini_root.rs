@@ -6,7 +6,7 @@
 //! [`loopback::Hub`]: barrier_leaf::transport::loopback::Hub
 
 use barrier_leaf::transport::loopback::{Filter, Hub};
-use barrier_protocol::switch::{on_event, Action, Event, GroupConfig, GroupState, Outcome, Role};
+use barrier_protocol::switch::{on_event, Action, Event, GroupConfig, GroupState, Outcome};
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, PortIdx, PortSet};
 use std::collections::BTreeMap;
@@ -42,11 +42,7 @@ impl MiniRoot {
         for &p in children {
             set.insert(PortIdx::new(p).expect("port index below 64"));
         }
-        let cfg = GroupConfig {
-            role: Role::Root,
-            children: set,
-            resend_timeout_ns: 0,
-        };
+        let cfg = GroupConfig::root(set);
         cfg.validate().expect("valid root config");
         self.groups.insert(group, (cfg, GroupState::fresh()));
     }
@@ -73,6 +69,7 @@ impl MiniRoot {
         self.reduces += 1;
         let ev = Event::Reduce {
             port: PortIdx::new(port)?,
+            epoch: repr.epoch,
             seq: repr.seq,
         };
         let (next, outcome, actions) = on_event(cfg, *state, ev);
@@ -98,6 +95,7 @@ impl MiniRoot {
                     kind: Kind::Release,
                     flags,
                     group: GroupId(repr.group.0),
+                    epoch: actions.epoch(),
                     seq,
                     tx_timestamp: None,
                 };

@@ -86,6 +86,7 @@ impl<R: RxQueue, T: TxQueue> Poller for Reflector<R, T> {
                             kind: Kind::Release,
                             flags: Flags::empty(),
                             group: r.group,
+                            epoch: r.epoch,
                             seq: r.seq,
                             tx_timestamp: if self.echo_timestamps {
                                 r.tx_timestamp

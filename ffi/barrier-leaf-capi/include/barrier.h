@@ -44,6 +44,9 @@ typedef struct barrier_leaf_options {
     uint8_t timestamps;         /* nonzero: carry the send time in each reduce (0) */
     uint8_t reserved;           /* must be 0 */
     uint32_t first_seq;         /* sequence number of the first barrier of each group (0) */
+    uint32_t epoch;             /* the groups' epoch on the switches, as `barrierctl group show`
+                                   prints it (1: a group configured without an epoch key);
+                                   releases of another epoch are ignored */
 } barrier_leaf_options;
 
 /* One released barrier as this leaf saw it. Times are CLOCK_MONOTONIC nanoseconds. */

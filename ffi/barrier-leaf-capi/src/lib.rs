@@ -5,7 +5,7 @@
 
 use barrier_leaf::{Config, Error, Record, RecordSink, Session, Stats, Transport};
 use barrier_protocol::wire::MacAddr;
-use barrier_protocol::Seq;
+use barrier_protocol::{Epoch, Seq};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -54,6 +54,8 @@ pub struct BarrierLeafOptions {
     pub reserved: u8,
     /// First sequence number.
     pub first_seq: u32,
+    /// The groups' epoch on the switches.
+    pub epoch: u32,
 }
 
 /// `barrier_record` of barrier.h.
@@ -129,6 +131,7 @@ impl BarrierLeafOptions {
             timestamps: d.timestamps as u8,
             reserved: 0,
             first_seq: d.first_seq.0,
+            epoch: d.epoch.get(),
         }
     }
 
@@ -144,6 +147,7 @@ impl BarrierLeafOptions {
             wait_timeout: Duration::from_micros(self.wait_timeout_us),
             dst: MacAddr(self.dst_mac),
             first_seq: Seq(self.first_seq),
+            epoch: Epoch(self.epoch),
             timestamps: self.timestamps != 0,
         })
     }

@@ -30,12 +30,12 @@ fn header_structs_match_the_rust_layout() {
 int main(void) {
     P(sizeof(barrier_leaf_options)); P(offsetof(barrier_leaf_options, wait_timeout_us));
     P(offsetof(barrier_leaf_options, dst_mac)); P(offsetof(barrier_leaf_options, timestamps));
-    P(offsetof(barrier_leaf_options, first_seq));
+    P(offsetof(barrier_leaf_options, first_seq)); P(offsetof(barrier_leaf_options, epoch));
     P(sizeof(barrier_record)); P(offsetof(barrier_record, first_reduce_ns));
     P(offsetof(barrier_record, release_ns)); P(offsetof(barrier_record, resends));
     P(sizeof(barrier_stats)); P(offsetof(barrier_stats, bad_frames));
     barrier_leaf_options o; barrier_leaf_options_init(&o);
-    P(o.resend_timeout_us); P(o.wait_timeout_us); P(o.dst_mac[0]); P(o.first_seq);
+    P(o.resend_timeout_us); P(o.wait_timeout_us); P(o.dst_mac[0]); P(o.first_seq); P(o.epoch);
     P(BARRIER_ETIMEDOUT == -3); P(BARRIER_EINTERNAL == -8);
     return 0;
 }
@@ -67,6 +67,7 @@ int main(void) {
         offset_of!(BarrierLeafOptions, dst_mac),
         offset_of!(BarrierLeafOptions, timestamps),
         offset_of!(BarrierLeafOptions, first_seq),
+        offset_of!(BarrierLeafOptions, epoch),
         size_of::<BarrierRecord>(),
         offset_of!(BarrierRecord, first_reduce_ns),
         offset_of!(BarrierRecord, release_ns),
@@ -77,6 +78,7 @@ int main(void) {
         d.wait_timeout_us as usize,
         0xff,
         0,
+        1,
         1,
         1,
     ];

@@ -114,7 +114,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         let gi = gi as usize;
         let li = port * self.cfg.groups as usize + gi;
         let leaf = &mut self.leaves[li];
-        match leaf.on_release(Time(now), r.seq) {
+        match leaf.on_release(Time(now), r.epoch, r.seq) {
             Some(rel) => {
                 let np = self.np();
                 let gr = &mut self.groups[gi];

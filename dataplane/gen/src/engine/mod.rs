@@ -20,7 +20,7 @@ use crate::fault::Injector;
 use crate::hdrlog::HdrLog;
 use crate::report::new_histogram;
 use barrier_protocol::leaf::{Leaf, LeafConfig};
-use barrier_protocol::{GroupId, Seq};
+use barrier_protocol::{Epoch, GroupId, Seq};
 pub use barrier_runtime::clock::Clock;
 use barrier_runtime::io::{RxQueue, TxQueue, BURST};
 use barrier_runtime::poll::Poller;
@@ -70,6 +70,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             for gi in 0..cfg.groups {
                 leaves.push(Leaf::new(LeafConfig {
                     group: GroupId(cfg.first_group + gi),
+                    epoch: Epoch(cfg.epoch),
                     resend_timeout_ns: cfg.resend_timeout_ns,
                     first_seq: Seq(cfg.first_seq),
                 }));

@@ -31,6 +31,8 @@ pub struct GenConfig {
     pub first_group: u32,
     pub groups: u32,
     pub first_seq: u32,
+    /// The groups' epoch on the switch (every reduce carries it).
+    pub epoch: u32,
     /// The leaf's re-send timer.
     pub resend_timeout_ns: u64,
     /// A barrier that takes longer than this from its first reduce counts as lost.
@@ -56,6 +58,7 @@ impl Default for GenConfig {
             first_group: 0,
             groups: 1,
             first_seq: 0,
+            epoch: barrier_protocol::Epoch::DEFAULT.get(),
             resend_timeout_ns: 10_000_000,
             barrier_deadline_ns: 1_000_000_000,
             dst_mac: [0xff; 6],

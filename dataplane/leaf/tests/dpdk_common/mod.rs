@@ -6,7 +6,7 @@
 
 use barrier_leaf::dpdk_transport::{DpdkOptions, DpdkPort, Idle};
 use barrier_leaf::{Record, Transport as _};
-use barrier_protocol::switch::{GroupConfig, Role};
+use barrier_protocol::switch::GroupConfig;
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::FrameRepr;
 use barrier_protocol::{GroupId, PortIdx, PortSet};
@@ -178,14 +178,7 @@ pub fn build(eal: &Eal, pool: &Mempool, group: u32, losses: Vec<Option<LossFn>>)
         s
     });
     table
-        .configure(
-            GroupId(group),
-            GroupConfig {
-                role: Role::Root,
-                children,
-                resend_timeout_ns: 0,
-            },
-        )
+        .configure(GroupId(group), GroupConfig::root(children))
         .unwrap();
     let clock = Clock::new();
     let sw = build_switch("root", SWITCH_MAC, ios, Arc::new(table), clock.now_ns());

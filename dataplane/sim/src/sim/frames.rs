@@ -6,7 +6,7 @@ use super::{Ev, Sim, ViolationKind};
 use crate::topology::{Dir, NodeRef};
 use crate::trace::{Fate, TraceWhat};
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
-use barrier_protocol::{GroupId, Seq, Time};
+use barrier_protocol::{Epoch, GroupId, Seq, Time};
 
 fn mac_of(node: NodeRef) -> MacAddr {
     // Locally administered unicast addresses: 02:<kind>:<index, 32-bit BE>.
@@ -41,6 +41,9 @@ impl Sim<'_> {
             kind,
             flags: Flags::retransmit(retransmit),
             group,
+            // The simulator models one run of each group: every group and leaf is in the
+            // default epoch (epoch changes are the table's and the leaf's own tests).
+            epoch: Epoch::DEFAULT,
             seq,
             // Exercises the optional timestamp field; the receiver checks it came back.
             tx_timestamp: Some(now.nanos()),
@@ -90,7 +93,15 @@ impl Sim<'_> {
             },
         );
         for at in tx.arrivals.into_iter().flatten() {
-            self.queue.push(at, Ev::Deliver { link, dir, frame });
+            self.queue.push(
+                at,
+                Ev::Deliver {
+                    link,
+                    dir,
+                    frame,
+                    sent: now,
+                },
+            );
         }
     }
 

@@ -138,7 +138,7 @@ impl Sim<'_> {
         };
         let s = &mut self.leaves[leaf as usize][slot];
         let leaf_seq = s.leaf.seq();
-        let Some(released) = s.leaf.on_release(now, repr.seq) else {
+        let Some(released) = s.leaf.on_release(now, repr.epoch, repr.seq) else {
             self.frames.leaf_ignored_releases += 1;
             self.trace.push(
                 now,

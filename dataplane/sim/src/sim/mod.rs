@@ -32,7 +32,7 @@ use crate::trace::{Trace, TraceWhat};
 use barrier_protocol::leaf::{Leaf, LeafConfig};
 use barrier_protocol::switch::{Action, GroupConfig, GroupState};
 use barrier_protocol::wire::FRAME_LEN;
-use barrier_protocol::{GroupId, Seq, Time};
+use barrier_protocol::{Epoch, GroupId, Seq, Time};
 use config::{round_trip_ns, timeouts};
 
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +41,8 @@ enum Ev {
         link: u32,
         dir: Dir,
         frame: [u8; FRAME_LEN],
+        /// When the frame was handed to the link (queueing included in the trip).
+        sent: Time,
     },
     LeafCompute {
         leaf: u32,
@@ -103,6 +105,8 @@ struct SwitchSim {
     /// Bumped by a restart: timer events armed before it are dropped.
     epoch: u32,
     down_until: Time,
+    /// When the switch last went down: frames sent before it are lost with the restart.
+    went_down: Option<Time>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -208,6 +212,7 @@ impl<'a> Sim<'a> {
                 groups: Vec::new(),
                 epoch: 0,
                 down_until: Time(0),
+                went_down: None,
             })
             .collect();
         let mut leaves: Vec<Vec<LeafSlot>> = (0..topo.leaves.len()).map(|_| Vec::new()).collect();
@@ -227,6 +232,7 @@ impl<'a> Sim<'a> {
                     group: gi as u16,
                     leaf: Leaf::new(LeafConfig {
                         group: plan.id,
+                        epoch: Epoch::DEFAULT,
                         resend_timeout_ns: leaf_timeout_ns,
                         first_seq: Seq(cfg.first_seq),
                     }),
@@ -365,14 +371,21 @@ impl<'a> Sim<'a> {
 
     fn handle(&mut self, now: Time, ev: Ev) {
         match ev {
-            Ev::Deliver { link, dir, frame } => {
+            Ev::Deliver {
+                link,
+                dir,
+                frame,
+                sent,
+            } => {
                 self.frames.delivered += 1;
                 let l = &self.topo.links[link as usize];
                 match (dir, l.child) {
-                    (Dir::Up, _) => self.switch_receive(now, l.parent, l.port_at_parent, &frame),
+                    (Dir::Up, _) => {
+                        self.switch_receive(now, sent, l.parent, l.port_at_parent, &frame)
+                    }
                     (Dir::Down, NodeRef::Switch(s)) => {
                         let p = l.port_at_child.expect("a switch child has a parent port");
-                        self.switch_receive(now, s, p, &frame)
+                        self.switch_receive(now, sent, s, p, &frame)
                     }
                     (Dir::Down, NodeRef::Leaf(i)) => self.leaf_receive(now, i, &frame),
                 }

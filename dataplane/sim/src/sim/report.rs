@@ -59,6 +59,7 @@ fn json_name(o: Outcome) -> &'static str {
     match o {
         Outcome::Rejected(Reject::NotAChild) => "rejected_not_a_child",
         Outcome::Rejected(Reject::NotTheParent) => "rejected_not_the_parent",
+        Outcome::Rejected(Reject::OtherEpoch) => "rejected_other_epoch",
         other => other.name(),
     }
 }
@@ -295,6 +296,7 @@ mod tests {
             serde_json::to_string(&o).unwrap(),
             "{\"recorded\":0,\"duplicate\":0,\"completed\":1,\"released\":0,\"stale_reduce\":0,\
              \"stale_release\":0,\"rejected_not_a_child\":0,\"rejected_not_the_parent\":1,\
+             \"ahead_reduce\":0,\"ahead_release\":0,\"rejected_other_epoch\":0,\
              \"switch_timer_fired\":0}"
         );
     }

@@ -12,8 +12,20 @@ use barrier_protocol::wire::Kind;
 use barrier_protocol::{GroupId, PortIdx, Seq, Time};
 
 impl Sim<'_> {
-    pub(super) fn switch_receive(&mut self, now: Time, switch: u32, port: PortIdx, frame: &[u8]) {
-        if now < self.switches[switch as usize].down_until {
+    /// A frame sent at `sent` reaches `switch` on `port`. Dropped while the switch is down,
+    /// and when it was sent before the switch last went down: the protocol's assumption that
+    /// a frame lives in the network for less time than a switch takes to restart
+    /// (`docs/protocol.md`, "Assumptions"), made exact here whatever delays the faults draw.
+    pub(super) fn switch_receive(
+        &mut self,
+        now: Time,
+        sent: Time,
+        switch: u32,
+        port: PortIdx,
+        frame: &[u8],
+    ) {
+        let sw = &self.switches[switch as usize];
+        if now < sw.down_until || sw.went_down.is_some_and(|t| sent < t) {
             self.frames.dropped_switch_restarting += 1;
             self.trace
                 .push(now, TraceWhat::DroppedAtDownSwitch { switch });
@@ -198,6 +210,7 @@ impl Sim<'_> {
         }
         sw.epoch = sw.epoch.wrapping_add(1);
         sw.down_until = down_until;
+        sw.went_down = Some(now);
         self.restarts += 1;
         self.quiet_since = self.quiet_since.max(down_until);
         self.trace.push(now, TraceWhat::Restart { switch });

@@ -10,12 +10,11 @@ use barrier_ctl::proto::{
     Response,
 };
 use barrier_protocol::switch::{GroupConfig, Phase, Role};
-use barrier_protocol::{GroupId, PortIdx, PortSet, MAX_PORTS};
-use std::collections::BTreeMap;
+use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, MAX_PORTS};
 use std::path::PathBuf;
 
-/// The epoch a group gets when its creator does not say.
-pub const DEFAULT_EPOCH: u32 = 1;
+/// The epoch a group gets when its creator does not say (as in the file: `Epoch::DEFAULT`).
+pub const DEFAULT_EPOCH: u32 = Epoch::DEFAULT.get();
 
 /// A port as the control socket shows it.
 #[derive(Debug, Clone)]
@@ -31,8 +30,6 @@ pub struct Control {
     ports: Vec<PortDesc>,
     /// The configuration file, for write-back.
     pub(super) file: Option<PathBuf>,
-    /// Epochs of the groups, by number (absent: `DEFAULT_EPOCH`).
-    epochs: BTreeMap<u32, u32>,
 }
 
 fn mac_string(m: [u8; 6]) -> String {
@@ -63,12 +60,7 @@ impl Control {
 
     /// As `new`, with the ports described directly (a switch not built from a file).
     pub fn with_ports(stats: SwitchStats, ports: Vec<PortDesc>, file: Option<PathBuf>) -> Control {
-        Control {
-            stats,
-            ports,
-            file,
-            epochs: BTreeMap::new(),
-        }
+        Control { stats, ports, file }
     }
 
     /// Answers one request line (the newline stripped).
@@ -126,8 +118,11 @@ impl Control {
         &self.stats.table
     }
 
+    /// The group's epoch (`DEFAULT_EPOCH` for a group that does not exist).
     pub(super) fn epoch(&self, group: u32) -> u32 {
-        self.epochs.get(&group).copied().unwrap_or(DEFAULT_EPOCH)
+        self.table()
+            .config(GroupId(group))
+            .map_or(DEFAULT_EPOCH, |c| c.epoch.get())
     }
 
     fn port_name(&self, p: PortIdx) -> String {
@@ -201,7 +196,7 @@ impl Control {
         }
     }
 
-    fn registers(&self, group: u32, cfg: &GroupConfig) -> GroupRegisters {
+    fn registers(&self, cfg: &GroupConfig) -> GroupRegisters {
         GroupRegisters {
             role: match cfg.role {
                 Role::Root => "root",
@@ -214,15 +209,16 @@ impl Control {
                 Role::Root => 0,
                 Role::Intermediate { .. } => cfg.resend_timeout_ns,
             },
-            epoch: self.epoch(group),
+            epoch: cfg.epoch.get(),
         }
     }
 
-    /// Installs `cfg` for `g` (one atomic `configure`) with `epoch`.
+    /// Installs `cfg` in `epoch` for `g`: one `configure`, atomic for the group (its
+    /// registers, epoch and fresh state change together).
     fn install(&mut self, g: GroupId, cfg: GroupConfig, epoch: u32) -> Result<(), String> {
-        self.table().configure(g, cfg).map_err(|e| e.to_string())?;
-        self.epochs.insert(g.0, epoch);
-        Ok(())
+        self.table()
+            .configure(g, cfg.with_epoch(Epoch::new(epoch)))
+            .map_err(|e| e.to_string())
     }
 
     fn create(
@@ -273,12 +269,8 @@ impl Control {
         let (g, cfg) = self.configured(group)?;
         let epoch = match epoch {
             Some(e) => e,
-            None => self.epoch(group).checked_add(1).ok_or_else(|| {
-                format!(
-                    "group {group}: epoch {} is the last one: give --epoch",
-                    u32::MAX
-                )
-            })?,
+            // The next number, wrapping (`Epoch::next`).
+            None => Epoch::new(self.epoch(group)).next().get(),
         };
         self.install(g, cfg, epoch)?;
         tracing::info!(group, epoch, "control: group reset");
@@ -353,7 +345,6 @@ impl Control {
         let (g, _) = self.configured(group)?;
         let epoch = self.epoch(group);
         self.table().remove(g).map_err(|e| e.to_string())?;
-        self.epochs.remove(&group);
         tracing::info!(group, epoch, "control: group deleted");
         Ok(Reply::Changed {
             group,
@@ -376,7 +367,7 @@ impl Control {
         Ok(Reply::Group {
             group: GroupInfo {
                 group,
-                registers: self.registers(group, &cfg),
+                registers: self.registers(&cfg),
                 phase: phase.into(),
                 seq: (st.phase != Phase::Unknown).then_some(st.seq.0),
                 arrived: st.arrived.iter().map(|p| self.port_name(p)).collect(),
@@ -386,17 +377,16 @@ impl Control {
         })
     }
 
-    /// Consecutive numbers with equal registers, in order.
-    fn blocks(&self) -> Vec<(u32, u32, GroupConfig, u32)> {
-        let mut out: Vec<(u32, u32, GroupConfig, u32)> = Vec::new();
+    /// Consecutive numbers with equal registers (epoch included), in order.
+    fn blocks(&self) -> Vec<(u32, u32, GroupConfig)> {
+        let mut out: Vec<(u32, u32, GroupConfig)> = Vec::new();
         for n in 0..self.table().capacity() {
             let Some(cfg) = self.table().config(GroupId(n)) else {
                 continue;
             };
-            let epoch = self.epoch(n);
             match out.last_mut() {
-                Some(b) if b.1 + 1 == n && b.2 == cfg && b.3 == epoch => b.1 = n,
-                _ => out.push((n, n, cfg, epoch)),
+                Some(b) if b.1 + 1 == n && b.2 == cfg => b.1 = n,
+                _ => out.push((n, n, cfg)),
             }
         }
         out
@@ -408,10 +398,10 @@ impl Control {
             blocks: self
                 .blocks()
                 .into_iter()
-                .map(|(first, last, cfg, _)| GroupBlockInfo {
+                .map(|(first, last, cfg)| GroupBlockInfo {
                     first,
                     last,
-                    registers: self.registers(first, &cfg),
+                    registers: self.registers(&cfg),
                 })
                 .collect(),
         }
@@ -519,9 +509,9 @@ impl Control {
         use toml_edit::{value, Array, ArrayOfTables, Table};
         let mut aot = ArrayOfTables::new();
         let mut n = 0u64;
-        for (first, last, cfg, _epoch) in self.blocks() {
+        for (first, last, cfg) in self.blocks() {
             n += u64::from(last - first) + 1;
-            let regs = self.registers(first, &cfg);
+            let regs = self.registers(&cfg);
             let mut t = Table::new();
             if first == last {
                 t.insert("number", value(i64::from(first)));
@@ -540,6 +530,9 @@ impl Control {
                     "resend_timeout_us",
                     value((regs.resend_timeout_ns / 1000) as i64),
                 );
+            }
+            if cfg.epoch != Epoch::DEFAULT {
+                t.insert("epoch", value(i64::from(cfg.epoch.get())));
             }
             aot.push(t);
         }

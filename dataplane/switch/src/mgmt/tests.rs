@@ -13,7 +13,7 @@ use barrier_protocol::switch::GroupConfig;
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr};
 use barrier_protocol::Seq;
-use barrier_protocol::{GroupId, PortIdx, PortSet};
+use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -99,9 +99,15 @@ impl Bed {
             .map(|n| (n, t.config(GroupId(n)), self.control.epoch(n)))
             .collect()
     }
+    /// A reduce in the group's epoch (the default one for a group that does not exist).
     fn send_reduce(&mut self, port: usize, group: u32, seq: u32) {
+        let epoch = self.control.epoch(group);
+        self.send_reduce_in(port, group, epoch, seq);
+    }
+    fn send_reduce_in(&mut self, port: usize, group: u32, epoch: u32, seq: u32) {
         let f = LeafSend {
             group: GroupId(group),
+            epoch: Epoch::new(epoch),
             seq: Seq(seq),
             retransmit: false,
         }
@@ -147,8 +153,9 @@ fn create_show_reset_set_delete() {
     assert_eq!(
         cfg,
         GroupConfig::intermediate(PortIdx::new(0).unwrap(), PortSet(0b110), 500_000)
+            .with_epoch(Epoch::new(3))
     );
-    // A reduce from d1: the group collects, d1 arrived.
+    // A reduce from d1: the group gathers (unknown until every child reported), d1 arrived.
     b.send_reduce(2, 7, 5);
     b.run();
     let Reply::Group { group: g } = b.ok(r#"{"op":"group_show","group":7}"#) else {
@@ -161,7 +168,7 @@ fn create_show_reset_set_delete() {
             g.arrived.clone(),
             g.registers.epoch
         ),
-        ("collecting", Some(5), vec!["d1".to_string()], 3)
+        ("unknown", None, vec!["d1".to_string()], 3)
     );
     assert_eq!(g.registers.parent.as_deref(), Some("up"));
     // Reset: the next epoch, the state forgotten.
@@ -188,12 +195,13 @@ fn create_show_reset_set_delete() {
     assert_eq!(
         b.control.table().config(GroupId(7)).unwrap(),
         GroupConfig::intermediate(PortIdx::new(0).unwrap(), PortSet(0b1000), 2_000_000)
+            .with_epoch(Epoch::new(40))
     );
     assert_eq!(b.control.epoch(7), 40);
     b.ok(r#"{"op":"group_set","group":7,"root":true}"#);
     assert_eq!(
         b.control.table().config(GroupId(7)).unwrap(),
-        GroupConfig::root(PortSet(0b1000))
+        GroupConfig::root(PortSet(0b1000)).with_epoch(Epoch::new(40))
     );
     b.ok(r#"{"op":"group_set","group":7,"parent":"d0"}"#);
     assert_eq!(
@@ -203,6 +211,7 @@ fn create_show_reset_set_delete() {
             PortSet(0b1000),
             DEFAULT_RESEND_TIMEOUT_US * 1000
         )
+        .with_epoch(Epoch::new(40))
     );
     // Listing: groups 1 and 7.
     let Reply::Groups { capacity, blocks } = b.ok(r#"{"op":"groups"}"#) else {
@@ -392,13 +401,14 @@ capacity = 16
     b.control.file = spec.control.as_ref().unwrap().file.clone();
     b.ok(r#"{"op":"group_create","group":7,"children":["d0","d1"],"parent":"up","resend_timeout_ns":500000}"#);
     b.ok(r#"{"op":"group_create","group":8,"children":["d0","d1"],"parent":"up","resend_timeout_ns":500000}"#);
+    b.ok(r#"{"op":"group_create","group":10,"children":["d2"],"epoch":7}"#);
     b.ok(r#"{"op":"group_delete","group":1}"#);
     let r = b.ok(r#"{"op":"write_back"}"#);
     assert_eq!(
         r,
         Reply::WrittenBack {
             path: path.display().to_string(),
-            groups: 2
+            groups: 3
         }
     );
     let new = std::fs::read_to_string(&path).unwrap();
@@ -408,8 +418,19 @@ capacity = 16
         "{new}"
     );
     let spec = config::parse(&new).unwrap();
-    assert_eq!(spec.groups.len(), 1, "{new}");
+    assert_eq!(spec.groups.len(), 2, "{new}");
     assert_eq!(spec.groups[0].numbers, 7..9);
+    assert_eq!(spec.groups[1].numbers, 10..11);
+    let g10 = spec.groups[1].config;
+    assert_eq!(
+        (g10.role, g10.children, g10.epoch),
+        (
+            barrier_protocol::switch::Role::Root,
+            PortSet(0b1000),
+            Epoch::new(7)
+        ),
+        "the epoch is written back: {new}"
+    );
     assert_eq!(
         spec.groups[0].config,
         GroupConfig::intermediate(PortIdx::new(0).unwrap(), PortSet(0b110), 500_000)

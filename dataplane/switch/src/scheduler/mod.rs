@@ -103,6 +103,7 @@ impl<T: TxQueue> SchedPoller<T> {
                     group,
                     PendingFrame {
                         kind: Kind::Reduce,
+                        epoch: msg.epoch,
                         seq,
                         retransmit,
                     },
@@ -119,6 +120,7 @@ impl<T: TxQueue> SchedPoller<T> {
                         group,
                         PendingFrame {
                             kind: Kind::Release,
+                            epoch: msg.epoch,
                             seq,
                             retransmit,
                         },
@@ -160,6 +162,7 @@ impl<T: TxQueue> SchedPoller<T> {
                     kind: send.kind,
                     flags: Flags::retransmit(send.retransmit),
                     group,
+                    epoch: send.epoch,
                     seq: send.seq,
                     tx_timestamp: None,
                 };
@@ -228,6 +231,7 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
                     self.dispatch(
                         Msg {
                             group,
+                            epoch: actions.epoch(),
                             action: *action,
                             tally: Tally::None,
                         },
@@ -255,7 +259,7 @@ mod tests {
     use super::*;
     use crate::io::{mem_wire, MemRx, RxQueue};
     use barrier_protocol::switch::GroupConfig;
-    use barrier_protocol::{PortIdx, PortSet};
+    use barrier_protocol::{Epoch, PortIdx, PortSet};
 
     fn setup(
         wire_cap: usize,
@@ -293,6 +297,7 @@ mod tests {
         let (mut s, ring, _rx, _c) = setup(64, table);
         let release = |tally| Msg {
             group: GroupId(1),
+            epoch: Epoch::DEFAULT,
             action: Action::SendRelease {
                 seq: Seq(0),
                 ports: PortSet::single(port0()),
@@ -319,6 +324,7 @@ mod tests {
         for g in 0..300u32 {
             let msg = Msg {
                 group: GroupId(g),
+                epoch: Epoch::DEFAULT,
                 action: Action::SendRelease {
                     seq: Seq(g),
                     ports: PortSet::single(port0()),
@@ -373,6 +379,7 @@ mod tests {
                 GroupId(0),
                 barrier_protocol::switch::Event::Reduce {
                     port: child,
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(7),
                 },
             )
@@ -382,6 +389,7 @@ mod tests {
         for a in actions.iter() {
             ring.push(Msg {
                 group: GroupId(0),
+                epoch: Epoch::DEFAULT,
                 action: *a,
                 tally: Tally::None,
             })
@@ -431,6 +439,7 @@ mod tests {
                 GroupId(0),
                 barrier_protocol::switch::Event::Release {
                     port: parent,
+                    epoch: Epoch::DEFAULT,
                     seq: Seq(7),
                 },
             )

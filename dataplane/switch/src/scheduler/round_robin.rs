@@ -5,7 +5,7 @@
 //! poller (the parent module) pops pending frames, builds them and transmits them.
 
 use barrier_protocol::wire::Kind;
-use barrier_protocol::{GroupId, Seq};
+use barrier_protocol::{Epoch, GroupId, Seq};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -14,6 +14,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct PendingFrame {
     pub kind: Kind,
+    pub epoch: Epoch,
     pub seq: Seq,
     pub retransmit: bool,
 }
@@ -84,7 +85,9 @@ impl RoundRobin {
             Some(q) => {
                 // The waiting copy keeps its own flags: it has not gone out yet, so it is not
                 // a retransmission even if the request for it was.
-                if q.iter().any(|s| s.kind == send.kind && s.seq == send.seq) {
+                if q.iter()
+                    .any(|s| s.kind == send.kind && s.seq == send.seq && s.epoch == send.epoch)
+                {
                     return Pushed::Coalesced;
                 }
                 q.push_back(send);
@@ -164,6 +167,7 @@ mod tests {
     fn rel(seq: u32) -> PendingFrame {
         PendingFrame {
             kind: Kind::Release,
+            epoch: Epoch::DEFAULT,
             seq: Seq(seq),
             retransmit: false,
         }
@@ -171,6 +175,7 @@ mod tests {
     fn red(seq: u32) -> PendingFrame {
         PendingFrame {
             kind: Kind::Reduce,
+            epoch: Epoch::DEFAULT,
             seq: Seq(seq),
             retransmit: false,
         }
@@ -231,6 +236,21 @@ mod tests {
             ),
             Pushed::Coalesced
         );
+        // the same barrier number of another epoch is another frame
+        assert_eq!(
+            s.push(
+                1,
+                g(4),
+                PendingFrame {
+                    epoch: Epoch(9),
+                    ..rel(3)
+                }
+            ),
+            Pushed::Queued
+        );
+        assert_eq!(s.pop(1).map(|(_, f)| f.epoch), Some(Epoch::DEFAULT));
+        assert_eq!(s.pop(1).map(|(_, f)| f.epoch), Some(Epoch(9)));
+        assert_eq!(s.push(1, g(4), rel(3)), Pushed::Queued);
         assert_eq!(s.push(1, g(4), red(3)), Pushed::Queued);
         assert_eq!(s.push(0, g(4), rel(3)), Pushed::Queued); // other port: separate
         assert_eq!(s.pending(1), 2);

@@ -3,7 +3,7 @@
 
 use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::wire::{FrameRepr, MacAddr};
-use barrier_protocol::{GroupId, Seq};
+use barrier_protocol::{Epoch, GroupId, Seq};
 use barrier_testbed::netns::VethNetns;
 use rawsock::RawSocket;
 use std::io::{BufRead, BufReader};
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub fn reduce(src: [u8; 6], group: u32, seq: u32) -> Vec<u8> {
     LeafSend {
         group: GroupId(group),
+        epoch: Epoch::DEFAULT,
         seq: Seq(seq),
         retransmit: false,
     }
