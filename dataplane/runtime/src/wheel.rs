@@ -41,7 +41,7 @@ impl<K: Copy> TimerWheel<K> {
     /// timer is looked at once, when it fires, never on the turns before.
     pub fn for_delay(max_delay_ns: u64, now_ns: u64) -> Self {
         let tick_shift = (max_delay_ns / 64).max(1).ilog2().max(10);
-        let slots = (2 * max_delay_ns >> tick_shift).max(64) as usize;
+        let slots = ((2 * max_delay_ns) >> tick_shift).max(64) as usize;
         TimerWheel::new(slots, tick_shift, now_ns)
     }
 
