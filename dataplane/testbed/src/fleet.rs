@@ -9,9 +9,10 @@
 //! that barrier (`Released::early`), nor reach a leaf that has not arrived at it yet
 //! (`Received::NotReached`). Either is a broken switch.
 //!
-//! Cost: a frame in or out is O(1) (array indexing, one wheel entry per arrival or re-send); a
-//! timer is looked at when it is due, never by a scan of every leaf, so the cost per frame does
-//! not grow with the number of groups.
+//! Cost: a frame in or out is O(1) (array indexing). A group with leaves waiting has one timer
+//! on the wheel, at the earliest deadline of its waiting leaves; it is looked at when it is due
+//! (its leaves polled, re-armed for those still waiting), never by a scan of every leaf, so the
+//! cost per frame does not grow with the number of groups.
 
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafError, LeafSend, LeafState};
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
@@ -95,10 +96,11 @@ pub struct Fleet {
     resent: Vec<u8>,
     /// Per group: leaves released from the barrier being released.
     released: Vec<u32>,
-    /// One timer per waiting leaf: (leaf index, the barrier it waits on). Not cancelled: a
-    /// timer for a barrier the leaf no longer waits on is dropped when it fires.
-    wheel: TimerWheel<(u32, Seq)>,
-    fired: Vec<(u32, Seq)>,
+    /// Per group: its timer is on the wheel (at most one per group, never cancelled: a group
+    /// whose leaves were all released in time finds nothing to do when it fires).
+    armed: Vec<bool>,
+    wheel: TimerWheel<u32>,
+    fired: Vec<u32>,
 }
 
 fn parity(seq: Seq) -> usize {
@@ -127,6 +129,7 @@ impl Fleet {
             last_ns: vec![[0; 2]; g],
             resent: vec![0; g],
             released: vec![0; g],
+            armed: vec![false; g],
             wheel: TimerWheel::for_delay(cfg.resend_timeout_ns, now_ns),
             fired: Vec::new(),
             cfg,
@@ -152,7 +155,7 @@ impl Fleet {
         self.arrived[group as usize] != [0, 0]
     }
 
-    /// Re-send timers armed (some for barriers already released, dropped when they fire).
+    /// Groups with a timer on the wheel (some for barriers already released).
     pub fn timers(&self) -> usize {
         self.wheel.len()
     }
@@ -170,8 +173,13 @@ impl Fleet {
         }
         self.arrived[g][p] += 1;
         self.last_ns[g][p] = now_ns;
-        if let Some(deadline) = self.leaves[i].next_deadline() {
-            self.wheel.arm((i as u32, send.seq), deadline.nanos());
+        // A timer already armed for the group is due no later than this leaf's deadline (it was
+        // armed for an earlier one) and re-arms for the leaves still waiting when it fires.
+        if !self.armed[g] {
+            if let Some(deadline) = self.leaves[i].next_deadline() {
+                self.armed[g] = true;
+                self.wheel.arm(group, deadline.nanos());
+            }
         }
         Ok(Arrival { send, first })
     }
@@ -226,18 +234,25 @@ impl Fleet {
         }
         let mut fired = std::mem::take(&mut self.fired);
         self.wheel.advance(now_ns, &mut fired);
-        let members = self.cfg.members;
-        for &(i, seq) in &fired {
-            let leaf = &mut self.leaves[i as usize];
-            if !matches!(leaf.state(), LeafState::Waiting { seq: s, .. } if s == seq) {
-                continue; // released in time
+        let members = self.cfg.members as usize;
+        for &group in &fired {
+            let g = group as usize;
+            let mut next: Option<Time> = None;
+            for (m, leaf) in self.leaves[g * members..(g + 1) * members]
+                .iter_mut()
+                .enumerate()
+            {
+                if let Some(send) = leaf.poll(Time(now_ns)) {
+                    self.resent[g] |= 1 << parity(send.seq);
+                    resends.push((m as u32, send));
+                }
+                if let Some(d) = leaf.next_deadline() {
+                    next = Some(next.map_or(d, |n| n.min(d)));
+                }
             }
-            if let Some(send) = leaf.poll(Time(now_ns)) {
-                self.resent[(i / members) as usize] |= 1 << parity(seq);
-                resends.push((i % members, send));
-            }
-            if let Some(deadline) = leaf.next_deadline() {
-                self.wheel.arm((i, seq), deadline.nanos());
+            self.armed[g] = next.is_some();
+            if let Some(d) = next {
+                self.wheel.arm(group, d.nanos());
             }
         }
         fired.clear();
