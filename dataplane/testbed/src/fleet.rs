@@ -140,17 +140,20 @@ impl Fleet {
         &self.cfg
     }
 
+    #[inline]
     fn index(&self, member: u32, group: u32) -> usize {
         debug_assert!(member < self.cfg.members && group < self.cfg.groups);
         group as usize * self.cfg.members as usize + member as usize
     }
 
     /// The state machine of `member` in group index `group`.
+    #[inline]
     pub fn leaf(&self, member: u32, group: u32) -> &Leaf {
         &self.leaves[self.index(member, group)]
     }
 
     /// Some leaf of the group has arrived at a barrier that has not completed.
+    #[inline]
     pub fn in_progress(&self, group: u32) -> bool {
         self.arrived[group as usize] != [0, 0]
     }
@@ -162,6 +165,7 @@ impl Fleet {
 
     /// `member` reached its next barrier in group index `group`: returns the reduce to send
     /// and starts its timer. An error when it is already waiting.
+    #[inline]
     pub fn arrive(&mut self, member: u32, group: u32, now_ns: u64) -> Result<Arrival, LeafError> {
         let i = self.index(member, group);
         let send = self.leaves[i].arrive(Time(now_ns))?;
@@ -185,6 +189,7 @@ impl Fleet {
     }
 
     /// A frame reached `member`.
+    #[inline]
     pub fn receive(&mut self, member: u32, frame: &[u8], now_ns: u64) -> Received {
         let Ok(r) = FrameRepr::parse(frame) else {
             return Received::Other;
@@ -261,6 +266,7 @@ impl Fleet {
 
     /// The frame for a leaf's reduce, from `src` to `dst`, with an optional tx timestamp: the
     /// one place the fleet's users build frames.
+    #[inline]
     pub fn reduce_frame(
         &self,
         send: LeafSend,
