@@ -1,7 +1,7 @@
 //! The generator's loop: thousands of emulated leaves (the test bed's shared fleet: one
-//! `barrier_protocol::leaf::Leaf` per port and group) on a few ports, paced open loop by a token bucket or closed loop by the
-//! releases, with fault injection on each port in both directions and latency into
-//! hdrhistograms. Generic over the switch crate's I/O seam, so it runs on DPDK queues and, in
+//! `barrier_protocol::leaf::Leaf` per port and group) on a few ports, paced open loop by a
+//! token bucket or closed loop by the releases, with fault injection on each port in both
+//! directions and latency into hdrhistograms. Generic over the switch crate's I/O seam, so it runs on DPDK queues and, in
 //! tests, on in-memory wires.
 
 mod leaves;
