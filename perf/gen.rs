@@ -3,7 +3,9 @@
 //! test (`barrier_testbed::reflector`: counts reduces, sends releases) and then a barrier-switch
 //! root, both on net_ring pairs and run inside the generator's loop on one lcore. Prints each
 //! side's closed-loop barriers/s and latency, and the ratios barrier-switch / reference. The
-//! reference phase is also the generator's own ceiling on this machine. See perf/gen.md.
+//! reference phase is also the generator's own ceiling on this machine; a third phase runs it
+//! against the reflector with 1,048,576 groups, and the ratio to the 1,024-group phase is the
+//! generator's own scaling. See perf/gen.md.
 
 use barrier_gen::engine::{Clock, Engine, GenConfig, Load, TrialSpec};
 use barrier_gen::report::{ns, rate, TrialReport};
@@ -15,6 +17,8 @@ use std::time::Duration;
 
 const PORTS: usize = 4;
 const GROUPS: u32 = 1024;
+/// The scale phase: the generator against the reflector with this many groups.
+const BIG_GROUPS: u32 = 1 << 20;
 
 fn run(engine: &mut Engine<DpdkRx, DpdkTx>, secs: f64) -> TrialReport {
     // A short warm-up trial first (page faults, caches), then the measured one.
@@ -48,6 +52,40 @@ fn cfg() -> GenConfig {
     }
 }
 
+/// The generator against the minimal reflector, `groups` groups on every port.
+fn reflector_phase(
+    eal: &dpdk::Eal,
+    plan: &PortPlan,
+    name: &str,
+    groups: u32,
+    secs: f64,
+) -> TrialReport {
+    let (mut w, gen, far) = wiring::open_ports(eal.clone(), name, plan, &[]).expect("ports");
+    let rp = far
+        .into_iter()
+        .map(|f| ReflectorPort {
+            rx: f.rx,
+            tx: f.tx,
+            peer_mac: f.peer_mac,
+        })
+        .collect();
+    let pollers: Vec<Box<dyn Poller>> = vec![Box::new(Reflector::new(rp, 0, groups, 0))];
+    w.attach(pollers, barrier_runtime::clock::Clock::new(), None, None)
+        .expect("attach");
+    let mut e = Engine::new(GenConfig { groups, ..cfg() }, gen, Clock::tsc());
+    let (p, c) = w
+        .switch
+        .as_mut()
+        .unwrap()
+        .inline
+        .take()
+        .expect("one lcore: inline");
+    e.set_inline_pollers(p, c);
+    let r = run(&mut e, secs);
+    finish(e, w);
+    r
+}
+
 fn main() {
     let secs = std::env::args()
         .skip(1)
@@ -61,36 +99,14 @@ fn main() {
             std::process::exit(1);
         }
     };
-    println!("gen bench: {PORTS} ports x {GROUPS} groups, closed loop, {secs} s per phase, one lcore (generator and system under test in one loop)");
+    println!("gen bench: {PORTS} ports x {GROUPS} groups (then the reflector at {BIG_GROUPS} groups), closed loop, {secs} s per phase, one lcore (generator and system under test in one loop)");
     let plan = PortPlan::Inproc {
         ports: PORTS,
         switch_resend_ns: 20_000_000,
     };
 
     // Phase 1: the minimal reflector.
-    let (mut w, gen, far) = wiring::open_ports(eal.clone(), "ref", &plan, &[]).expect("ports");
-    let rp = far
-        .into_iter()
-        .map(|f| ReflectorPort {
-            rx: f.rx,
-            tx: f.tx,
-            peer_mac: f.peer_mac,
-        })
-        .collect();
-    let pollers: Vec<Box<dyn Poller>> = vec![Box::new(Reflector::new(rp, 0, GROUPS, 0))];
-    w.attach(pollers, barrier_runtime::clock::Clock::new(), None, None)
-        .expect("attach");
-    let mut e = Engine::new(cfg(), gen, Clock::tsc());
-    let (p, c) = w
-        .switch
-        .as_mut()
-        .unwrap()
-        .inline
-        .take()
-        .expect("one lcore: inline");
-    e.set_inline_pollers(p, c);
-    let reference = run(&mut e, secs);
-    finish(e, w);
+    let reference = reflector_phase(&eal, &plan, "ref", GROUPS, secs);
 
     // Phase 2: barrier-switch.
     let (mut w, gen) = wiring::open(
@@ -114,7 +130,14 @@ fn main() {
     let switch = run(&mut e, secs);
     finish(e, w);
 
-    for (name, r) in [("reference", &reference), ("barrier-switch", &switch)] {
+    // Phase 3: the generator alone at scale, against the reflector with a million groups.
+    let scaled = reflector_phase(&eal, &plan, "big", BIG_GROUPS, secs);
+
+    for (name, r) in [
+        ("reference", &reference),
+        ("barrier-switch", &switch),
+        ("reference 1M", &scaled),
+    ] {
         println!(
             "{name:>15}: {} barriers/s, {} frames/s each way, lost {}, leaf latency p50 {} p99 {} max {}",
             rate(r.barriers.per_s),
@@ -129,5 +152,11 @@ fn main() {
         "ratio barrier-switch / reference: barriers/s {:.2}, leaf p50 latency {:.2}",
         switch.barriers.per_s / reference.barriers.per_s.max(1e-9),
         switch.latency_leaf.p50_ns as f64 / reference.latency_leaf.p50_ns.max(1) as f64
+    );
+    println!(
+        "ratio reference {BIG_GROUPS} groups / {GROUPS} groups (the generator's own scaling): barriers/s {:.2}, frames/s {:.2}, re-sends {}",
+        scaled.barriers.per_s / reference.barriers.per_s.max(1e-9),
+        scaled.frames.tx_per_s / reference.frames.tx_per_s.max(1e-9),
+        scaled.frames.tx_resend
     );
 }

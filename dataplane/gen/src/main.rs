@@ -79,6 +79,14 @@ struct Opts {
     /// The groups' epoch on the switch (a group configured without an `epoch` key is in 1).
     #[arg(long, default_value_t = 1)]
     epoch: u32,
+    /// Leaves double their re-send wait after each re-send of a barrier, up to this many µs
+    /// (capped exponential backoff; default 0: every wait is --resend-timeout-us).
+    #[arg(long, default_value_t = 0)]
+    resend_max_us: u64,
+    /// Leaves shorten each re-send wait by up to this many percent, per group and barrier
+    /// (0..=50; default 0), so groups do not retry in lockstep.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=50))]
+    resend_jitter_pct: u8,
     /// Pacing of arrivals.
     #[arg(long, value_enum, default_value_t = Mode::Closed)]
     mode: Mode,
@@ -335,6 +343,8 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         "first_group": opts.first_group,
         "first_seq": opts.first_seq,
         "epoch": opts.epoch,
+        "resend_max_us": opts.resend_max_us,
+        "resend_jitter_pct": opts.resend_jitter_pct,
         "mode": format!("{:?}", opts.mode).to_lowercase(),
         "rate": (opts.mode == Mode::Open).then_some(opts.rate),
         "duration_s": opts.duration,
@@ -369,6 +379,10 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
             groups: shard.groups.len() as u32,
             first_seq: opts.first_seq,
             epoch: opts.epoch,
+            backoff: barrier_protocol::backoff::Backoff {
+                max_ns: opts.resend_max_us.saturating_mul(1000),
+                jitter_pct: opts.resend_jitter_pct,
+            },
             resend_timeout_ns: opts.resend_timeout_us * 1000,
             barrier_deadline_ns: opts.deadline_ms * 1_000_000,
             dst_mac: opts.dst_mac.unwrap_or([0xff; 6]),

@@ -9,6 +9,7 @@
 //! | `counters` | single-writer counter cells, summed and printed by a management thread |
 //! | `launch` | port bring-up and close, loops placed on lcores, signals, shutdown order |
 //! | `logging` | the `tracing` subscriber every program installs (`RUST_LOG`) |
+//! | `wheel` | a hashed timer wheel, generic over what a timer carries (switch re-sends, emulated leaves) |
 //!
 //! It knows nothing of barriers: the switch, the demo tree, the generator and the tests build
 //! their pipelines out of these parts.
@@ -21,3 +22,4 @@ pub mod io;
 pub mod launch;
 pub mod logging;
 pub mod poll;
+pub mod wheel;

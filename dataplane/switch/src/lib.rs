@@ -6,7 +6,7 @@
 //! | `spec` | the switch in typed values: ports, lcores, groups as the protocol's `GroupConfig` |
 //! | `config` | TOML file -> `SwitchSpec`, section by section, every refusal naming its key and line |
 //! | `rx` | RX poller: parse, apply to the shared group table, hand actions to the scheduler |
-//! | `scheduler` | the scheduler poller: rings in, timers, frames built and sent with backpressure; over pure logic in `scheduler::round_robin` (per-port round-robin across groups) and `scheduler::wheel` (the re-send timer wheel) |
+//! | `scheduler` | the scheduler poller: rings in, timers, frames built and sent with backpressure; over pure logic in `scheduler::round_robin` (per-port round-robin across groups) and the runtime's timer wheel (`barrier_runtime::wheel`, the re-send timers) |
 //! | `engine` | one switch assembled from ports, table, RX pollers and scheduler |
 //! | `counters` | per-owner counter cells, summed and printed by the management thread |
 //! | `mgmt` | the control socket on the management thread: groups created, reset, changed, deleted while the dataplane runs |

@@ -1,12 +1,15 @@
-//! Emulated leaves for the demo and the end-to-end tests: the leaf state machine of
-//! barrier-protocol, one per (leaf, group), all driven by one poller. It arrives at the next
-//! barrier as soon as the previous one releases (closed loop), checks the method's promise on
-//! every release (no leaf released before all leaves arrived, each leaf released once per
-//! barrier) and records barrier latency: first reduce sent to last release received.
+//! Emulated leaves for the demo and the end-to-end tests: a poller over the shared
+//! [`Fleet`](crate::fleet::Fleet) (one leaf state machine per (leaf, group), the release check,
+//! the re-send timers), one link per leaf. A leaf arrives at the next barrier as soon as the
+//! previous one releases it (closed loop, or after its group's think time); the poller records
+//! barrier latency (first reduce sent to last release received) and what the fleet's checks
+//! found.
 
-use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend};
-use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
-use barrier_protocol::{Epoch, GroupId, Seq, Time};
+use crate::fleet::{Fleet, FleetConfig, Received};
+use barrier_protocol::backoff::Backoff;
+use barrier_protocol::leaf::LeafSend;
+use barrier_protocol::wire::MacAddr;
+use barrier_protocol::{Epoch, Seq};
 use barrier_runtime::io::{RxQueue, TxQueue, BURST};
 use barrier_runtime::poll::Poller;
 use hdrhistogram::Histogram;
@@ -46,17 +49,10 @@ pub struct LeafReport {
 
 pub struct LeafPoller<R: RxQueue, T: TxQueue> {
     links: Vec<LeafLink<R, T>>,
-    /// machines[leaf * groups + group]
-    machines: Vec<Leaf>,
-    groups: u32,
-    first_group: u32,
+    fleet: Fleet,
     /// Barriers each group should complete (None: until stopped).
     target: Option<u64>,
-    /// Per group, by barrier parity: leaves arrived, start time of the barrier.
-    arrived: Vec<[u32; 2]>,
-    started: Vec<[u64; 2]>,
-    released: Vec<u32>,
-    /// Leaves whose next arrival is due, in order.
+    /// Leaves whose next arrival is due, in order: (leaf, group index).
     to_arrive: VecDeque<(u32, u32)>,
     /// Leaves waiting out their group's think time: (due, leaf, group).
     thinking: BinaryHeap<Reverse<(u64, u32, u32)>>,
@@ -64,10 +60,11 @@ pub struct LeafPoller<R: RxQueue, T: TxQueue> {
     think_ns: Vec<u64>,
     /// Per group: copies of each reduce sent (more than 1 floods the switch with duplicates).
     copies: Vec<u32>,
+    /// Groups that have completed `target` barriers (for the stop condition).
+    groups_done: u32,
     frames: Vec<R::Frame>,
-    next_timer_scan: u64,
-    /// Time between two scans of every leaf's timer.
-    timer_scan_ns: u64,
+    /// Re-sends due, from the fleet's timers.
+    resends: Vec<(u32, LeafSend)>,
     report: LeafReport,
     /// Barriers completed over all groups, for progress and the stop condition.
     pub progress: Arc<AtomicU64>,
@@ -87,38 +84,33 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
         out: Arc<Mutex<Option<LeafReport>>>,
     ) -> Self {
         let n = links.len();
-        let mut machines = Vec::with_capacity(n * groups as usize);
-        let mut to_arrive = VecDeque::new();
-        for l in 0..n {
-            for g in 0..groups {
-                machines.push(Leaf::new(LeafConfig {
-                    group: GroupId(first_group + g),
-                    epoch: Epoch::DEFAULT,
-                    resend_timeout_ns,
-                    first_seq: Seq(0),
-                }));
-                to_arrive.push_back((l as u32, g));
-            }
-        }
+        let fleet = Fleet::new(
+            FleetConfig {
+                members: n as u32,
+                first_group,
+                groups,
+                first_seq: Seq(0),
+                resend_timeout_ns,
+                epoch: Epoch::DEFAULT,
+                backoff: Backoff::FIXED,
+            },
+            0,
+        );
+        let to_arrive = (0..n as u32)
+            .flat_map(|l| (0..groups).map(move |g| (l, g)))
+            .collect();
         let g = groups as usize;
         LeafPoller {
             links,
-            machines,
-            groups,
-            first_group,
+            fleet,
             target,
-            arrived: vec![[0; 2]; g],
-            started: vec![[0; 2]; g],
-            released: vec![0; g],
             to_arrive,
             thinking: BinaryHeap::new(),
             think_ns: vec![0; g],
             copies: vec![1; g],
+            groups_done: 0,
             frames: Vec::with_capacity(BURST),
-            next_timer_scan: 0,
-            // A scan visits every (leaf, group) machine: do it often enough that a re-send is
-            // at most 1/16 of the timeout late, and no more often than every 100 µs.
-            timer_scan_ns: (resend_timeout_ns / 16).clamp(100_000, 1_000_000),
+            resends: Vec::new(),
             report: LeafReport {
                 latency: Histogram::new_with_bounds(1, 60_000_000_000, 3)
                     .expect("histogram bounds"),
@@ -145,10 +137,10 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
     /// Pace each group: `think_ns[g]` between a release and the next arrival (`u64::MAX`: the
     /// group never starts), `copies[g]` transmissions of each reduce. Missing entries: 0 and 1.
     pub fn with_pacing(mut self, think_ns: &[u64], copies: &[u32]) -> Self {
-        for (g, &t) in think_ns.iter().enumerate().take(self.groups as usize) {
+        for (g, &t) in think_ns.iter().enumerate().take(self.think_ns.len()) {
             self.think_ns[g] = t;
         }
-        for (g, &c) in copies.iter().enumerate().take(self.groups as usize) {
+        for (g, &c) in copies.iter().enumerate().take(self.copies.len()) {
             self.copies[g] = c.max(1);
         }
         // Initial arrivals of paced groups wait like later ones.
@@ -167,13 +159,6 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
         }
     }
 
-    fn frame(&self, leaf: usize, send: LeafSend) -> [u8; FRAME_LEN] {
-        let mut buf = [0u8; FRAME_LEN];
-        send.frame(MacAddr(self.links[leaf].mac), MacAddr::BROADCAST, None)
-            .emit(&mut buf);
-        buf
-    }
-
     fn arrivals(&mut self, now: u64) -> bool {
         let mut busy = false;
         while let Some(Reverse((due, l, g))) = self.thinking.peek().copied() {
@@ -184,7 +169,7 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
             self.to_arrive.push_back((l, g));
         }
         while let Some((l, g)) = self.to_arrive.pop_front() {
-            let (li, gi) = (l as usize, g as usize);
+            let li = l as usize;
             let tx = &mut self.links[li].tx;
             if tx.buffered() >= BURST {
                 tx.flush();
@@ -194,21 +179,24 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
                     break;
                 }
             }
-            let m = &mut self.machines[li * self.groups as usize + gi];
             if let Some(t) = self.target {
-                if u64::from(m.seq().0) >= t {
+                if u64::from(self.fleet.leaf(l, g).seq().0) >= t {
                     continue; // this leaf is done with this group
                 }
             }
-            let send = match m.arrive(Time::from_nanos(now)) {
-                Ok(s) => s,
-                Err(_) => continue, // already waiting: nothing to start
+            let Ok(arrival) = self.fleet.arrive(l, g, now) else {
+                continue; // already waiting: nothing to start
             };
-            let frame = self.frame(li, send);
+            let frame = self.fleet.reduce_frame(
+                arrival.send,
+                self.links[li].mac,
+                MacAddr::BROADCAST.0,
+                None,
+            );
             // Room was checked above; a refusal here (no buffer) leaves the leaf waiting and its
             // timer re-sends the reduce. Extra copies (a flood) go while there is room.
             let _ = self.links[li].tx.offer(&frame);
-            for _ in 1..self.copies[gi] {
+            for _ in 1..self.copies[g as usize] {
                 let tx = &mut self.links[li].tx;
                 if tx.buffered() >= BURST {
                     tx.flush();
@@ -217,12 +205,6 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
                     break;
                 }
             }
-            let parity = (send.seq.0 & 1) as usize;
-            let a = &mut self.arrived[gi][parity];
-            if *a == 0 {
-                self.started[gi][parity] = now;
-            }
-            *a += 1;
             busy = true;
         }
         busy
@@ -230,54 +212,45 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
 
     fn receive(&mut self, now: u64) -> bool {
         let mut busy = false;
-        let n = self.links.len() as u32;
         let mut frames = std::mem::take(&mut self.frames);
         for li in 0..self.links.len() {
             self.links[li].rx.rx_burst(&mut frames, BURST);
             busy |= !frames.is_empty();
             for f in &frames {
-                let repr = match FrameRepr::parse(f.as_ref()) {
-                    Ok(r) if r.kind == Kind::Release => r,
-                    _ => {
+                let r = match self.fleet.receive(li as u32, f.as_ref(), now) {
+                    Received::Released(r) => r,
+                    Received::Other => {
                         self.report.junk += 1;
                         continue;
                     }
+                    Received::Ignored => {
+                        self.report.ignored_releases += 1;
+                        continue;
+                    }
+                    Received::NotReached => {
+                        self.report.early_releases += 1;
+                        continue;
+                    }
                 };
-                let g = repr.group.0.wrapping_sub(self.first_group);
-                if g >= self.groups {
-                    self.report.junk += 1;
-                    continue;
-                }
-                let gi = g as usize;
-                let m = &mut self.machines[li * self.groups as usize + gi];
-                match m.on_release(Time::from_nanos(now), repr.epoch, repr.seq) {
-                    None => self.report.ignored_releases += 1,
-                    Some(r) => {
-                        let parity = (r.seq.0 & 1) as usize;
-                        if self.arrived[gi][parity] != n {
-                            self.report.early_releases += 1;
+                self.report.early_releases += u64::from(r.early);
+                self.report.releases_per_leaf[li] += 1;
+                let gi = r.group as usize;
+                if let Some(c) = r.completed {
+                    let lat = now.saturating_sub(c.first_arrive_ns).max(1);
+                    let _ = self.report.latency.record(lat);
+                    if let Some(h) = self.report.group_latency.get_mut(gi) {
+                        let _ = h.record(lat);
+                    }
+                    self.report.completed[gi] += 1;
+                    self.progress.fetch_add(1, Ordering::Relaxed);
+                    if self.target == Some(self.report.completed[gi]) {
+                        self.groups_done += 1;
+                        if self.groups_done as usize == self.report.completed.len() {
+                            self.done.store(true, Ordering::Relaxed);
                         }
-                        self.report.releases_per_leaf[li] += 1;
-                        self.released[gi] += 1;
-                        if self.released[gi] == n {
-                            let lat = now.saturating_sub(self.started[gi][parity]).max(1);
-                            let _ = self.report.latency.record(lat);
-                            if let Some(h) = self.report.group_latency.get_mut(gi) {
-                                let _ = h.record(lat);
-                            }
-                            self.report.completed[gi] += 1;
-                            self.released[gi] = 0;
-                            self.arrived[gi][parity] = 0;
-                            self.progress.fetch_add(1, Ordering::Relaxed);
-                            if let Some(t) = self.target {
-                                if self.report.completed.iter().all(|&c| c >= t) {
-                                    self.done.store(true, Ordering::Relaxed);
-                                }
-                            }
-                        }
-                        self.schedule_arrival(li as u32, g, now);
                     }
                 }
+                self.schedule_arrival(li as u32, r.group, now);
             }
             self.links[li].rx.recycle(&mut frames);
         }
@@ -286,18 +259,18 @@ impl<R: RxQueue, T: TxQueue> LeafPoller<R, T> {
     }
 
     fn timers(&mut self, now: u64) {
-        if now < self.next_timer_scan {
-            return;
+        let mut resends = std::mem::take(&mut self.resends);
+        self.fleet.expire(now, &mut resends);
+        self.report.resends += resends.len() as u64;
+        for &(l, send) in &resends {
+            let link = &mut self.links[l as usize];
+            let frame = self
+                .fleet
+                .reduce_frame(send, link.mac, MacAddr::BROADCAST.0, None);
+            let _ = link.tx.offer(&frame);
         }
-        self.next_timer_scan = now + self.timer_scan_ns;
-        let groups = self.groups as usize;
-        for i in 0..self.machines.len() {
-            if let Some(send) = self.machines[i].poll(Time::from_nanos(now)) {
-                self.report.resends += 1;
-                let frame = self.frame(i / groups, send);
-                let _ = self.links[i / groups].tx.offer(&frame);
-            }
-        }
+        resends.clear();
+        self.resends = resends;
     }
 }
 

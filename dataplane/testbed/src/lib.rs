@@ -5,7 +5,8 @@
 //! | --- | --- |
 //! | `demo` | a whole tree (root, intermediates, emulated leaves) in one process, any I/O |
 //! | `demo_dpdk` | the demo on DPDK `net_ring` wires, placed on lcores (`barrier-switch demo`) |
-//! | `leafhost` | emulated leaves as a poller: arrive, wait, check every release, latency |
+//! | `fleet` | the emulated-leaf fleet the demo and `barrier-gen` share: leaf state machines and per-group state in flat arrays, the release check, re-send timers on the runtime's wheel |
+//! | `leafhost` | the demo's emulated leaves: a poller over the fleet, one link per leaf, think time, latency |
 //! | `error` | `DemoError`: why a demo tree could not run |
 //! | `fairness` | a slow group next to a flood of others: the measurement behind `perf/fairness.rs` |
 //! | `mini_root` | a one-switch tree on the protocol's real logic, for leaf tests and examples (loopback hub or raw sockets) |
@@ -17,6 +18,7 @@ pub mod demo;
 pub mod demo_dpdk;
 pub mod error;
 pub mod fairness;
+pub mod fleet;
 pub mod leafhost;
 pub mod mini_root;
 pub mod netns;

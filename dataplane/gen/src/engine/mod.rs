@@ -1,7 +1,7 @@
-//! The generator's loop: thousands of emulated leaves (one `barrier_protocol::leaf::Leaf` per
-//! port and group) on a few ports, paced open loop by a token bucket or closed loop by the
-//! releases, with fault injection on each port in both directions and latency into
-//! hdrhistograms. Generic over the switch crate's I/O seam, so it runs on DPDK queues and, in
+//! The generator's loop: thousands of emulated leaves (the test bed's shared fleet: one
+//! `barrier_protocol::leaf::Leaf` per port and group) on a few ports, paced open loop by a
+//! token bucket or closed loop by the releases, with fault injection on each port in both
+//! directions and latency into hdrhistograms. Generic over the switch crate's I/O seam, so it runs on DPDK queues and, in
 //! tests, on in-memory wires.
 
 mod leaves;
@@ -19,11 +19,12 @@ use trial::Totals;
 use crate::fault::Injector;
 use crate::hdrlog::HdrLog;
 use crate::report::new_histogram;
-use barrier_protocol::leaf::{Leaf, LeafConfig};
-use barrier_protocol::{Epoch, GroupId, Seq};
+use barrier_protocol::leaf::LeafSend;
+use barrier_protocol::{Epoch, Seq};
 pub use barrier_runtime::clock::Clock;
 use barrier_runtime::io::{RxQueue, TxQueue, BURST};
 use barrier_runtime::poll::Poller;
+use barrier_testbed::fleet::{Fleet, FleetConfig};
 use hdrhistogram::Histogram;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
@@ -37,9 +38,11 @@ const PENDING_CAP: usize = 4 * BURST;
 pub struct Engine<R: RxQueue, T: TxQueue> {
     cfg: GenConfig,
     ports: Vec<PortRt<R, T>>,
-    /// leaves[port * groups + group]
-    leaves: Vec<Leaf>,
+    /// One leaf per (port, group): member `port` of every group.
+    fleet: Fleet,
     groups: Vec<GroupRun>,
+    /// Re-sends due, from the fleet's timers.
+    resends: Vec<(u32, LeafSend)>,
     /// Groups whose leaves arrive next, front first; `cursor` leaves of the front one have.
     ready: VecDeque<u32>,
     cursor: usize,
@@ -65,17 +68,18 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         assert!(cfg.groups > 0, "at least one group");
         let np = ports.len();
         let g = cfg.groups as usize;
-        let mut leaves = Vec::with_capacity(np * g);
-        for _ in 0..np {
-            for gi in 0..cfg.groups {
-                leaves.push(Leaf::new(LeafConfig {
-                    group: GroupId(cfg.first_group + gi),
-                    epoch: Epoch(cfg.epoch),
-                    resend_timeout_ns: cfg.resend_timeout_ns,
-                    first_seq: Seq(cfg.first_seq),
-                }));
-            }
-        }
+        let fleet = Fleet::new(
+            FleetConfig {
+                members: np as u32,
+                first_group: cfg.first_group,
+                groups: cfg.groups,
+                first_seq: Seq(cfg.first_seq),
+                resend_timeout_ns: cfg.resend_timeout_ns,
+                epoch: Epoch(cfg.epoch),
+                backoff: cfg.backoff,
+            },
+            clock.now_ns(),
+        );
         let ports = ports
             .into_iter()
             .enumerate()
@@ -98,8 +102,9 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             .collect();
         Engine {
             ports,
-            leaves,
+            fleet,
             groups: vec![GroupRun::default(); g],
+            resends: Vec::new(),
             ready: VecDeque::with_capacity(g),
             cursor: 0,
             outstanding: 0,
@@ -151,10 +156,6 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
     /// Groups this generator runs.
     pub fn groups(&self) -> u32 {
         self.cfg.groups
-    }
-
-    fn np(&self) -> u32 {
-        self.ports.len() as u32
     }
 
     /// Runs the inline pollers once (an in-process switch that other generators still need

@@ -33,6 +33,8 @@ pub struct GenConfig {
     pub first_seq: u32,
     /// The groups' epoch on the switch (every reduce carries it).
     pub epoch: u32,
+    /// The leaves' re-sends after the first: doubling up to a cap, per-group jitter.
+    pub backoff: barrier_protocol::backoff::Backoff,
     /// The leaf's re-send timer.
     pub resend_timeout_ns: u64,
     /// A barrier that takes longer than this from its first reduce counts as lost.
@@ -59,6 +61,7 @@ impl Default for GenConfig {
             groups: 1,
             first_seq: 0,
             epoch: barrier_protocol::Epoch::DEFAULT.get(),
+            backoff: barrier_protocol::backoff::Backoff::FIXED,
             resend_timeout_ns: 10_000_000,
             barrier_deadline_ns: 1_000_000_000,
             dst_mac: [0xff; 6],

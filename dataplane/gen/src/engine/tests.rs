@@ -5,7 +5,7 @@ use crate::fault::FaultRates;
 use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::switch::GroupConfig;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr};
-use barrier_protocol::{Epoch, PortSet};
+use barrier_protocol::{Epoch, GroupId, PortSet};
 use barrier_runtime::io::{mem_wire, MemRx, MemTx};
 use barrier_switch::engine::{build_switch, build_table, PortIo};
 use barrier_switch::spec::GroupBlock;

@@ -50,7 +50,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         }
         for (g, gr) in self.groups.iter_mut().enumerate() {
             gr.done = 0;
-            if !gr.queued && gr.arrived == 0 && spec.count != Some(0) {
+            if !gr.queued && !self.fleet.in_progress(g as u32) && spec.count != Some(0) {
                 gr.queued = true;
                 self.ready.push_back(g as u32);
             }
@@ -65,8 +65,6 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             }
             Load::Closed => None,
         };
-        let scan_every = (self.cfg.resend_timeout_ns / 8).clamp(20_000, 1_000_000);
-        let mut next_scan = start_ns + scan_every;
         let mut running = true;
         let mut stop_ns = end_ns;
         let mut interrupted = false;
@@ -85,10 +83,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
                 }
             }
             self.receive(now, running, spec.count);
-            if now >= next_scan {
-                self.scan_timers(now);
-                next_scan = now + scan_every;
-            }
+            self.expire_timers(now);
             if running || self.cursor > 0 {
                 match &mut bucket {
                     Some(b) => {
@@ -148,7 +143,8 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         let incomplete = self
             .groups
             .iter()
-            .filter(|g| g.arrived > 0 && g.trial == self.trial)
+            .enumerate()
+            .filter(|&(g, gr)| gr.trial == self.trial && self.fleet.in_progress(g as u32))
             .count() as u64;
         let mut faults_tx = FaultCounts::default();
         let mut faults_rx = FaultCounts::default();

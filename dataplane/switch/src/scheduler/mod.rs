@@ -1,6 +1,6 @@
 //! The scheduler: [`SchedPoller`], the scheduler lcore's loop, over two pieces of pure logic,
-//! [`round_robin`] (per-port queues served round-robin across groups) and [`wheel`] (the
-//! intermediate re-send timers).
+//! [`round_robin`] (per-port queues served round-robin across groups) and the runtime's
+//! [`TimerWheel`] (the intermediate re-send timers, keyed by group and sequence number).
 //!
 //! The loop drains the RX rings into the per-port round-robin queues, fires due re-send
 //! timers, builds frames and transmits them with backpressure. It owns every TX queue of its
@@ -14,7 +14,6 @@
 //! costs less than the refcount update and indirect free of a shared mbuf.
 
 pub mod round_robin;
-pub mod wheel;
 
 use crate::counters::{bump, GroupCounters, SchedCounters, TxCounters};
 use crate::io::{TxBlocked, TxQueue, BURST};
@@ -24,9 +23,9 @@ use barrier_protocol::switch::Action;
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, Seq};
+use barrier_runtime::wheel::TimerWheel;
 use round_robin::{PendingFrame, Pushed, RoundRobin};
 use std::sync::Arc;
-use wheel::TimerWheel;
 
 /// Messages taken from one ring per poll: bounds the time before the TX side runs again.
 const RING_BUDGET: usize = 256;
@@ -46,7 +45,7 @@ pub struct SchedPoller<T: TxQueue> {
     table: Arc<GroupTable>,
     ports: Vec<TxPort<T>>,
     sched: RoundRobin,
-    wheel: TimerWheel,
+    wheel: TimerWheel<(GroupId, Seq)>,
     fired: Vec<(GroupId, Seq)>,
     counters: Arc<SchedCounters>,
     groups: Arc<GroupCounters>,
@@ -129,7 +128,8 @@ impl<T: TxQueue> SchedPoller<T> {
             }
             Action::ArmTimer { seq, after_ns } => {
                 bump(&self.counters.timers_armed, 1);
-                self.wheel.arm(group, seq, now_ns.saturating_add(after_ns));
+                self.wheel
+                    .arm((group, seq), now_ns.saturating_add(after_ns));
             }
         }
     }

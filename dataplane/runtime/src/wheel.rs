@@ -1,20 +1,19 @@
-//! A hashed timer wheel for the intermediate re-send timers: O(1) arm, no cancel. A timer is
-//! keyed by (group, seq); when it fires, the group table's `on_timer` ignores a seq that is no
-//! longer awaited, so a release that arrived in time "cancels" it for free. Sized for a million
-//! groups: memory is one entry per armed timer, time per tick is the entries in one slot.
+//! A hashed timer wheel: O(1) arm, no cancel, generic over what a timer carries. The switch's
+//! scheduler arms one per intermediate re-send (keyed by group and sequence number), the test
+//! bed's emulated-leaf fleet one per waiting leaf. A timer is never cancelled: its owner checks
+//! on firing whether it still matters (the group table ignores a sequence number no longer
+//! awaited, a leaf one it is no longer waiting on), so an answer that came in time cancels it
+//! for free. Memory is one entry per armed timer; time per tick is the entries in one slot.
 
-use barrier_protocol::{GroupId, Seq};
-
-/// An armed timer: fire `on_timer(group, seq)` at `tick`.
+/// An armed timer: fire `key` at `tick`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct Entry {
-    group: GroupId,
-    seq: Seq,
+struct Entry<K> {
+    key: K,
     tick: u64,
 }
 
-pub struct TimerWheel {
-    slots: Vec<Vec<Entry>>,
+pub struct TimerWheel<K> {
+    slots: Vec<Vec<Entry<K>>>,
     mask: u64,
     /// log2 of the nanoseconds per tick.
     tick_shift: u32,
@@ -23,7 +22,7 @@ pub struct TimerWheel {
     len: usize,
 }
 
-impl TimerWheel {
+impl<K: Copy> TimerWheel<K> {
     /// `slots` (rounded up to a power of two) of `2^tick_shift` ns each. A timer further away
     /// than one turn stays in its slot for more turns (it is compared by tick, not by slot).
     pub fn new(slots: usize, tick_shift: u32, now_ns: u64) -> Self {
@@ -37,17 +36,32 @@ impl TimerWheel {
         }
     }
 
+    /// A wheel for timers at most `max_delay_ns` away: ticks of about 1/64 of it (at least
+    /// 1.024 µs, a power of two), and enough slots that one turn covers twice the delay, so a
+    /// timer is looked at once, when it fires, never on the turns before.
+    pub fn for_delay(max_delay_ns: u64, now_ns: u64) -> Self {
+        let tick_shift = (max_delay_ns / 64).max(1).ilog2().max(10);
+        let slots = ((2 * max_delay_ns) >> tick_shift).max(64) as usize;
+        TimerWheel::new(slots, tick_shift, now_ns)
+    }
+
+    /// Nanoseconds per tick: how late at most a timer fires after its deadline (plus the time
+    /// between two `advance` calls).
+    pub fn tick_ns(&self) -> u64 {
+        1 << self.tick_shift
+    }
+
     /// Arm a timer for `deadline_ns`. A deadline already past fires on the next `advance`.
-    pub fn arm(&mut self, group: GroupId, seq: Seq, deadline_ns: u64) {
+    pub fn arm(&mut self, key: K, deadline_ns: u64) {
         // Round up so a timer never fires early.
         let tick = (deadline_ns.saturating_add((1 << self.tick_shift) - 1) >> self.tick_shift)
             .max(self.next_tick);
-        self.slots[(tick & self.mask) as usize].push(Entry { group, seq, tick });
+        self.slots[(tick & self.mask) as usize].push(Entry { key, tick });
         self.len += 1;
     }
 
-    /// Fire every timer due at `now_ns`: push `(group, seq)` onto `fired`.
-    pub fn advance(&mut self, now_ns: u64, fired: &mut Vec<(GroupId, Seq)>) {
+    /// Fire every timer due at `now_ns`: push its key onto `fired`.
+    pub fn advance(&mut self, now_ns: u64, fired: &mut Vec<K>) {
         let now_tick = now_ns >> self.tick_shift;
         if now_tick < self.next_tick {
             return;
@@ -64,7 +78,7 @@ impl TimerWheel {
             while j < slot.len() {
                 if slot[j].tick <= now_tick {
                     let e = slot.swap_remove(j);
-                    fired.push((e.group, e.seq));
+                    fired.push(e.key);
                     self.len -= 1;
                 } else {
                     j += 1;
@@ -87,53 +101,48 @@ impl TimerWheel {
 mod tests {
     use super::*;
 
-    /// The (group, seq) of a timer, for brevity.
-    fn gs(group: u32, seq: u32) -> (GroupId, Seq) {
-        (GroupId(group), Seq(seq))
-    }
-
     #[test]
     fn fires_on_time_never_early() {
         let mut w = TimerWheel::new(8, 10, 0); // 1024 ns ticks
-        w.arm(GroupId(1), Seq(10), 5_000);
-        w.arm(GroupId(2), Seq(20), 3_000);
+        w.arm((1, 10), 5_000);
+        w.arm((2, 20), 3_000);
         let mut f = Vec::new();
         w.advance(2_999, &mut f);
         assert!(f.is_empty());
         w.advance(3_100, &mut f);
-        assert_eq!(f, vec![gs(2, 20)]);
+        assert_eq!(f, vec![(2, 20)]);
         f.clear();
         w.advance(4_999, &mut f);
         assert!(f.is_empty());
         w.advance(6_200, &mut f);
-        assert_eq!(f, vec![gs(1, 10)]);
+        assert_eq!(f, vec![(1, 10)]);
         assert!(w.is_empty());
     }
 
     #[test]
     fn timers_beyond_one_turn_wait_their_turn() {
         let mut w = TimerWheel::new(4, 10, 0); // one turn = 4 ticks
-        w.arm(GroupId(1), Seq(1), 100 * 1024);
+        w.arm(1u32, 100 * 1024);
         let mut f = Vec::new();
         for t in 0..99 {
             w.advance(t * 1024, &mut f);
         }
         assert!(f.is_empty());
         w.advance(100 * 1024, &mut f);
-        assert_eq!(f, vec![gs(1, 1)]);
+        assert_eq!(f, vec![1]);
     }
 
     #[test]
     fn a_long_stall_fires_everything_due_once() {
         let mut w = TimerWheel::new(16, 10, 0);
         for g in 0..1000u32 {
-            w.arm(GroupId(g), Seq(0), u64::from(g) * 1024);
+            w.arm(g, u64::from(g) * 1024);
         }
-        w.arm(GroupId(5000), Seq(0), 10_000 * 1024);
+        w.arm(5000, 10_000 * 1024);
         let mut f = Vec::new();
         w.advance(2000 * 1024, &mut f);
         assert_eq!(f.len(), 1000);
-        f.sort_by_key(|&(g, s)| (g, s.0));
+        f.sort();
         f.dedup();
         assert_eq!(f.len(), 1000);
         assert_eq!(w.len(), 1);
@@ -142,17 +151,17 @@ mod tests {
     #[test]
     fn past_deadline_fires_next_advance() {
         let mut w = TimerWheel::new(8, 10, 50_000);
-        w.arm(GroupId(3), Seq(3), 10);
+        w.arm('x', 10);
         let mut f = Vec::new();
         w.advance(50_000, &mut f);
-        assert_eq!(f, vec![gs(3, 3)]);
+        assert_eq!(f, vec!['x']);
     }
 
     #[test]
     fn a_million_timers() {
         let mut w = TimerWheel::new(1 << 14, 10, 0);
         for g in 0..1_000_000u32 {
-            w.arm(GroupId(g), Seq(1), 1_000_000 + u64::from(g % 1000) * 1000);
+            w.arm(g, 1_000_000 + u64::from(g % 1000) * 1000);
         }
         let mut f = Vec::new();
         let mut now = 0;
@@ -161,5 +170,25 @@ mod tests {
             w.advance(now, &mut f);
         }
         assert_eq!(f.len(), 1_000_000);
+    }
+
+    #[test]
+    fn sized_for_a_delay_one_turn_covers_it() {
+        for delay in [1_000, 2_000_000, 10_000_000, 200_000_000, 60_000_000_000] {
+            let w: TimerWheel<u8> = TimerWheel::for_delay(delay, 0);
+            let turn = (w.mask + 1) * w.tick_ns();
+            assert!(w.tick_ns() >= 1024);
+            assert!(turn >= delay, "delay {delay}: turn {turn}");
+            assert!(w.mask < 256, "delay {delay}: {} slots", w.mask + 1);
+            assert!(w.tick_ns() <= (delay / 64).max(1024), "delay {delay}");
+        }
+        // A timer at the full delay fires once, within a tick of its deadline.
+        let mut w = TimerWheel::for_delay(10_000_000, 5);
+        w.arm(7u32, 10_000_005);
+        let mut f = Vec::new();
+        w.advance(10_000_004, &mut f);
+        assert!(f.is_empty());
+        w.advance(10_000_005 + w.tick_ns(), &mut f);
+        assert_eq!(f, vec![7]);
     }
 }
