@@ -13,7 +13,9 @@ use std::time::Instant;
 #[command(
     name = "barrier-sim",
     version,
-    about = "Deterministic simulator of the in-network barrier"
+    about = "Deterministic simulator of the in-network barrier",
+    after_help = "Exit status: 0 every check passed; 1 a check failed (a safety or liveness \
+                  violation); 2 the command line, or the tree or faults it describes, was refused."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -22,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run barriers over a tree with faults; exit 0 when safe and live, 2 on any violation.
+    /// Run barriers over a tree with faults; exit 0 when safe and live, 1 on any violation.
     Run(RunArgs),
     /// In-network tree barrier against the dissemination barrier, same leaves and link model.
     Compare(CompareArgs),
@@ -58,8 +60,8 @@ struct LinkArgs {
     /// Link rate in Gb/s (0: infinite).
     #[arg(long, default_value_t = 100.0)]
     gbps: f64,
-    /// Transmit queue per link direction, frames (tail drop when full; 0: unbounded). The
-    /// dissemination model is always lossless.
+    /// Transmit queue per link direction, frames (tail drop when full; 0: unbounded). `compare`
+    /// applies it to the in-network tree only: its dissemination barrier is always lossless.
     #[arg(long, default_value_t = 1024)]
     queue_frames: u64,
     /// Leaf compute time between barriers, minimum, ns.
@@ -94,10 +96,14 @@ struct RunArgs {
     /// Barrier groups (group 0 spans every leaf, others random subsets).
     #[arg(long, default_value_t = 1)]
     groups: u32,
+    /// Probability that a link drops a frame, per frame and link direction (0..=1).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
+    /// Probability that a link delivers a frame twice, per frame (0..=1).
     #[arg(long, default_value_t = 0.0)]
     dup: f64,
+    /// Probability that a frame gets an extra random delay of up to --reorder-ns, so that later
+    /// frames overtake it, per frame (0..=1).
     #[arg(long, default_value_t = 0.0)]
     reorder: f64,
     /// Most extra delay of a reordered frame, ns (default: 3 hop latencies).
@@ -128,16 +134,21 @@ struct RunArgs {
     /// A restarting switch drops frames for this long, ns.
     #[arg(long, default_value_t = 5_000)]
     restart_down_ns: u64,
-    /// Link outages at random links and barriers.
+    /// Link outages (both directions down) at random links and barriers.
     #[arg(long, default_value_t = 0)]
     outages: u32,
+    /// Length of each link outage, ns.
     #[arg(long, default_value_t = 50_000)]
     outage_ns: u64,
+    /// Leaves' re-send timeout, ns [default: 4 times the tree's longest round trip, at least
+    /// 1000].
     #[arg(long)]
     leaf_timeout_ns: Option<u64>,
+    /// Intermediate switches' re-send timeout, ns [default: the leaves'].
     #[arg(long)]
     switch_timeout_ns: Option<u64>,
-    /// Liveness window: stuck when nothing progresses this long after the last fault, ns.
+    /// Liveness window: stuck when nothing progresses this long after the last fault, ns
+    /// [default: 100 re-send timeouts plus the longest compute time].
     #[arg(long)]
     stall_ns: Option<u64>,
     /// Sequence number of the first barrier.
@@ -166,6 +177,7 @@ struct CompareArgs {
     tree: TreeArgs,
     #[command(flatten)]
     link: LinkArgs,
+    /// Barriers each model runs.
     #[arg(long, default_value_t = 10)]
     barriers: u64,
 }
@@ -215,9 +227,10 @@ fn main() -> ExitCode {
     }
 }
 
+/// A refused command line (exit 2): the one exit-code rule of docs/operations.md.
 fn fail(msg: String) -> ExitCode {
     eprintln!("barrier-sim: {msg}");
-    ExitCode::from(1)
+    ExitCode::from(2)
 }
 
 fn run(a: RunArgs) -> ExitCode {
@@ -291,7 +304,7 @@ fn run(a: RunArgs) -> ExitCode {
     if report.ok {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(1)
     }
 }
 
@@ -338,6 +351,6 @@ fn compare(a: CompareArgs) -> ExitCode {
     if report.in_network.ok && report.dissemination.safety_violations == 0 {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(1)
     }
 }

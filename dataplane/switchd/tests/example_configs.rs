@@ -42,7 +42,10 @@ fn barrier_switch_check_accepts_every_example() {
         "tree/mid0.toml",
         "tree/mid1.toml",
     ] {
-        assert!(all.contains(&PathBuf::from(want)), "{want} missing: {all:?}");
+        assert!(
+            all.contains(&PathBuf::from(want)),
+            "{want} missing: {all:?}"
+        );
     }
     for rel in &all {
         let path = configs_dir().join(rel);
@@ -77,7 +80,10 @@ fn every_example_is_named_by_the_docs() {
     for word in text.split(|c: char| c.is_whitespace() || "`()[],;:\"'".contains(c)) {
         if let Some(rel) = word.strip_prefix("dataplane/switchd/configs/") {
             if rel.ends_with(".toml") {
-                assert!(configs_dir().join(rel).is_file(), "docs name {word}, missing");
+                assert!(
+                    configs_dir().join(rel).is_file(),
+                    "docs name {word}, missing"
+                );
             }
         }
     }
