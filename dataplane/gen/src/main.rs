@@ -91,7 +91,7 @@ struct Opts {
     /// Seconds of load per run (per trial in search).
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
-    /// Run exactly this many barriers per group, then stop.
+    /// Run exactly this many barriers per group, then stop [default: run for --duration].
     #[arg(long)]
     count: Option<u64>,
     /// Seconds to wait for outstanding barriers after the load stops.
@@ -139,7 +139,8 @@ struct Opts {
     /// Print the final report as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Write an hdrhistogram interval log (one histogram per second, tags leaf and barrier).
+    /// Write an hdrhistogram interval log (one histogram per second, tags leaf and barrier)
+    /// [default: none].
     #[arg(long, value_name = "FILE")]
     hdr_log: Option<PathBuf>,
     /// No progress lines.

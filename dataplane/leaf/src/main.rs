@@ -97,7 +97,7 @@ struct Cli {
     #[arg(long)]
     json: bool,
     /// Write one record per barrier (seq, first reduce and release on CLOCK_MONOTONIC):
-    /// JSON lines for *.json / *.jsonl, CSV otherwise.
+    /// JSON lines for *.json / *.jsonl, CSV otherwise [default: no records].
     #[arg(long)]
     records: Option<PathBuf>,
 }

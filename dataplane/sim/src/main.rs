@@ -32,10 +32,12 @@ enum Cmd {
 
 #[derive(Args, Clone)]
 struct TreeArgs {
-    /// Fanouts: root, then each next level, the last level's children are leaves ("4,4,4").
+    /// Fanouts: root, then each next level, the last level's children are leaves ("4,4,4")
+    /// [default: run 4,4,4; compare: the tree --leaves and --levels give].
     #[arg(long, conflicts_with = "random_tree")]
     tree: Option<String>,
-    /// A random tree from this seed.
+    /// A random tree from this seed, within --max-depth, --max-fanout, --max-leaves [default:
+    /// the --tree].
     #[arg(long, value_name = "SEED")]
     random_tree: Option<u64>,
     /// Random trees: most switch levels.
@@ -70,7 +72,7 @@ struct LinkArgs {
     /// Leaf compute time between barriers, maximum, ns.
     #[arg(long, default_value_t = 2_000)]
     compute_max_ns: u64,
-    /// Probability that a leaf is a straggler at a barrier [run: 0.01, compare: 0].
+    /// Probability that a leaf is a straggler at a barrier, 0..=1 [default: run 0.01, compare 0].
     #[arg(long)]
     late: Option<f64>,
     /// A straggler computes up to this much longer, ns.
@@ -118,10 +120,10 @@ struct RunArgs {
     /// Give each link its own fault rates (0..2x the given ones; a quarter clean).
     #[arg(long)]
     vary_faults: bool,
-    /// Faults stop when group 0 reaches this barrier.
+    /// Faults stop when group 0 reaches this barrier [default: faults never stop].
     #[arg(long, conflicts_with = "faults_until_ns")]
     faults_until_barrier: Option<u64>,
-    /// Faults stop at this modelled time, ns.
+    /// Faults stop at this modelled time, ns [default: faults never stop].
     #[arg(long)]
     faults_until_ns: Option<u64>,
     /// Switch restarts at random switches and barriers.
@@ -154,7 +156,7 @@ struct RunArgs {
     /// Sequence number of the first barrier.
     #[arg(long, default_value_t = 0)]
     first_seq: u32,
-    /// Use a deliberately wrong switch rule (the checks must catch it).
+    /// Use a deliberately wrong switch rule (the checks must catch it) [default: the right one].
     #[arg(long, value_enum)]
     broken_switch: Option<BrokenSwitch>,
     /// Events kept in the trace printed with a violation.
