@@ -79,7 +79,8 @@ fn every_example_is_named_by_the_docs() {
     // and every configs/ path the docs name exists
     for word in text.split(|c: char| c.is_whitespace() || "`()[],;:\"'".contains(c)) {
         if let Some(rel) = word.strip_prefix("dataplane/switchd/configs/") {
-            if rel.ends_with(".toml") {
+            // (a shell variable in a walkthrough, `tree/$s.toml`, names several)
+            if rel.ends_with(".toml") && !rel.contains('$') {
                 assert!(
                     configs_dir().join(rel).is_file(),
                     "docs name {word}, missing"
