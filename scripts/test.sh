@@ -35,6 +35,6 @@ echo "== doc tests"
 # --doc run ignores that, so leave it out here.
 cargo test --workspace --doc --exclude dpdk-sys
 
-echo "== multi-process trees in network namespaces, eBPF link faults"
+echo "== multi-process trees in network namespaces, eBPF link faults, install, doc walkthroughs"
 # the real-programs tree must not be skipped in CI: the binaries were built above
 NB_REQUIRE_BINARIES=1 bash scripts/tests/netns_suite.sh

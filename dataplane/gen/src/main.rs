@@ -49,7 +49,9 @@ enum Scope {
     override_usage = "barrier-gen [run|search] [EAL args] -- [OPTIONS]",
     after_help = "`run` (the default) loads the switch once and reports; `search` finds the highest open-loop rate \
                   with no lost barrier (docs/gen.md). Without EAL args, virtual-device defaults are used \
-                  (--no-huge, --no-pci, -l 0,1)."
+                  (--no-huge, --no-pci, -l 0,1). Exit status: 0 the run passed; 1 it did not \
+                  (incomplete barriers, early releases, interrupted; no passing rate found) or \
+                  EAL or a port failed; 2 the command line was refused."
 )]
 struct Opts {
     /// A DPDK port to use as a child of the switch (device name, or a vdev spec with arguments).
@@ -100,7 +102,7 @@ struct Opts {
     /// Seconds of load per run (per trial in search).
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
-    /// Run exactly this many barriers per group, then stop.
+    /// Run exactly this many barriers per group, then stop [default: run for --duration].
     #[arg(long)]
     count: Option<u64>,
     /// Seconds to wait for outstanding barriers after the load stops.
@@ -148,7 +150,8 @@ struct Opts {
     /// Print the final report as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Write an hdrhistogram interval log (one histogram per second, tags leaf and barrier).
+    /// Write an hdrhistogram interval log (one histogram per second, tags leaf and barrier)
+    /// [default: none].
     #[arg(long, value_name = "FILE")]
     hdr_log: Option<PathBuf>,
     /// No progress lines.
@@ -200,12 +203,29 @@ fn default_eal(prog: &str) -> Vec<String> {
     .collect()
 }
 
+/// A refused command line: exit status 2 (docs/operations.md, "Exit status"); every other
+/// error (EAL, ports, the run) is 1.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+fn usage(msg: impl Into<String>) -> Box<dyn std::error::Error> {
+    Box::new(Usage(msg.into()))
+}
+
 fn main() -> ExitCode {
     match real_main() {
         Ok(code) => code,
         Err(e) => {
             eprintln!("barrier-gen: {e}");
-            ExitCode::from(1)
+            ExitCode::from(if e.is::<Usage>() { 2 } else { 1 })
         }
     }
 }
@@ -236,13 +256,22 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         Some(i) => (argv[1..i].to_vec(), argv[i + 1..].to_vec()),
         None => (Vec::new(), argv[1..].to_vec()),
     };
-    let opts =
-        Opts::try_parse_from(std::iter::once(prog.clone()).chain(app_part)).map_err(|e| {
+    let opts = match Opts::try_parse_from(std::iter::once(prog.clone()).chain(app_part)) {
+        Ok(o) => o,
+        Err(e) => {
             let _ = e.print();
-            "bad arguments".to_string()
-        })?;
+            // --help and --version after `--` are answers, not errors
+            return if e.use_stderr() {
+                Err(usage("bad arguments"))
+            } else {
+                Ok(ExitCode::SUCCESS)
+            };
+        }
+    };
     if !opts.inproc_switch && opts.port.is_empty() {
-        return Err("give --port NAME (one per child port) or --inproc-switch".into());
+        return Err(usage(
+            "give --port NAME (one per child port) or --inproc-switch",
+        ));
     }
     let eal_args = if eal_part.is_empty() {
         default_eal(&prog)
@@ -295,24 +324,23 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         ..opts
             .first_group
             .checked_add(opts.groups)
-            .ok_or("group range overflows")?;
+            .ok_or_else(|| usage("group range overflows"))?;
     if groups.end > barrier_protocol::MAX_GROUPS || opts.groups == 0 {
-        return Err(format!(
+        return Err(usage(format!(
             "groups {groups:?}: need 1 or more, below {}",
             barrier_protocol::MAX_GROUPS
-        )
-        .into());
+        )));
     }
-    let shards = multi::split(opts.workers, nports, opts.first_group, opts.groups)?;
+    let shards =
+        multi::split(opts.workers, nports, opts.first_group, opts.groups).map_err(usage)?;
     let lcores = eal.worker_lcores();
     if lcores.len() + 1 < shards.len() {
-        return Err(format!(
+        return Err(usage(format!(
             "--workers {} needs {} worker lcores; EAL has {} (give more with -l/--lcores)",
             shards.len(),
             shards.len() - 1,
             lcores.len()
-        )
-        .into());
+        )));
     }
     // The in-process switch gets the next lcore if there is one, else it runs inside the first
     // generator's loop.
@@ -587,6 +615,6 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     Ok(if ok {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(3)
+        ExitCode::from(1)
     })
 }

@@ -78,7 +78,13 @@ fn all_fault_kinds_switch_on_its_own_lcore() {
 #[test]
 fn bad_arguments_fail_cleanly() {
     let out = common::gen(None, &common::eal("args", "0"), &["--groups", "10"]);
-    assert_eq!(out.status.code(), Some(1), "no port and no --inproc-switch");
+    assert_eq!(out.status.code(), Some(2), "no port and no --inproc-switch");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--port NAME"), "{err}");
+    // --help after `--` (DPDK's convention) answers, exit 0, and states the exit rule
+    let out = common::gen(None, &[], &["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(common::stdout(&out).contains("Exit status"));
+    let out = common::gen(None, &[], &["--no-such-option"]);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -75,6 +75,6 @@ fn more_generators_than_lcores_is_refused() {
         &common::eal("workers-refused", "0"),
         &["--inproc-switch", "--workers", "2", "-q"],
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("worker lcores"));
 }

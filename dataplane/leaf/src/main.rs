@@ -36,7 +36,10 @@ use std::time::{Duration, Instant};
                       barrier-leaf [EAL ARGS] -- --dpdk-port NAME --group G [OPTIONS]",
     after_help = "With `--`, the arguments before it are DPDK's EAL arguments and the leaf's \
                   options follow it (DPDK's convention); without `--`, every argument is the \
-                  leaf's. EAL arguments are taken only with --dpdk-port."
+                  leaf's. EAL arguments are taken only with --dpdk-port.\n\n\
+                  Exit status: 0 every barrier completed; 1 the run failed (a barrier timed out, \
+                  SIGINT/SIGTERM, or the interface, EAL or the DPDK port could not be opened); \
+                  2 the command line was refused."
 )]
 #[cfg_attr(
     feature = "dpdk",
@@ -65,8 +68,8 @@ struct Cli {
     #[cfg(feature = "dpdk")]
     #[arg(skip)]
     eal: Vec<String>,
-    /// Barrier group number.
-    #[arg(long, short = 'g')]
+    /// Barrier group number, 0 to 1048575.
+    #[arg(long, short = 'g', value_parser = clap::value_parser!(u32).range(..i64::from(barrier_protocol::MAX_GROUPS)))]
     group: u32,
     /// Number of barriers to run.
     #[arg(long, short = 'n', default_value_t = 1000)]
@@ -108,7 +111,7 @@ struct Cli {
     #[arg(long)]
     json: bool,
     /// Write one record per barrier (seq, first reduce and release on CLOCK_MONOTONIC):
-    /// JSON lines for *.json / *.jsonl, CSV otherwise.
+    /// JSON lines for *.json / *.jsonl, CSV otherwise [default: no records].
     #[arg(long)]
     records: Option<PathBuf>,
 }
@@ -225,9 +228,11 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
+        // Opening the link failed (the command line was fine: clap refused it otherwise, with
+        // status 2): a device error, status 1 by the rule of docs/operations.md.
         Err(e) => {
             eprintln!("barrier-leaf: {e}");
-            ExitCode::from(2)
+            ExitCode::from(1)
         }
     }
 }

@@ -207,7 +207,8 @@ fn no_release_times_out_naming_group_and_seq_after_re_sends() {
 }
 
 #[test]
-fn setup_errors_exit_2_with_the_reason() {
+fn setup_errors_exit_with_the_reason() {
+    // EAL and the port failing are device errors (status 1); a refused command line is 2.
     let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
     let eal = dpdk::test_args("leafcli-err", &["--log-level=*:warning"]);
     let out = Command::new(EXE)
@@ -215,9 +216,29 @@ fn setup_errors_exit_2_with_the_reason() {
         .args(["--", "--dpdk-port", "nosuch0", "-g", "1"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("no port named \"nosuch0\""),
+        "{}",
+        stderr(&out)
+    );
+
+    // a vdev on an interface that does not exist: the OS error, not only "no port named"
+    let eal = dpdk::test_args(
+        "leafcli-noif",
+        &[
+            "--log-level=*:warning",
+            "--vdev=net_af_packet0,iface=nbnosuchif0",
+        ],
+    );
+    let out = Command::new(EXE)
+        .args(&eal[1..])
+        .args(["--", "--dpdk-port", "net_af_packet0", "-g", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("interface \"nbnosuchif0\": No such device"),
         "{}",
         stderr(&out)
     );
@@ -226,7 +247,7 @@ fn setup_errors_exit_2_with_the_reason() {
         .args(["--no-such-eal-flag", "--", "--dpdk-port", "p", "-g", "1"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("barrier-leaf: EAL:"),
         "{}",

@@ -13,7 +13,9 @@ use std::time::Instant;
 #[command(
     name = "barrier-sim",
     version,
-    about = "Deterministic simulator of the in-network barrier"
+    about = "Deterministic simulator of the in-network barrier",
+    after_help = "Exit status: 0 every check passed; 1 a check failed (a safety or liveness \
+                  violation); 2 the command line, or the tree or faults it describes, was refused."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -22,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run barriers over a tree with faults; exit 0 when safe and live, 2 on any violation.
+    /// Run barriers over a tree with faults; exit 0 when safe and live, 1 on any violation.
     Run(Box<RunArgs>),
     /// In-network tree barrier against the dissemination barrier, same leaves and link model.
     Compare(CompareArgs),
@@ -30,10 +32,12 @@ enum Cmd {
 
 #[derive(Args, Clone)]
 struct TreeArgs {
-    /// Fanouts: root, then each next level, the last level's children are leaves ("4,4,4").
+    /// Fanouts: root, then each next level, the last level's children are leaves ("4,4,4")
+    /// [default: run 4,4,4; compare: the tree --leaves and --levels give].
     #[arg(long, conflicts_with = "random_tree")]
     tree: Option<String>,
-    /// A random tree from this seed.
+    /// A random tree from this seed, within --max-depth, --max-fanout, --max-leaves [default:
+    /// the --tree].
     #[arg(long, value_name = "SEED")]
     random_tree: Option<u64>,
     /// Random trees: most switch levels.
@@ -58,8 +62,8 @@ struct LinkArgs {
     /// Link rate in Gb/s (0: infinite).
     #[arg(long, default_value_t = 100.0)]
     gbps: f64,
-    /// Transmit queue per link direction, frames (tail drop when full; 0: unbounded). The
-    /// dissemination model is always lossless.
+    /// Transmit queue per link direction, frames (tail drop when full; 0: unbounded). `compare`
+    /// applies it to the in-network tree only: its dissemination barrier is always lossless.
     #[arg(long, default_value_t = 1024)]
     queue_frames: u64,
     /// Leaf compute time between barriers, minimum, ns.
@@ -68,7 +72,7 @@ struct LinkArgs {
     /// Leaf compute time between barriers, maximum, ns.
     #[arg(long, default_value_t = 2_000)]
     compute_max_ns: u64,
-    /// Probability that a leaf is a straggler at a barrier [run: 0.01, compare: 0].
+    /// Probability that a leaf is a straggler at a barrier, 0..=1 [default: run 0.01, compare 0].
     #[arg(long)]
     late: Option<f64>,
     /// A straggler computes up to this much longer, ns.
@@ -94,10 +98,14 @@ struct RunArgs {
     /// Barrier groups (group 0 spans every leaf, others random subsets).
     #[arg(long, default_value_t = 1)]
     groups: u32,
+    /// Probability that a link drops a frame, per frame and link direction (0..=1).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
+    /// Probability that a link delivers a frame twice, per frame (0..=1).
     #[arg(long, default_value_t = 0.0)]
     dup: f64,
+    /// Probability that a frame gets an extra random delay of up to --reorder-ns, so that later
+    /// frames overtake it, per frame (0..=1).
     #[arg(long, default_value_t = 0.0)]
     reorder: f64,
     /// Most extra delay of a reordered frame, ns (default: 3 hop latencies).
@@ -112,10 +120,10 @@ struct RunArgs {
     /// Give each link its own fault rates (0..2x the given ones; a quarter clean).
     #[arg(long)]
     vary_faults: bool,
-    /// Faults stop when group 0 reaches this barrier.
+    /// Faults stop when group 0 reaches this barrier [default: faults never stop].
     #[arg(long, conflicts_with = "faults_until_ns")]
     faults_until_barrier: Option<u64>,
-    /// Faults stop at this modelled time, ns.
+    /// Faults stop at this modelled time, ns [default: faults never stop].
     #[arg(long)]
     faults_until_ns: Option<u64>,
     /// Switch restarts at random switches and barriers.
@@ -128,30 +136,35 @@ struct RunArgs {
     /// A restarting switch drops frames for this long, ns.
     #[arg(long, default_value_t = 5_000)]
     restart_down_ns: u64,
-    /// Link outages at random links and barriers.
+    /// Link outages (both directions down) at random links and barriers.
     #[arg(long, default_value_t = 0)]
     outages: u32,
+    /// Length of each link outage, ns.
     #[arg(long, default_value_t = 50_000)]
     outage_ns: u64,
+    /// Leaves' re-send timeout, ns [default: 4 times the tree's longest round trip, at least
+    /// 1000].
     #[arg(long)]
     leaf_timeout_ns: Option<u64>,
     /// Leaves double their re-send wait after each re-send of a barrier, up to this many ns
-    /// (default: no doubling).
+    /// (0: no doubling, every wait is the timeout).
     #[arg(long, default_value_t = 0)]
     leaf_backoff_max_ns: u64,
     /// Leaves shorten each re-send wait by up to this many percent, per group and barrier
-    /// (0..=50; default 0).
+    /// (0..=50).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=50))]
     leaf_jitter_pct: u8,
+    /// Intermediate switches' re-send timeout, ns [default: the leaves'].
     #[arg(long)]
     switch_timeout_ns: Option<u64>,
-    /// Liveness window: stuck when nothing progresses this long after the last fault, ns.
+    /// Liveness window: stuck when nothing progresses this long after the last fault, ns
+    /// [default: 100 re-send timeouts plus the longest compute time].
     #[arg(long)]
     stall_ns: Option<u64>,
     /// Sequence number of the first barrier.
     #[arg(long, default_value_t = 0)]
     first_seq: u32,
-    /// Use a deliberately wrong switch rule (the checks must catch it).
+    /// Use a deliberately wrong switch rule (the checks must catch it) [default: the right one].
     #[arg(long, value_enum)]
     broken_switch: Option<BrokenSwitch>,
     /// Events kept in the trace printed with a violation.
@@ -174,6 +187,7 @@ struct CompareArgs {
     tree: TreeArgs,
     #[command(flatten)]
     link: LinkArgs,
+    /// Barriers each model runs.
     #[arg(long, default_value_t = 10)]
     barriers: u64,
 }
@@ -223,9 +237,10 @@ fn main() -> ExitCode {
     }
 }
 
+/// A refused command line (exit 2): the one exit-code rule of docs/operations.md.
 fn fail(msg: String) -> ExitCode {
     eprintln!("barrier-sim: {msg}");
-    ExitCode::from(1)
+    ExitCode::from(2)
 }
 
 fn run(a: RunArgs) -> ExitCode {
@@ -303,7 +318,7 @@ fn run(a: RunArgs) -> ExitCode {
     if report.ok {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(1)
     }
 }
 
@@ -350,6 +365,6 @@ fn compare(a: CompareArgs) -> ExitCode {
     if report.in_network.ok && report.dissemination.safety_violations == 0 {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(1)
     }
 }

@@ -45,11 +45,11 @@ fn faulty_run_is_ok_and_exits_zero() {
 }
 
 #[test]
-fn broken_switch_is_reported_with_its_trace_and_exit_2() {
+fn broken_switch_is_reported_with_its_trace_and_exit_1() {
     let mut args = FAULTY.to_vec();
     args.extend(["--broken-switch", "stale-reduce-completes", "--trace", "10"]);
     let (code, out, _) = sim(&args);
-    assert_eq!(code, 2, "{out}");
+    assert_eq!(code, 1, "{out}");
     assert!(out.contains("ReleaseBeforeAllArrived"), "{out}");
     assert!(out.contains("last 10 events:"), "{out}");
     assert!(out.contains("has not sent its reduce"), "{out}");
@@ -106,8 +106,8 @@ fn compare_prints_both_barriers() {
 }
 
 #[test]
-fn bad_arguments_exit_1() {
-    assert_eq!(sim(&["run", "--tree", "2,64"]).0, 1);
-    assert_eq!(sim(&["run", "--loss", "1.5"]).0, 1);
-    assert_eq!(sim(&["compare", "--leaves", "67", "--levels", "1"]).0, 1);
+fn bad_arguments_exit_2() {
+    assert_eq!(sim(&["run", "--tree", "2,64"]).0, 2);
+    assert_eq!(sim(&["run", "--loss", "1.5"]).0, 2);
+    assert_eq!(sim(&["compare", "--leaves", "67", "--levels", "1"]).0, 2);
 }

@@ -264,10 +264,10 @@ pub fn parse(text: &str) -> Result<SwitchSpec, ConfigError> {
     validate(raw).map_err(|e| e.at_line_of_key(text))
 }
 
-/// Read, parse and validate a file.
+/// Read, parse and validate a file. The error does not repeat the path: the caller has it.
 pub fn load(path: &std::path::Path) -> Result<SwitchSpec, ConfigError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::new(path.display().to_string(), e.to_string()))?;
+        .map_err(|e| ConfigError::new("", format!("cannot read the file: {e}")))?;
     let mut spec = parse(&text)?;
     if let Some(c) = &mut spec.control {
         c.file = Some(path.to_path_buf());
@@ -417,10 +417,14 @@ pub fn idle_policy(
 type PortNames<'a> = HashMap<&'a str, PortIdx>;
 
 fn lookup(names: &PortNames<'_>, key: String, name: &str) -> Result<PortIdx, ConfigError> {
-    names
-        .get(name)
-        .copied()
-        .ok_or_else(|| ConfigError::new(key, format!("unknown port {name:?}")))
+    names.get(name).copied().ok_or_else(|| {
+        let mut known: Vec<&str> = names.keys().copied().collect();
+        known.sort_unstable();
+        ConfigError::new(
+            key,
+            format!("unknown port {name:?} (the file's ports: {known:?})"),
+        )
+    })
 }
 
 fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
@@ -986,7 +990,7 @@ children = ["d0", "d1", "up"]
             r#"children = ["d0", "d1"]"#,
             r#"children = ["d0", "p9"]"#,
             "groups[0].children[1]",
-            "unknown port \"p9\"",
+            "unknown port \"p9\" (the file's ports: [\"d0\", \"d1\", \"up\"])",
         );
     }
 

@@ -23,7 +23,10 @@ use std::time::Duration;
     version,
     about = "Barrier synchronization in the network, on DPDK",
     override_usage = "barrier-switch <run|check|demo> [EAL args] -- [OPTIONS]\n       \
-                      barrier-switch <run|check|demo> [OPTIONS]"
+                      barrier-switch <run|check|demo> [OPTIONS]",
+    after_help = "Exit status: 0 done (run: stopped by SIGINT/SIGTERM, every mbuf back); 1 the run \
+                  failed (EAL, a port, a check); 2 the command line or the configuration was \
+                  refused. See docs/operations.md."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -34,6 +37,8 @@ struct Cli {
 enum Cmd {
     /// Run one switch as the configuration file says, until SIGINT/SIGTERM.
     Run {
+        /// The switch's configuration file (TOML; docs/configuration.md,
+        /// examples in dataplane/switchd/configs/).
         #[arg(long, short)]
         config: PathBuf,
         /// Idle policy of every loop, replacing the file's lcores.idle: spin (the default; a
@@ -41,15 +46,18 @@ enum Cmd {
         /// on one machine). See docs/configuration.md.
         #[arg(long, value_enum)]
         idle: Option<IdleMode>,
-        /// Empty passes before a yield/sleep loop backs off (with --idle).
+        /// Empty passes in a row before a yield/sleep loop backs off (with --idle; default
+        /// 1000).
         #[arg(long, requires = "idle")]
         idle_after_polls: Option<u32>,
-        /// Microseconds per idle sleep (with --idle sleep).
+        /// Microseconds a sleeping loop sleeps per further empty pass, 1 to 500 (with --idle
+        /// sleep; default 20).
         #[arg(long, requires = "idle")]
         idle_sleep_us: Option<u32>,
     },
     /// Validate a configuration file and print what it describes; DPDK is not started.
     Check {
+        /// The configuration file to check.
         #[arg(long, short)]
         config: PathBuf,
     },
@@ -76,31 +84,38 @@ struct DemoArgs {
     /// Seconds to run (ignored with --count).
     #[arg(long, default_value_t = 3.0)]
     duration: f64,
-    /// Run exactly this many barriers per group, then stop.
+    /// Run exactly this many barriers per group, then stop [default: run for --duration].
     #[arg(long)]
     count: Option<u64>,
     /// Busy-polling lcores (at most the cores you can spare): with 1, every switch and the leaves
-    /// share one loop; with 2 or more the leaves get one and the switches share the rest.
+    /// share one loop; with 2 or more the leaves get one and the switches share the rest
+    /// (default: 2, or 1 on a machine with one core).
     #[arg(long, default_value_t = default_lcores())]
     lcores: usize,
+    /// The links between the demo's switches and leaves.
     #[arg(long, value_enum, default_value_t = IoKind::Dpdk)]
     io: IoKind,
-    /// Leaf re-send timeout.
+    /// Leaf re-send timeout, µs. Longer than barrier-leaf's 1000 µs because the demo runs
+    /// every switch and leaf on a few shared busy loops, often more loops than cores: a loop
+    /// waiting for a time slice (milliseconds) would make a 1 ms timer fire on every barrier.
+    /// Lower it when each loop has a core of its own.
     #[arg(long, default_value_t = 50_000)]
     leaf_timeout_us: u64,
-    /// Intermediate switches' re-send timeout.
+    /// Intermediate switches' re-send timeout, µs (below the leaves', so that a switch repairs
+    /// the upper path before every leaf re-sends).
     #[arg(long, default_value_t = 20_000)]
     switch_timeout_us: u64,
     /// Print every switch's counters at the end.
     #[arg(long)]
     counters: bool,
-    /// What the loops do when idle: spin (default), yield or sleep (more loops than cores).
+    /// What the loops do when idle: spin, yield or sleep (more loops than cores).
     #[arg(long, value_enum, default_value_t = IdleMode::Spin)]
     idle: IdleMode,
-    /// Empty passes before a yield/sleep loop backs off.
+    /// Empty passes in a row before a yield/sleep loop backs off [default: 1000].
     #[arg(long)]
     idle_after_polls: Option<u32>,
-    /// Microseconds per idle sleep (with --idle sleep).
+    /// Microseconds a sleeping loop sleeps per further empty pass, 1 to 500 (with --idle
+    /// sleep) [default: 20].
     #[arg(long)]
     idle_sleep_us: Option<u32>,
 }

@@ -92,9 +92,29 @@ fn check_command_accepts_and_refuses() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(r#"groups[0].children[1]: unknown port "p9""#),
+        err.contains(r#"groups[0].children[1]: unknown port "p9" (the file's ports: ["leaf0", "leaf1", "leaf2", "leaf3"])"#),
         "{err}"
     );
+    assert!(
+        err.contains(": line "),
+        "the line of the refused key: {err}"
+    );
+
+    // A file that is not there: its path once, and the reason.
+    let missing = dir.path().join("missing.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_barrier-switch"))
+        .args(["check", "--config"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches(missing.to_str().unwrap()).count(),
+        1,
+        "the path once: {err}"
+    );
+    assert!(err.contains("cannot read the file: No such file"), "{err}");
 }
 
 #[test]

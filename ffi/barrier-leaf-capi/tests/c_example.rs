@@ -1,5 +1,5 @@
 //! The C side of libbarrier: barrier.h's structs match the Rust ones, the C example compiles
-//! against the built library (shared, static, and through the pkg-config file that install.sh
+//! against the built library (shared, static, and through the pkg-config file that scripts/install.sh
 //! writes) and completes barriers through a switch over a veth pair in a throw-away network
 //! namespace. The switch is played by the test: a root running the protocol's switch logic on
 //! the other end of the pair (tests/c_example_switch.rs runs it against the real barrier-switch
@@ -100,14 +100,18 @@ fn static_and_pkg_config_builds_link_and_run() {
     let prefix = dir.join("prefix");
     check(
         Command::new("bash")
-            .arg(format!("{CRATE}/install.sh"))
+            .arg(format!("{CRATE}/../../scripts/install.sh"))
             .arg("--prefix")
             .arg(&prefix)
-            .arg("--lib-dir")
-            .arg(lib_dir()),
+            .arg("--build-dir")
+            .arg(lib_dir())
+            .arg("--lib-only")
+            .arg("--no-ldconfig"),
     );
-    let pc = std::fs::read_to_string(prefix.join("lib/pkgconfig/barrier.pc")).unwrap();
-    assert!(!pc.contains('@'), "unfilled template: {pc}");
+    for pc in ["barrier.pc", "barrier-libs.pc"] {
+        let text = std::fs::read_to_string(prefix.join("lib/pkgconfig").join(pc)).unwrap();
+        assert!(!text.contains('@'), "unfilled template: {text}");
+    }
     let pkg = |args: &[&str]| -> Vec<String> {
         let out = check(
             Command::new("pkg-config")
@@ -126,7 +130,9 @@ fn static_and_pkg_config_builds_link_and_run() {
     assert!(libs.contains(&"-lbarrier".to_string()), "{libs:?}");
     let example = format!("{CRATE}/examples/c/barrier_example.c");
 
-    // Shared, from the pkg-config flags alone (plus an rpath to the prefix).
+    // Shared, from the pkg-config flags alone (plus an rpath to the prefix, which the loader
+    // does not search: scripts/tests/install.sh checks the same without an rpath, installed
+    // to /usr/local).
     let shared = dir.join("example_shared");
     check(
         Command::new("cc")
@@ -137,18 +143,13 @@ fn static_and_pkg_config_builds_link_and_run() {
             .args(&libs)
             .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display())),
     );
-    // Static: libbarrier.a plus the private libraries pkg-config lists for --static.
+    // Static: exactly what `pkg-config --static --libs` says (libbarrier.a first).
     let static_exe = dir.join("example_static");
-    let static_libs: Vec<String> = pkg(&["--static", "--libs"])
-        .into_iter()
-        .map(|f| {
-            if f == "-lbarrier" {
-                prefix.join("lib/libbarrier.a").display().to_string()
-            } else {
-                f
-            }
-        })
-        .collect();
+    let static_libs = pkg(&["--static", "--libs"]);
+    assert!(
+        static_libs.contains(&"-l:libbarrier.a".to_string()),
+        "{static_libs:?}"
+    );
     check(
         Command::new("cc")
             .args(&cflags)

@@ -158,7 +158,13 @@ fn every_wrapper_does_what_its_c_function_does() {
         rte_pktmbuf_free_bulk(bulk.as_mut_ptr(), 8);
         assert_eq!(rte_mempool_avail_count(pool), 63);
         rte_mempool_free(pool);
+        let dir = std::ffi::CStr::from_ptr(rte_eal_get_runtime_dir())
+            .to_str()
+            .unwrap()
+            .to_owned();
         assert_eq!(rte_eal_cleanup(), 0);
+        // EAL never removes its runtime folder (empty with --no-shconf): leave none behind.
+        std::fs::remove_dir(&dir).unwrap();
     }
 }
 

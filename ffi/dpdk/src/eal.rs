@@ -5,7 +5,7 @@
 use std::ffi::{CStr, CString};
 use std::os::raw::c_char;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use dpdk_sys as sys;
 
@@ -19,6 +19,58 @@ const STATE_NONE: u8 = 0;
 const STATE_INITIALISING: u8 = 1;
 const STATE_LIVE: u8 = 2;
 const STATE_DONE: u8 = 3;
+
+/// The `--vdev` specs of the `Eal::init` call, so that a port that is missing although it was
+/// asked for can say why (see [`vdev_spec`]).
+static VDEV_SPECS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The `--vdev` spec (`net_af_packet0,iface=eth1`) EAL was given for device `name`, if any.
+pub(crate) fn vdev_spec(name: &str) -> Option<String> {
+    let specs = VDEV_SPECS.lock().unwrap_or_else(|e| e.into_inner());
+    specs
+        .iter()
+        .find(|s| s.split(',').next() == Some(name))
+        .cloned()
+}
+
+/// The `--vdev` values in an EAL argument list (`--vdev X` and `--vdev=X`).
+fn vdev_args(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--vdev" {
+            out.extend(it.next().cloned());
+        } else if let Some(v) = a.strip_prefix("--vdev=") {
+            out.push(v.to_string());
+        }
+    }
+    out
+}
+
+/// EAL's runtime folder (`/var/run/dpdk/<file-prefix>` for root), as EAL set it up; `None`
+/// before EAL got that far.
+fn runtime_dir() -> Option<std::path::PathBuf> {
+    // SAFETY: rte_eal_get_runtime_dir returns a pointer to EAL's own static, NUL-terminated
+    // buffer (empty until EAL creates the folder); it is valid before, during and after init.
+    let dir = unsafe { CStr::from_ptr(sys::rte_eal_get_runtime_dir()) };
+    dir.to_str()
+        .ok()
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
+/// Removes EAL's runtime folder if it is empty. EAL creates `/var/run/dpdk/<file-prefix>` and
+/// never removes it: with a unique prefix per run (tests, demos) empty folders pile up. Only an
+/// empty folder goes, so another process's files (a primary's config, sockets) are never
+/// touched, and a shared-config run's own files stay.
+fn remove_runtime_dir(dir: Option<std::path::PathBuf>) {
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
 
 /// A handle to the initialised EAL. Cloning is cheap; the EAL is cleaned up when the last clone
 /// (including those held inside `Mempool` and `Port`) is dropped.
@@ -96,11 +148,14 @@ impl Eal {
         let ret = unsafe { sys::rte_eal_init(argc, argv.as_mut_ptr()) };
         if ret < 0 {
             let err = DpdkError::from_rte_errno("rte_eal_init");
+            // A failed init leaves its runtime folder too (empty with --no-shconf).
+            remove_runtime_dir(runtime_dir());
             // DPDK itself refuses re-initialisation after most failures; keep our guard closed
             // too so the error stays the clear one.
             EAL_STATE.store(STATE_DONE, Ordering::Release);
             return Err(err);
         }
+        *VDEV_SPECS.lock().unwrap_or_else(|e| e.into_inner()) = vdev_args(&args[1..]);
         EAL_STATE.store(STATE_LIVE, Ordering::Release);
         // rte_eal_init put the program name at argv[ret]; the application's arguments follow.
         let consumed = ret as usize;
@@ -175,21 +230,12 @@ impl Drop for EalInner {
         // SAFETY: waits for every worker lcore to return to WAIT; called from the main lcore or
         // a non-EAL thread, never from a worker (checked above).
         unsafe { sys::rte_eal_mp_wait_lcore() };
-        // SAFETY: EAL is initialised; the call returns a pointer to EAL's own NUL-terminated
-        // runtime-directory string, which is copied here before cleanup.
-        let runtime_dir = unsafe { CStr::from_ptr(sys::rte_eal_get_runtime_dir()) }
-            .to_str()
-            .ok()
-            .map(std::path::PathBuf::from);
+        // Copied before cleanup, which may free EAL's configuration.
+        let dir = runtime_dir();
         // SAFETY: no pool, port or mbuf-owning object can remain: each holds a clone of this
         // Arc (or leaked it on purpose when mbufs were outstanding).
         unsafe { sys::rte_eal_cleanup() };
-        // EAL creates /var/run/dpdk/<file-prefix> and never removes it: with a unique prefix per
-        // run (tests, demos) empty folders pile up. remove_dir only removes an empty folder, so a
-        // shared-config run's files (config, telemetry socket) are left as they are.
-        if let Some(dir) = runtime_dir.filter(|d| !d.as_os_str().is_empty()) {
-            let _ = std::fs::remove_dir(dir);
-        }
+        remove_runtime_dir(dir);
         EAL_STATE.store(STATE_DONE, Ordering::Release);
     }
 }
@@ -232,6 +278,25 @@ fn sanitize(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vdev_specs_are_read_from_both_spellings_before_the_dashes() {
+        let a: Vec<String> = [
+            "-l",
+            "0",
+            "--vdev",
+            "net_ring0",
+            "--vdev=net_af_packet0,iface=eth1",
+            "--",
+            "--vdev=app",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            vdev_args(&a),
+            ["net_ring0", "net_af_packet0,iface=eth1"].map(String::from)
+        );
+    }
 
     #[test]
     fn test_args_have_design_flags_and_unique_prefix() {

@@ -133,7 +133,14 @@ impl Port {
             DpdkError::Call { errno, message, .. } => DpdkError::Call {
                 op: OP,
                 errno,
-                message: format!("{message}: no port named {name:?}"),
+                message: match crate::eal::vdev_spec(name) {
+                    Some(spec) => format!(
+                        "{message}: no port named {name:?}: EAL was given --vdev {spec:?} but its \
+                         driver did not create the device{}",
+                        vdev_cause(&spec)
+                    ),
+                    None => format!("{message}: no port named {name:?}"),
+                },
             },
             other => other,
         })?;
@@ -180,8 +187,9 @@ impl Port {
                 op: OP,
                 errno,
                 message: format!(
-                    "{}: cannot create virtual device {spec:?}",
-                    crate::error::strerror(errno)
+                    "{}: cannot create virtual device {spec:?}{}",
+                    crate::error::strerror(errno),
+                    vdev_cause(spec)
                 ),
             });
         }
@@ -964,5 +972,32 @@ impl Drop for RingSet {
             // SAFETY: the ring is empty and no port refers to it any more.
             unsafe { sys::rte_ring_free(r.as_ptr()) };
         }
+    }
+}
+
+/// Why a virtual device could not be created, as far as this process can tell: for a spec with
+/// `iface=NAME` (net_af_packet, net_pcap's live interfaces, ...), whether that interface exists
+/// in this network namespace, with the OS error (`No such device`) that the driver met and left
+/// in DPDK's log. Empty when nothing is known.
+fn vdev_cause(spec: &str) -> String {
+    let Some(iface) = spec
+        .split(',')
+        .skip(1)
+        .find_map(|kv| kv.strip_prefix("iface="))
+    else {
+        return " (the driver's reason is in DPDK's log above)".into();
+    };
+    let Ok(c) = CString::new(iface) else {
+        return String::new();
+    };
+    // SAFETY: c is a valid NUL-terminated string; if_nametoindex only reads it.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if index == 0 {
+        let err = std::io::Error::last_os_error();
+        format!(": interface {iface:?}: {err}")
+    } else {
+        format!(
+            " (interface {iface:?} exists, index {index}; the driver's reason is in DPDK's log above)"
+        )
     }
 }

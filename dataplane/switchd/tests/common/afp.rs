@@ -84,6 +84,9 @@ pub struct SwitchProc {
     stderr: mpsc::Receiver<String>,
     /// Every stderr line seen so far.
     pub log: Vec<String>,
+    /// EAL's runtime folder for the config's --file-prefix: removed on drop, as a switch
+    /// killed there has no chance to (a clean stop removes it itself).
+    runtime_dir: Option<std::path::PathBuf>,
 }
 
 fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
@@ -108,11 +111,17 @@ impl SwitchProc {
             .unwrap();
         let stdout = lines(child.stdout.take().unwrap());
         let stderr = lines(child.stderr.take().unwrap());
+        let text = std::fs::read_to_string(config).unwrap();
+        let runtime_dir = text
+            .split_once("\"--file-prefix\", \"")
+            .and_then(|(_, rest)| rest.split('"').next())
+            .map(|p| Path::new("/var/run/dpdk").join(p));
         SwitchProc {
             child: Some(child),
             stdout,
             stderr,
             log: Vec::new(),
+            runtime_dir,
         }
     }
 
@@ -182,6 +191,9 @@ impl Drop for SwitchProc {
         if let Some(c) = &mut self.child {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        if let Some(d) = &self.runtime_dir {
+            let _ = std::fs::remove_dir_all(d);
         }
     }
 }

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# scripts/install.sh, tested where people use it: installed to the default prefix /usr/local
+# and uninstalled again, inside a bed (scripts/lib/bed.sh) whose /usr/local and /etc are
+# overlays, so the machine's folders and its loader cache are never touched and "uninstall
+# leaves nothing" is exact: the overlay's upper layer of /usr/local must be empty at the end.
+#
+# - --help, usage errors (exit 2);
+# - DESTDIR staging: the files under DESTDIR/PREFIX, pkg-config files saying PREFIX, no
+#   ldconfig; --uninstall with the same DESTDIR leaves DESTDIR empty;
+# - /usr/local: programs on PATH, libbarrier.so.VERSION with its SONAME link and the dev link,
+#   ldconfig run (the loader cache lists libbarrier.so.MAJOR), the C example built with
+#   `pkg-config --libs barrier` (depends on libbarrier.so.MAJOR, no rpath/runpath) and with
+#   `pkg-config --static --libs barrier` (no libbarrier dependency at all), both run with
+#   LD_LIBRARY_PATH unset; the example configurations in share/netbarrier/configs pass
+#   `barrier-switch check`; then --uninstall: nothing left under /usr/local, nothing in the
+#   loader cache.
+#
+# Needs root and a build (nb_build_dir: target/release or target/debug with the programs and
+# libbarrier); without one it says "skipped", and fails instead when NB_REQUIRE_BINARIES=1.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+# shellcheck source=../lib/bed.sh
+source "$here/../lib/bed.sh"
+ok=0 bad=0
+pass() { ok=$((ok + 1)); echo "  ok: $1"; }
+fail() { bad=$((bad + 1)); echo "  FAILED: $1"; }
+finish() { echo "install: $ok passed, $bad failed"; [ "$bad" -eq 0 ]; exit $?; }
+
+if [ "$(id -u)" -ne 0 ]; then echo "install: skipped: needs root"; exit 0; fi
+build=$(nb_build_dir)
+if [ -z "$build" ]; then
+  if [ "${NB_REQUIRE_BINARIES:-0}" = 1 ]; then echo "install: FAILED: nothing built"; exit 1; fi
+  echo "install: skipped: build the workspace first"; exit 0
+fi
+echo "install: programs and libbarrier from $build"
+work=$(mktemp -d "$repo/target/nb-install-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# --- usage ---
+out=$(bash "$repo/scripts/install.sh" --help)
+if [ $? -eq 0 ] && grep -q -- '--uninstall' <<< "$out" && grep -q DESTDIR <<< "$out" \
+  && grep -q -- '--static' <<< "$out"; then pass "--help"; else fail "--help: $out"; fi
+bash "$repo/scripts/install.sh" --no-such-option >/dev/null 2>&1
+[ $? -eq 2 ] && pass "unknown option: exit 2" || fail "unknown option: not exit 2"
+bash "$repo/scripts/install.sh" --prefix relative/dir --build-dir "$build" >/dev/null 2>&1
+[ $? -eq 2 ] && pass "relative prefix: exit 2" || fail "relative prefix: not exit 2"
+
+# --- DESTDIR staging ---
+stage=$work/stage
+if DESTDIR=$stage bash "$repo/scripts/install.sh" --prefix /opt/nbtest --build-dir "$build" \
+  > "$work/stage.log" 2>&1; then
+  missing=""
+  for f in bin/barrier-switch bin/barrier-leaf bin/barrier-gen bin/barrier-sim lib/libbarrier.a \
+    lib/libbarrier.so include/barrier.h lib/pkgconfig/barrier.pc lib/pkgconfig/barrier-libs.pc \
+    share/netbarrier/configs/root.toml share/netbarrier/install-manifest; do
+    [ -e "$stage/opt/nbtest/$f" ] || missing="$missing $f"
+  done
+  [ -z "$missing" ] && pass "DESTDIR: files staged" || fail "DESTDIR: missing:$missing"
+  grep -qx 'prefix=/opt/nbtest' "$stage/opt/nbtest/lib/pkgconfig/barrier.pc" \
+    && pass "DESTDIR: barrier.pc says the prefix, not DESTDIR" || fail "DESTDIR: barrier.pc prefix"
+  grep -q ldconfig "$work/stage.log" && fail "DESTDIR: ran ldconfig" || pass "DESTDIR: no ldconfig"
+  DESTDIR=$stage bash "$repo/scripts/install.sh" --prefix /opt/nbtest --uninstall >/dev/null 2>&1
+  left=$(find "$stage" -mindepth 1)
+  [ -z "$left" ] && pass "DESTDIR: uninstall leaves nothing" || fail "DESTDIR: left: $left"
+else
+  fail "DESTDIR install: $(tail -5 "$work/stage.log")"
+fi
+
+# --- --lib-only ---
+if DESTDIR=$work/lib bash "$repo/scripts/install.sh" --prefix /opt/nbtest --build-dir "$build" \
+  --lib-only >/dev/null 2>&1 && [ -f "$work/lib/opt/nbtest/lib/libbarrier.a" ] \
+  && [ -f "$work/lib/opt/nbtest/lib/pkgconfig/barrier.pc" ] && [ ! -e "$work/lib/opt/nbtest/bin" ] \
+  && [ ! -e "$work/lib/opt/nbtest/share/netbarrier/configs" ]; then
+  pass "--lib-only: the library, no programs"
+else
+  fail "--lib-only"
+fi
+
+# --- /usr/local, in a bed ---
+cat > "$work/system.sh" <<'EOF'
+set -uo pipefail
+build=$1 out=$2
+bad=0
+t() { if (eval "$2"); then echo "  ok: $1"; else echo "  FAILED: $1"; bad=$((bad + 1)); fi; }
+unset LD_LIBRARY_PATH
+bash scripts/install.sh --build-dir "$build" > "$out/install.log" 2>&1
+rc=$?
+t "install to /usr/local" '[ $rc -eq 0 ] || { cat "$out/install.log"; false; }'
+t "ldconfig ran" 'grep -q "ldconfig" "$out/install.log"'
+t "programs on PATH" 'for p in barrier-switch barrier-leaf barrier-gen barrier-sim barrierctl; do [ "$(command -v $p)" = /usr/local/bin/$p ] || exit 1; done'
+t "every program answers --help" 'barrier-switch --help >/dev/null && barrier-leaf --help >/dev/null && barrier-gen --help >/dev/null && barrier-sim --help >/dev/null'
+ver=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n1)
+major=${ver%%.*}
+t "libbarrier.so.$ver, SONAME libbarrier.so.$major" '[ -f /usr/local/lib/libbarrier.so.$ver ] && readelf -d /usr/local/lib/libbarrier.so.$ver | grep -q "soname: \[libbarrier.so.$major\]"'
+t "links libbarrier.so.$major and libbarrier.so" '[ "$(readlink /usr/local/lib/libbarrier.so.$major)" = libbarrier.so.$ver ] && [ "$(readlink /usr/local/lib/libbarrier.so)" = libbarrier.so.$major ]'
+t "loader cache lists libbarrier.so.$major" 'ldconfig -p | grep -q "libbarrier.so.$major .*/usr/local/lib/libbarrier.so.$major"'
+t "pkg-config finds barrier on its default path" 'pkg-config --exists barrier && [ "$(pkg-config --modversion barrier)" = "$ver" ]'
+ex=ffi/barrier-leaf-capi/examples/c/barrier_example.c
+t "cc with pkg-config --libs barrier" 'cc -Wall -Werror $ex $(pkg-config --cflags --libs barrier) -o /tmp/ex_shared'
+t "cc with pkg-config --static --libs barrier" 'cc -Wall -Werror $ex $(pkg-config --cflags --static --libs barrier) -o /tmp/ex_static'
+t "shared: needs libbarrier.so.$major, no rpath/runpath" 'd=$(readelf -d /tmp/ex_shared); grep -q "NEEDED.*\[libbarrier.so.$major\]" <<< "$d" && ! grep -qi "rpath\|runpath" <<< "$d"'
+t "static: no libbarrier dependency" '! readelf -d /tmp/ex_static | grep -q libbarrier'
+for e in shared static; do
+  # on an interface that does not exist the example reports the setup error (exit 2): the
+  # library was found and loaded (a missing library is exit 127 from the loader)
+  t "$e example runs without LD_LIBRARY_PATH" '/tmp/ex_$e nbnosuchif0 7 1 > /tmp/$e.out 2>&1; rc=$?; [ $rc -eq 2 ] && grep -q nbnosuchif0 /tmp/$e.out || { cat /tmp/$e.out; false; }'
+done
+t "installed configurations pass barrier-switch check" 'n=0; for c in $(find /usr/local/share/netbarrier/configs -name "*.toml"); do barrier-switch check --config $c >/dev/null || exit 1; n=$((n+1)); done; [ $n -ge 5 ]'
+t "reinstall over an installation" 'bash scripts/install.sh --build-dir "$build" >/dev/null 2>&1'
+bash scripts/install.sh --uninstall > "$out/uninstall.log" 2>&1
+rc=$?
+t "uninstall" '[ $rc -eq 0 ] || { cat "$out/uninstall.log"; false; }'
+t "loader cache without libbarrier" '! ldconfig -p | grep -q libbarrier'
+t "uninstall twice: an error" '! bash scripts/install.sh --uninstall >/dev/null 2>&1'
+exit $bad
+EOF
+nb_bed_run "$work/bed" "" 300 "$work/system.sh" "$build" "$work"
+rc=$?
+if [ "$rc" -eq 0 ]; then pass "install to /usr/local and back (bed)"; else fail "/usr/local (bed): $rc failed"; fi
+# The upper layer holds what the bed changed under /usr/local: no file, link or whiteout may be
+# left, and a folder only where /usr/local has it (the overlay copies a folder up when a file is
+# written into it).
+left=$(cd "$work/bed/usr-local" && find . -mindepth 1 \( ! -type d -o -type d ! -exec test -d "/usr/local/{}" \; \) -print)
+[ -z "$left" ] && pass "/usr/local: uninstall leaves nothing" || fail "/usr/local: left: $left"
+finish
