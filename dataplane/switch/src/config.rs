@@ -3,7 +3,9 @@
 //! why, so an operator can fix the file without reading the code. Reference: docs/configuration.md.
 
 use crate::poll::{Idle, IdleMode};
-use crate::spec::{Device, GroupBlock, LcoreSpec, MempoolSpec, PortSpec, RxLcore, SwitchSpec};
+use crate::spec::{
+    Device, GroupBlock, LcoreSpec, MempoolSpec, MetricsSpec, PortSpec, RxLcore, SwitchSpec,
+};
 use barrier_protocol::switch::{GroupConfig, Role};
 use barrier_protocol::{Epoch, PortIdx, PortSet};
 use serde::Deserialize;
@@ -140,6 +142,16 @@ struct RawConfig {
     lcores: Option<RawLcores>,
     #[serde(default)]
     groups: Vec<RawGroup>,
+    /// Prometheus endpoint (`crate::metrics`): off unless the section is present.
+    metrics: Option<RawMetrics>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: Option<String>,
+    #[serde(default)]
+    groups: Vec<u32>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -424,6 +436,11 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
     };
     let lcores = validate_lcores(rl, &raw.eal.args, &ports, &names)?;
     let groups = validate_groups(&raw.groups, &names)?;
+    let metrics = raw
+        .metrics
+        .as_ref()
+        .map(|m| validate_metrics(m, &groups))
+        .transpose()?;
     Ok(SwitchSpec {
         eal_args: raw.eal.args,
         mempool,
@@ -431,6 +448,35 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         ports,
         lcores,
         groups,
+        metrics,
+    })
+}
+
+/// `[metrics]`: the listen address (loopback port 9464 unless given) and the groups that get
+/// per-group series, each of which must be configured.
+fn validate_metrics(m: &RawMetrics, groups: &[GroupBlock]) -> Result<MetricsSpec, ConfigError> {
+    let listen = match &m.listen {
+        None => MetricsSpec::DEFAULT_LISTEN,
+        Some(a) => a.parse().map_err(|e| {
+            ConfigError::new(
+                "metrics.listen",
+                format!("{a:?}: want ADDRESS:PORT, e.g. \"127.0.0.1:9464\" ({e})"),
+            )
+        })?,
+    };
+    if let Some(g) = m
+        .groups
+        .iter()
+        .find(|&&g| !groups.iter().any(|b| b.numbers.contains(&g)))
+    {
+        return Err(ConfigError::new(
+            "metrics.groups",
+            format!("group {g} is not configured in [[groups]]"),
+        ));
+    }
+    Ok(MetricsSpec {
+        listen,
+        groups: m.groups.clone(),
     })
 }
 
@@ -915,6 +961,32 @@ children = ["d0", "d1", "up"]
             "a port sends with the switch's MAC unless told"
         );
         assert_eq!(c.ports[1].device.dpdk_name(), "net_ring1");
+    }
+
+    #[test]
+    fn metrics_are_off_unless_configured_and_loopback_by_default() {
+        assert_eq!(parse(GOOD).unwrap().metrics, None);
+        let on = parse(&format!("{GOOD}\n[metrics]\ngroups = [7, 100]\n")).unwrap();
+        assert_eq!(
+            on.metrics,
+            Some(MetricsSpec {
+                listen: "127.0.0.1:9464".parse().unwrap(),
+                groups: vec![7, 100],
+            })
+        );
+        let any = parse(&format!("{GOOD}\n[metrics]\nlisten = \"0.0.0.0:9100\"\n")).unwrap();
+        assert_eq!(any.metrics.unwrap().listen, "0.0.0.0:9100".parse().unwrap());
+    }
+
+    #[test]
+    fn metrics_refusals() {
+        let e = err(&format!("{GOOD}\n[metrics]\nlisten = \"localhost\"\n"));
+        assert_eq!(e.key, "metrics.listen", "{e}");
+        let e = err(&format!("{GOOD}\n[metrics]\ngroups = [7, 8]\n"));
+        assert_eq!(e.key, "metrics.groups", "{e}");
+        assert!(e.reason.contains("group 8 is not configured"), "{e}");
+        let e = err(&format!("{GOOD}\n[metrics]\nport = 9100\n"));
+        assert!(e.to_string().contains("port"), "{e}");
     }
 
     #[test]

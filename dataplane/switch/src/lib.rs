@@ -10,6 +10,8 @@
 //! | `engine` | one switch assembled from ports, table, RX pollers and scheduler |
 //! | `counters` | per-owner counter cells, summed and printed by the management thread |
 //! | `runtime` | `run`: one switch from its configuration on DPDK |
+//! | `metrics` | optional Prometheus endpoint (`[metrics]`): text exposition on a plain thread |
+//! | `telemetry` | DPDK telemetry commands (`/barrier/...`), the `--stats-json` dump, capture (`rte_pdump`) |
 //!
 //! The poll-mode machinery (I/O traits, pollers and their loop, clock, port bring-up, lcore
 //! placement) is the shared `barrier_runtime` crate; the modules here use it as `crate::io`,
@@ -21,7 +23,9 @@ use barrier_runtime::{dpdk_io, io, poll};
 pub mod config;
 pub mod counters;
 pub mod engine;
+pub mod metrics;
 pub mod runtime;
 pub mod rx;
 pub mod scheduler;
 pub mod spec;
+pub mod telemetry;

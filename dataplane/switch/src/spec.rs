@@ -20,6 +20,22 @@ pub struct SwitchSpec {
     pub ports: Vec<PortSpec>,
     pub lcores: LcoreSpec,
     pub groups: Vec<GroupBlock>,
+    /// The Prometheus endpoint, if the file has a `[metrics]` section.
+    pub metrics: Option<MetricsSpec>,
+}
+
+/// Where the Prometheus endpoint listens and which groups get per-group series.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsSpec {
+    pub listen: std::net::SocketAddr,
+    pub groups: Vec<u32>,
+}
+
+impl MetricsSpec {
+    /// Loopback only: exposing counters beyond the machine is the operator's explicit choice.
+    pub const DEFAULT_LISTEN: std::net::SocketAddr = std::net::SocketAddr::V4(
+        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9464),
+    );
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
