@@ -30,6 +30,14 @@
 #   --restarts N        kill and restart each switch of --restart N times (default 20); the
 #                       leaves must still be running after the last one (raise --barriers)
 #   --restart-gap-ms MS pause after a restarted switch is ready before the next kill (default 200)
+#   --first-job N       before the main run, run a job of N barriers on the same group and the
+#                       same switches (issue 10, case 5: a new job on a reused group number);
+#                       then reset the group on every switch to a new epoch with barrierctl
+#                       (leaf-most first) and run the main job in it
+#   --same-epoch        with --first-job: no reset, the main job reuses the first job's epoch
+#                       (outside the protocol's assumptions: shows what an epoch prevents)
+#   --leaf-stagger-ms MS  start the main job's leaves MS apart (default 0: together)
+#   --barrierctl CMD    the barrierctl command (default: built in target/, or PATH)
 #   --timeout S         give the leaves this long to finish (default 300)
 #   --out DIR           keep configs, logs and records in DIR
 #   --verbose           print the leaves' summaries and the switches' final counters
@@ -42,7 +50,7 @@ root_dir=$(dirname "$here")
 source "$here/lib/netns.sh"
 
 fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 corrupt_xor=0xFF links=all resend_us=1000
-restart_list="" restarts=20 restart_gap_ms=200
+restart_list="" restarts=20 restart_gap_ms=200 first_job=0 same_epoch=0 leaf_stagger_ms=0 ctl_cmd=""
 switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 switch_idle=auto timeout_s=300 out_dir="" dry_run=0 verbose=0
 
 usage() { awk 'NR >= 9 && !/^#/ { exit } NR >= 9 { sub(/^# ?/, ""); print }' "$0"; }
@@ -66,6 +74,10 @@ while [ $# -gt 0 ]; do
     --restart) restart_list=${2:?}; shift 2 ;;
     --restarts) restarts=${2:?}; shift 2 ;;
     --restart-gap-ms) restart_gap_ms=${2:?}; shift 2 ;;
+    --first-job) first_job=${2:?}; shift 2 ;;
+    --same-epoch) same_epoch=1; shift ;;
+    --leaf-stagger-ms) leaf_stagger_ms=${2:?}; shift 2 ;;
+    --barrierctl) ctl_cmd=${2:?}; shift 2 ;;
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --out) out_dir=${2:?}; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
@@ -92,6 +104,8 @@ fi
 [[ $barriers =~ ^[1-9][0-9]*$ ]] || { echo "topo.sh: --barriers wants a positive number" >&2; exit 2; }
 [[ $restarts =~ ^[1-9][0-9]*$ ]] || { echo "topo.sh: --restarts wants a positive number" >&2; exit 2; }
 [[ $restart_gap_ms =~ ^[0-9]+$ ]] || { echo "topo.sh: --restart-gap-ms wants a number" >&2; exit 2; }
+[[ $first_job =~ ^[0-9]+$ ]] || { echo "topo.sh: --first-job wants a number of barriers" >&2; exit 2; }
+[[ $leaf_stagger_ms =~ ^[0-9]+$ ]] || { echo "topo.sh: --leaf-stagger-ms wants a number" >&2; exit 2; }
 [[ $switch_lcores =~ ^[12]$ ]] || { echo "topo.sh: --switch-lcores is 1 or 2" >&2; exit 2; }
 [[ $switch_idle =~ ^(auto|spin|yield|sleep(:[1-9][0-9]*)?)$ ]] || { echo "topo.sh: --switch-idle is auto, spin, yield, sleep or sleep:US" >&2; exit 2; }
 
@@ -100,7 +114,12 @@ if [ "$dry_run" = 0 ]; then
     || { echo "topo.sh: barrier-switch not found (build it, or pass --switch CMD)" >&2; exit 2; }
   [ -n "$leaf_cmd" ] || leaf_cmd=$(nb_find_program barrier-leaf) \
     || { echo "topo.sh: barrier-leaf not found (build it, or pass --leaf CMD)" >&2; exit 2; }
+  if [ "$first_job" -gt 0 ] && [ "$same_epoch" = 0 ]; then
+    [ -n "$ctl_cmd" ] || ctl_cmd=$(nb_find_program barrierctl) \
+      || { echo "topo.sh: barrierctl not found (build it, or pass --barrierctl CMD)" >&2; exit 2; }
+  fi
 fi
+read -ra ctl_argv <<<"$ctl_cmd"
 read -ra switch_argv <<<"$switch_cmd"
 read -ra leaf_argv <<<"$leaf_cmd"
 read -ra leaf_extra <<<"$leaf_args"
@@ -209,6 +228,11 @@ write_switch_config() {
       echo "resend_timeout_us = $resend_us"
     fi
     printf 'children = [%s]\n' "$(printf '"%s", ' ${children_of[$name]} | sed 's/, $//')"
+    if [ "$first_job" -gt 0 ] && [ "$same_epoch" = 0 ]; then
+      echo
+      echo "[control]"
+      echo "socket = \"$NB_STATE_DIR/$name.sock\""
+    fi
   } >"$file"
 }
 
@@ -277,14 +301,75 @@ wait_ready() { # NAME: wait for the ready line of switch NAME's current log
 for n in "${switches[@]}"; do wait_ready "$n"; done
 nb_log "switches ready: ${switches[*]}"
 
-mkdir -p "$NB_STATE_DIR/records"
+# start_leaves COUNT EPOCH RECORDS_DIR STAGGER_MS: every leaf runs COUNT barriers on the group
+# in EPOCH, STAGGER_MS apart, writing RECORDS_DIR/<leaf>.csv.
+start_leaves() {
+  local count=$1 epoch=$2 dir=$3 stagger=$4 n first=1
+  mkdir -p "$dir"
+  for n in "${leaves[@]}"; do
+    [ "$first" = 1 ] || sleep "$(awk -v ms="$stagger" 'BEGIN { printf "%.3f", ms / 1000 }')"
+    first=0
+    nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${leaf_argv[@]}" --iface up --group "$group" \
+      --epoch "$epoch" --count "$count" --records "$dir/$n.csv" "${leaf_extra[@]}"
+    pid_of[$n]=$NB_LAST_PID
+  done
+}
+
+# wait_leaves: until every leaf has ended; a leaf that fails does not end the wait (the others'
+# records complete the picture), a switch that dies does.
+wait_leaves() {
+  local running=("${leaves[@]}") still n rc
+  failed_leaves=()
+  while [ ${#running[@]} -gt 0 ]; do
+    still=()
+    for n in "${running[@]}"; do
+      if kill -0 "${pid_of[$n]}" 2>/dev/null; then still+=("$n"); continue; fi
+      rc=0; wait "${pid_of[$n]}" || rc=$?
+      [ "$rc" -eq 0 ] || failed_leaves+=("$n (status $rc)")
+    done
+    running=("${still[@]}")
+    for n in "${switches[@]}"; do
+      kill -0 "${pid_of[$n]}" 2>/dev/null || fail "switch $n died while the leaves ran"
+    done
+    [ $(( $(date +%s) - start )) -le "$timeout_s" ] || fail "leaves ${running[*]} not done after ${timeout_s} s"
+    [ ${#running[@]} -gt 0 ] && sleep 0.2
+  done
+  return 0
+}
+
+epoch=1
+if [ "$first_job" -gt 0 ]; then
+  # Issue 10, case 5: a first job on the group, then the main job on the same group number with
+  # the switches kept running. Between them, management gives the group a new epoch on every
+  # switch, leaf-most first (a switch reset before its children would hear the new job's
+  # reduces and release nothing early either way; this order is what `barrierctl apply` uses).
+  start=$(date +%s)
+  start_leaves "$first_job" "$epoch" "$NB_STATE_DIR/records/first-job" 0
+  nb_log "first job: ${leaves[*]} ($first_job barriers on group $group, epoch $epoch)"
+  wait_leaves
+  [ ${#failed_leaves[@]} -eq 0 ] || fail "first job: leaves failed: ${failed_leaves[*]}"
+  first_records=()
+  for n in "${leaves[@]}"; do first_records+=("$NB_STATE_DIR/records/first-job/$n.csv"); done
+  python3 "$here/tools/check_records.py" --expect "$first_job" "${first_records[@]}" >"$NB_STATE_DIR/first-job.check" 2>&1 \
+    || { cat "$NB_STATE_DIR/first-job.check" >&2; fail "first job's records"; }
+  if [ "$same_epoch" = 0 ]; then
+    epoch=2
+    for ((i = ${#switches[@]} - 1; i >= 0; i--)); do
+      n=${switches[$i]}
+      "${ctl_argv[@]}" --socket "$NB_STATE_DIR/$n.sock" group reset "$group" --epoch "$epoch" >>"$NB_STATE_DIR/reset.log" 2>&1 \
+        || { cat "$NB_STATE_DIR/reset.log" >&2; fail "barrierctl group reset on $n"; }
+    done
+    nb_log "first job done; group $group reset to epoch $epoch on ${switches[*]}"
+  else
+    nb_log "first job done; the main job reuses epoch $epoch (--same-epoch)"
+  fi
+fi
+
 start=$(date +%s)
-for n in "${leaves[@]}"; do
-  nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${leaf_argv[@]}" --iface up --group "$group" \
-    --count "$barriers" --records "$NB_STATE_DIR/records/$n.csv" "${leaf_extra[@]}"
-  pid_of[$n]=$NB_LAST_PID
-done
-nb_log "leaves running: ${leaves[*]} ($barriers barriers on group $group)"
+start_leaves "$barriers" "$epoch" "$NB_STATE_DIR/records" "$leaf_stagger_ms"
+stagger_note=""
+[ "$leaf_stagger_ms" -gt 0 ] && stagger_note=", started $leaf_stagger_ms ms apart"
+nb_log "leaves running: ${leaves[*]} ($barriers barriers on group $group, epoch $epoch$stagger_note)"
 
 # Switch restarts while the leaves run: SIGKILL (no shutdown, state lost), start again at once.
 if [ ${#restart_nodes[@]} -gt 0 ]; then
@@ -309,21 +394,7 @@ fi
 
 # A leaf that fails (a barrier not released within its timeout) does not end the run at once:
 # the others finish or fail too, so that every leaf's records are complete for the check.
-running=("${leaves[@]}") failed_leaves=()
-while [ ${#running[@]} -gt 0 ]; do
-  still=()
-  for n in "${running[@]}"; do
-    if kill -0 "${pid_of[$n]}" 2>/dev/null; then still+=("$n"); continue; fi
-    rc=0; wait "${pid_of[$n]}" || rc=$?
-    [ "$rc" -eq 0 ] || failed_leaves+=("$n (status $rc)")
-  done
-  running=("${still[@]}")
-  for n in "${switches[@]}"; do
-    kill -0 "${pid_of[$n]}" 2>/dev/null || fail "switch $n died while the leaves ran"
-  done
-  [ $(( $(date +%s) - start )) -le "$timeout_s" ] || fail "leaves ${running[*]} not done after ${timeout_s} s"
-  [ ${#running[@]} -gt 0 ] && sleep 0.2
-done
+wait_leaves
 elapsed=$(( $(date +%s) - start ))
 [ ${#failed_leaves[@]} -eq 0 ] || fail "leaves failed: ${failed_leaves[*]}"
 nb_log "leaves done in ${elapsed} s"
