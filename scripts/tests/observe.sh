@@ -126,6 +126,9 @@ children = ["a", "b"]
 [metrics]
 listen = "127.0.0.1:0"
 groups = [1, 4]
+
+[stragglers]
+groups = [1, 3, 4]
 EOF
 
 "$switch" run --config "$tmp/observe.toml" --stats-json "$tmp/stats.json" \
@@ -248,13 +251,27 @@ want = [
     {"group": 1, "epoch": 1, "phase": "collecting", "seq": 1, "arrived": "", "missing": "a,b", "completions": 1},
 ]
 errors = [f"{g} does not have {w}" for g, w in zip(groups, want) if any(g.get(k) != v for k, v in w.items())]
+# Straggler reports (groups 1, 3 and 4 are watched): group 1's barrier 0 was completed by port b,
+# the last to arrive (b's capture is polled after a's); group 4's barrier 0 waits for b since a's
+# reduce; group 3 (intermediate) completed barrier 7 (last child a) and awaits the parent's
+# release, so its latency is not measured yet.
+g4, g3, g1 = groups + [{}] * (3 - len(groups))
+if not (g4.get("waiting_seq") == 0 and g4.get("waiting_since_us", 0) > 0 and g4.get("barriers_measured") == 0):
+    errors.append(f"group 4 straggler report: {g4}")
+if not (g1.get("last_straggler") == "b" and g1.get("recent/0/last") == "b" and g1.get("last_arrivals/b") == 1
+        and g1.get("barriers_measured") == 1 and g1.get("latency_max_ns", 0) >= g1.get("last_spread_ns", -1) >= 0
+        and "waiting_seq" not in g1):
+    errors.append(f"group 1 straggler report: {g1}")
+if not (g3.get("awaiting_release_seq") == 7 and g3.get("awaiting_release_last") == "a"
+        and g3.get("barriers_measured") == 0 and "recent/7/last" not in g3):
+    errors.append(f"group 3 straggler report: {g3}")
 if len(groups) != len(want):
     errors.append(f"{len(groups)} /barrier/group replies")
 if errors:
     print("\n".join(errors))
 sys.exit(1 if errors else 0)
 EOF
-  ok "/barrier/group,4 (hung) names arrived child a and missing child b; group 3 in epoch 9 awaits its release"
+  ok "/barrier/group,N: hung group 4 names arrived child a, missing child b and since when; group 1's straggler was b; group 3 in epoch 9 awaits its release"
 else
   bad "/barrier/group replies (above)"
 fi
@@ -311,6 +328,12 @@ want = {("barrier_group_completions_total", "1"): 1, ("barrier_group_children_mi
 for (n, g), v in want.items():
     if get(n, group=g) != v:
         errors.append(f"{n}{{group={g}}} = {get(n, group=g)}, want {v}")
+if get("barrier_group_last_arrivals_total", group="1", port="b") != 1 or get("barrier_group_last_arrivals_total", group="1", port="a") != 0:
+    errors.append("barrier_group_last_arrivals_total for group 1")
+if get("barrier_group_latency_seconds_count", group="1") != 1 or get("barrier_group_latency_seconds_bucket", group="1", le="+Inf") != 1:
+    errors.append("barrier_group_latency_seconds for group 1")
+if not get("barrier_group_waiting_seconds", group="4") > 0 or get("barrier_group_waiting_seconds", group="1") != 0:
+    errors.append("barrier_group_waiting_seconds")
 if any(dict(l).get("group") in ("2", "3") for (_, l) in samples):
     errors.append("series for groups not listed in metrics.groups")
 if errors:

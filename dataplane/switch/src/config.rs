@@ -144,6 +144,16 @@ struct RawConfig {
     groups: Vec<RawGroup>,
     /// Prometheus endpoint (`crate::metrics`): off unless the section is present.
     metrics: Option<RawMetrics>,
+    /// Straggler reports (`crate::straggler`) for the groups listed.
+    #[serde(default)]
+    stragglers: RawStragglers,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct RawStragglers {
+    #[serde(default)]
+    groups: Vec<u32>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -441,6 +451,7 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         .as_ref()
         .map(|m| validate_metrics(m, &groups))
         .transpose()?;
+    let stragglers = configured_groups("stragglers.groups", &raw.stragglers.groups, &groups)?;
     Ok(SwitchSpec {
         eal_args: raw.eal.args,
         mempool,
@@ -449,7 +460,26 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         lcores,
         groups,
         metrics,
+        stragglers,
     })
+}
+
+/// `list` (the value of `key`) if every group in it is configured.
+fn configured_groups(
+    key: &str,
+    list: &[u32],
+    groups: &[GroupBlock],
+) -> Result<Vec<u32>, ConfigError> {
+    match list
+        .iter()
+        .find(|&&g| !groups.iter().any(|b| b.numbers.contains(&g)))
+    {
+        Some(g) => Err(ConfigError::new(
+            key,
+            format!("group {g} is not configured in [[groups]]"),
+        )),
+        None => Ok(list.to_vec()),
+    }
 }
 
 /// `[metrics]`: the listen address (loopback port 9464 unless given) and the groups that get
@@ -464,19 +494,9 @@ fn validate_metrics(m: &RawMetrics, groups: &[GroupBlock]) -> Result<MetricsSpec
             )
         })?,
     };
-    if let Some(g) = m
-        .groups
-        .iter()
-        .find(|&&g| !groups.iter().any(|b| b.numbers.contains(&g)))
-    {
-        return Err(ConfigError::new(
-            "metrics.groups",
-            format!("group {g} is not configured in [[groups]]"),
-        ));
-    }
     Ok(MetricsSpec {
         listen,
-        groups: m.groups.clone(),
+        groups: configured_groups("metrics.groups", &m.groups, groups)?,
     })
 }
 
@@ -976,6 +996,15 @@ children = ["d0", "d1", "up"]
         );
         let any = parse(&format!("{GOOD}\n[metrics]\nlisten = \"0.0.0.0:9100\"\n")).unwrap();
         assert_eq!(any.metrics.unwrap().listen, "0.0.0.0:9100".parse().unwrap());
+    }
+
+    #[test]
+    fn stragglers_watch_configured_groups_only() {
+        assert!(parse(GOOD).unwrap().stragglers.is_empty());
+        let on = parse(&format!("{GOOD}\n[stragglers]\ngroups = [7, 1099]\n")).unwrap();
+        assert_eq!(on.stragglers, [7, 1099]);
+        let e = err(&format!("{GOOD}\n[stragglers]\ngroups = [1100]\n"));
+        assert_eq!(e.key, "stragglers.groups", "{e}");
     }
 
     #[test]

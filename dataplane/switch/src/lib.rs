@@ -11,6 +11,7 @@
 //! | `counters` | per-owner counter cells, summed and printed by the management thread |
 //! | `runtime` | `run`: one switch from its configuration on DPDK |
 //! | `metrics` | optional Prometheus endpoint (`[metrics]`): text exposition on a plain thread |
+//! | `straggler` | straggler reports of watched groups: last child, spread, latency histogram, waiting since |
 //! | `telemetry` | DPDK telemetry commands (`/barrier/...`), the `--stats-json` dump, capture (`rte_pdump`) |
 //!
 //! The poll-mode machinery (I/O traits, pollers and their loop, clock, port bring-up, lcore
@@ -28,4 +29,5 @@ pub mod runtime;
 pub mod rx;
 pub mod scheduler;
 pub mod spec;
+pub mod straggler;
 pub mod telemetry;

@@ -13,6 +13,9 @@
 //! | `barrier_loop_passes_total` | counter | `lcore`, `state` (`busy`, `idle`) |
 //! | `barrier_group_completions_total`, `barrier_group_resends_total` | counter | `group` |
 //! | `barrier_group_epoch`, `barrier_group_seq`, `barrier_group_children_missing` | gauge | `group` |
+//! | `barrier_group_latency_seconds` | histogram | `group` (also in `[stragglers] groups`) |
+//! | `barrier_group_last_arrivals_total` | counter | `group`, `port` (also in `[stragglers] groups`) |
+//! | `barrier_group_waiting_seconds` | gauge | `group` (also in `[stragglers] groups`) |
 //!
 //! Per-group series exist only for the groups listed in `metrics.groups`: a million groups would
 //! be a million series.
@@ -233,8 +236,97 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
                 }
             }
         }
+        if let Some(w) = &stats.watch {
+            stragglers(&mut out, stats, w, &listed);
+        }
     }
     out
+}
+
+/// Upper bounds (seconds) of the latency histogram's buckets.
+const LATENCY_BOUNDS: [f64; 16] = [
+    1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1, 1.0, 10.0,
+];
+
+/// Straggler series for the listed groups that are also watched (`[stragglers] groups`).
+fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch, listed: &[u32]) {
+    let watched: Vec<u32> = listed.iter().copied().filter(|&g| w.watches(g)).collect();
+    if watched.is_empty() {
+        return;
+    }
+    let now = w.clock.now_ns();
+    family(
+        out,
+        "barrier_group_latency_seconds",
+        "histogram",
+        "Per-barrier latency at this switch: first child's reduce to the release decision.",
+    );
+    for &g in &watched {
+        let Some(s) = w.get(g) else { continue };
+        for b in LATENCY_BOUNDS {
+            let limit = (b * 1e9) as u64;
+            let n: u64 = s
+                .latency
+                .iter_recorded()
+                .filter(|v| s.latency.highest_equivalent(v.value_iterated_to()) <= limit)
+                .map(|v| v.count_at_value())
+                .sum();
+            let _ = writeln!(
+                out,
+                "barrier_group_latency_seconds_bucket{{group=\"{g}\",le=\"{b}\"}} {n}"
+            );
+        }
+        let count = s.latency.len();
+        let sum: f64 = s
+            .latency
+            .iter_recorded()
+            .map(|v| v.value_iterated_to() as f64 * v.count_at_value() as f64)
+            .sum::<f64>()
+            / 1e9;
+        let _ = writeln!(
+            out,
+            "barrier_group_latency_seconds_bucket{{group=\"{g}\",le=\"+Inf\"}} {count}"
+        );
+        let _ = writeln!(
+            out,
+            "barrier_group_latency_seconds_sum{{group=\"{g}\"}} {sum}"
+        );
+        let _ = writeln!(
+            out,
+            "barrier_group_latency_seconds_count{{group=\"{g}\"}} {count}"
+        );
+    }
+    family(
+        out,
+        "barrier_group_last_arrivals_total",
+        "counter",
+        "Barriers of the group whose last reduce (the straggler) came from this port.",
+    );
+    for &g in &watched {
+        let Some(s) = w.get(g) else { continue };
+        for (p, &c) in s.last_counts.iter().enumerate() {
+            if let Some(name) = stats.port_names.get(p) {
+                let _ = writeln!(
+                    out,
+                    "barrier_group_last_arrivals_total{{group=\"{g}\",port=\"{}\"}} {c}",
+                    esc(name)
+                );
+            }
+        }
+    }
+    family(
+        out,
+        "barrier_group_waiting_seconds",
+        "gauge",
+        "Age of the barrier in progress (since its first reduce); 0 when none is in progress.",
+    );
+    for &g in &watched {
+        let Some(s) = w.get(g) else { continue };
+        let age = s
+            .waiting()
+            .map_or(0.0, |(_, first)| now.saturating_sub(first) as f64 / 1e9);
+        let _ = writeln!(out, "barrier_group_waiting_seconds{{group=\"{g}\"}} {age}");
+    }
 }
 
 /// Answers one connection: `GET /metrics` gets the exposition, anything else 404.

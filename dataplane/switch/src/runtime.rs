@@ -3,7 +3,7 @@
 //! ready line), and shutdown in the l2fwd order (`barrier_runtime::launch`).
 
 use crate::dpdk_io::{DpdkRx, DpdkTx};
-use crate::engine::{build_switch, build_table, BuildTableError, PortIo, SwitchStats};
+use crate::engine::{build_table, BuildTableError, PortIo, SwitchStats};
 use crate::spec::{Device, SwitchSpec};
 use barrier_protocol::table::GroupTable;
 use barrier_runtime::clock::Clock;
@@ -172,7 +172,9 @@ pub fn run_config(
         });
     }
     let table = Arc::new(build_table(&cfg.groups)?);
-    let sw = build_switch(name, cfg.mac, io, table, clock.now_ns());
+    let watch = (!cfg.stragglers.is_empty())
+        .then(|| Arc::new(crate::straggler::Watch::new(&cfg.stragglers, clock)));
+    let sw = crate::engine::build_switch_watched(name, cfg.mac, io, table, clock.now_ns(), watch);
     let stats = sw.stats.clone();
     // Observability (crate::telemetry): /barrier/... telemetry commands and rte_pdump.
     let loops_cell = crate::telemetry::LoopsCell::default();

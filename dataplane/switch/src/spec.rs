@@ -22,6 +22,8 @@ pub struct SwitchSpec {
     pub groups: Vec<GroupBlock>,
     /// The Prometheus endpoint, if the file has a `[metrics]` section.
     pub metrics: Option<MetricsSpec>,
+    /// Groups with straggler reports (`[stragglers] groups`).
+    pub stragglers: Vec<u32>,
 }
 
 /// Where the Prometheus endpoint listens and which groups get per-group series.

@@ -8,7 +8,7 @@
 //! | `/barrier/ports` | per port: `<port>/port_id`, `<port>/rx_frames`, `<port>/tx_frames_out`, and the port's xstats under DPDK's own names (`<port>/rx_good_packets`, ...) |
 //! | `/barrier/lcores` | per loop: `<lcore>/busy_polls`, `<lcore>/idle_polls`, `<lcore>/backoffs` |
 //! | `/barrier/groups` | `capacity`, `configured`, `completions`, `resends`, then `<group>/completions` for the first configured groups |
-//! | `/barrier/group,N` | group N: `epoch`, `role`, `parent`, `children`, `phase`, `seq`, `arrived`, `missing`, `completions`, `resends` |
+//! | `/barrier/group,N` | group N: `epoch`, `role`, `parent`, `children`, `phase`, `seq`, `arrived`, `missing`, `completions`, `resends`; for a group in `[stragglers] groups` also its straggler report (`crate::straggler`) |
 //!
 //! Consistency: every counter is one `AtomicU64` (or `AtomicU32`) cell written by one thread,
 //! so no value is ever torn; a reply is not one snapshot across cells (a frame counted in `rx/`
@@ -36,6 +36,9 @@ pub struct RegisterError {
     #[source]
     pub source: DpdkError,
 }
+
+/// A telemetry command's answer, as `register_dict` takes it.
+type Handler = Box<dyn Fn(Option<&str>) -> Vec<(String, TelemetryValue)> + Send + Sync>;
 
 /// The loops of a running switch, known once they are placed (set by the management thread).
 pub type LoopsCell = Arc<OnceLock<Vec<(u32, Arc<LoopCounters>)>>>;
@@ -183,7 +186,7 @@ pub fn group_entries(
     };
     let known = state.phase != Phase::Unknown || !state.arrived.is_empty();
     let missing = PortSet(cfg.children.0 & !state.arrived.0);
-    Some(vec![
+    let mut out = vec![
         ("group".into(), u(u64::from(n))),
         ("epoch".into(), u(u64::from(cfg.epoch.0))),
         ("role".into(), s(role)),
@@ -206,7 +209,73 @@ pub fn group_entries(
             u(u64::from(stats.groups.completions(n))),
         ),
         ("resends".into(), u(u64::from(stats.groups.resends(n)))),
-    ])
+    ];
+    if let Some(w) = stats.watch.as_ref() {
+        if let Some(g) = w.get(n) {
+            out.extend(straggler_entries(stats, &g, w.clock.now_ns()));
+        }
+    }
+    Some(out)
+}
+
+/// The straggler report of a watched group (`crate::straggler`): the barrier in progress and
+/// since when it waits, latency percentiles, the recent barriers' last child and spread, and
+/// how often each port was last.
+fn straggler_entries(
+    stats: &SwitchStats,
+    g: &crate::straggler::GroupWatch,
+    now_ns: u64,
+) -> Vec<(String, TelemetryValue)> {
+    let u = TelemetryValue::U64;
+    let name = |p: barrier_protocol::PortIdx| port_names(stats, PortSet::single(p));
+    let mut out = Vec::new();
+    if let Some((seq, first)) = g.waiting() {
+        out.push(("waiting_seq".into(), u(u64::from(seq))));
+        out.push((
+            "waiting_since_us".into(),
+            u(now_ns.saturating_sub(first) / 1000),
+        ));
+    }
+    if let Some((seq, last, spread)) = g.awaiting_release() {
+        out.push(("awaiting_release_seq".into(), u(u64::from(seq))));
+        out.push((
+            "awaiting_release_last".into(),
+            TelemetryValue::Str(name(last)),
+        ));
+        out.push(("awaiting_release_spread_ns".into(), u(spread)));
+    }
+    out.push(("barriers_measured".into(), u(g.latency.len())));
+    if !g.latency.is_empty() {
+        for (k, q) in [("p50", 0.5), ("p99", 0.99)] {
+            out.push((format!("latency_{k}_ns"), u(g.latency.value_at_quantile(q))));
+        }
+        out.push(("latency_max_ns".into(), u(g.latency.max())));
+    }
+    if let Some(b) = g.recent.back() {
+        out.push((
+            "last_straggler".into(),
+            TelemetryValue::Str(name(b.last_port)),
+        ));
+        out.push(("last_spread_ns".into(), u(b.spread_ns)));
+    }
+    for b in &g.recent {
+        out.push((
+            format!("recent/{}/last", b.seq),
+            TelemetryValue::Str(name(b.last_port)),
+        ));
+        out.push((format!("recent/{}/spread_ns", b.seq), u(b.spread_ns)));
+        if let Some(l) = b.latency_ns {
+            out.push((format!("recent/{}/latency_ns", b.seq), u(l)));
+        }
+    }
+    for (p, &c) in g.last_counts.iter().enumerate() {
+        if c > 0 {
+            if let Some(pn) = stats.port_names.get(p) {
+                out.push((format!("last_arrivals/{pn}"), u(c)));
+            }
+        }
+    }
+    out
 }
 
 /// `/barrier/groups`: totals, then the first `GROUPS_LISTED` configured groups' completions.
@@ -313,12 +382,9 @@ pub fn register(
     port_ids: Vec<PortId>,
     loops: LoopsCell,
 ) -> Result<(), RegisterError> {
-    let reg =
-        |command: &'static str,
-         help: &str,
-         f: Box<dyn Fn(Option<&str>) -> Vec<(String, TelemetryValue)> + Send + Sync>| {
-            register_dict(eal, command, help, f).map_err(|source| RegisterError { command, source })
-        };
+    let reg = |command: &'static str, help: &str, f: Handler| {
+        register_dict(eal, command, help, f).map_err(|source| RegisterError { command, source })
+    };
     let s = stats.clone();
     reg(
         "/barrier/stats",
