@@ -277,12 +277,12 @@ fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch
             );
         }
         let count = s.latency.len();
-        let sum: f64 = s
+        let sum_ns: u128 = s
             .latency
             .iter_recorded()
-            .map(|v| v.value_iterated_to() as f64 * v.count_at_value() as f64)
-            .sum::<f64>()
-            / 1e9;
+            .map(|v| u128::from(v.value_iterated_to()) * u128::from(v.count_at_value()))
+            .sum();
+        let sum = sum_ns as f64 / 1e9;
         let _ = writeln!(
             out,
             "barrier_group_latency_seconds_bucket{{group=\"{g}\",le=\"+Inf\"}} {count}"

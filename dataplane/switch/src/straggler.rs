@@ -9,6 +9,10 @@
 //! handful of groups chosen for debugging, so the lock is not shared by the bulk of the
 //! traffic); unwatched groups are found not watched by a binary search of the watched list.
 //!
+//! Arrivals are stamped with the polling loop's clock reading for the pass that received them:
+//! two reduces received in one pass (or one burst) have the same time, and a spread of 0 means
+//! "within one pass".
+//!
 //! Latency ends at the release *decision*: at a root when the last reduce completes the
 //! barrier, at an intermediate when the parent's release is taken to be forwarded. The frames
 //! then wait in the scheduler's queue for their port (sub-microsecond without backpressure);
@@ -78,9 +82,9 @@ impl GroupWatch {
 
     fn finish(&mut self, b: Barrier) {
         if let Some(l) = b.latency_ns {
-            let _ = self.latency.record(l.max(1));
+            let _ = self.latency.record(l);
         }
-        let _ = self.spread.record(b.spread_ns.max(1));
+        let _ = self.spread.record(b.spread_ns);
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }
