@@ -149,7 +149,8 @@ fn two_child_table() -> GroupTable {
     let t = GroupTable::new(GROUPS);
     let children = PortSet::single(p(0)).union(PortSet::single(p(1)));
     for g in 0..GROUPS {
-        t.configure(GroupId(g), GroupConfig::root(children)).unwrap();
+        t.configure(GroupId(g), GroupConfig::root(children))
+            .unwrap();
     }
     t
 }
@@ -230,7 +231,10 @@ fn two_threads(n: u64, shared: bool) -> f64 {
                 let (lo, hi) = if shared {
                     (0, GROUPS)
                 } else {
-                    (u32::from(who) * GROUPS / 2, (u32::from(who) + 1) * GROUPS / 2)
+                    (
+                        u32::from(who) * GROUPS / 2,
+                        (u32::from(who) + 1) * GROUPS / 2,
+                    )
                 };
                 let mut i = 0u64;
                 let mut seq = 0u32;

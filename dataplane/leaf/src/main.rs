@@ -17,6 +17,7 @@ use std::ffi::OsString;
 
 use barrier_leaf::report::{LatencyRecorder, Summary};
 use barrier_leaf::{Config, RecordSink, Session, Transport};
+use barrier_protocol::backoff::Backoff;
 use barrier_protocol::wire::MacAddr;
 use barrier_protocol::{Epoch, Seq};
 use clap::Parser;
@@ -76,6 +77,14 @@ struct Cli {
     /// Re-send the reduce after this many µs without a release.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     resend_us: u64,
+    /// Double the wait after each re-send of a barrier, up to this many µs (capped exponential
+    /// backoff; the default, 0, keeps every wait at --resend-us).
+    #[arg(long, default_value_t = 0)]
+    resend_max_us: u64,
+    /// Shorten each re-send wait by up to this many percent, differently per group and barrier
+    /// (0..=50), so that groups sharing a link do not retry in lockstep.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=50))]
+    resend_jitter_pct: u8,
     /// Destination MAC of reduces (the switch accepts any).
     #[arg(long, default_value = "ff:ff:ff:ff:ff:ff", value_parser = parse_mac)]
     dst: MacAddr,
@@ -235,6 +244,10 @@ fn run(cli: &Cli) -> Result<Summary, Box<dyn std::error::Error>> {
         dst: cli.dst,
         first_seq: Seq(cli.first_seq),
         epoch: Epoch(cli.epoch),
+        backoff: Backoff {
+            max_ns: cli.resend_max_us.saturating_mul(1000),
+            jitter_pct: cli.resend_jitter_pct,
+        },
         timestamps: cli.timestamps,
     };
     #[cfg(feature = "dpdk")]

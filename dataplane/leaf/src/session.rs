@@ -5,6 +5,7 @@
 
 use crate::records::{Record, RecordSink};
 use crate::transport::Transport;
+use barrier_protocol::backoff::Backoff;
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend, LeafState};
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{Epoch, GroupId, Seq, Time, MAX_GROUPS};
@@ -31,6 +32,9 @@ pub struct Config {
     /// switches (`barrierctl group show`; [`Epoch::DEFAULT`] for a group configured from a
     /// file without an `epoch` key). Reduces carry it; releases of another epoch are ignored.
     pub epoch: Epoch,
+    /// Re-sends after the first: doubling waits up to a cap, with per-group jitter
+    /// (`barrier_protocol::backoff`); the default re-sends every `resend_timeout`.
+    pub backoff: Backoff,
     /// Put the CLOCK_MONOTONIC send time into each reduce (flag HAS_TIMESTAMP).
     pub timestamps: bool,
 }
@@ -43,6 +47,7 @@ impl Default for Config {
             dst: MacAddr::BROADCAST,
             first_seq: Seq(0),
             epoch: Epoch::DEFAULT,
+            backoff: Backoff::FIXED,
             timestamps: false,
         }
     }
@@ -196,7 +201,8 @@ impl<T: Transport> Session<T> {
             epoch: self.cfg.epoch,
             resend_timeout_ns: self.cfg.resend_timeout.as_nanos().min(u64::MAX as u128) as u64,
             first_seq: seq,
-        });
+        })
+        .with_backoff(self.cfg.backoff);
         self.groups.insert(
             group,
             Slot {

@@ -2,6 +2,7 @@
 //! re-send it whenever the timer expires without a release, and on the release for the current
 //! sequence number stop the timer and advance. Pure state machine, time passed in.
 
+use crate::backoff::Backoff;
 use crate::wire::{Flags, FrameRepr, Kind, MacAddr};
 use crate::{Epoch, GroupId, Seq, Time};
 
@@ -89,6 +90,9 @@ pub struct Leaf {
     seq: Seq,
     state: LeafState,
     resends: u64,
+    backoff: Backoff,
+    /// Re-sends of the current barrier so far (the backoff's attempt number).
+    attempt: u32,
 }
 
 impl Leaf {
@@ -99,7 +103,27 @@ impl Leaf {
             seq: cfg.first_seq,
             state: LeafState::Working,
             resends: 0,
+            backoff: Backoff::FIXED,
+            attempt: 0,
         }
+    }
+
+    /// The same leaf re-sending with `backoff` (doubling waits up to a cap, per-group jitter)
+    /// instead of every `resend_timeout_ns`: the timeout is then the first wait.
+    #[must_use]
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    fn wait_ns(&self) -> u64 {
+        self.backoff.delay_ns(
+            self.cfg.resend_timeout_ns,
+            self.cfg.group,
+            self.cfg.epoch,
+            self.seq,
+            self.attempt,
+        )
     }
 
     /// The configuration.
@@ -127,10 +151,11 @@ impl Leaf {
         if let LeafState::Waiting { seq, .. } = self.state {
             return Err(LeafError::AlreadyWaiting(seq));
         }
+        self.attempt = 0;
         self.state = LeafState::Waiting {
             seq: self.seq,
             since: now,
-            deadline: now + self.cfg.resend_timeout_ns,
+            deadline: now + self.wait_ns(),
         };
         Ok(LeafSend {
             group: self.cfg.group,
@@ -167,14 +192,18 @@ impl Leaf {
     /// Checks the timer: if waiting and the deadline has passed, returns the reduce to re-send
     /// and restarts the timer from `now`.
     pub fn poll(&mut self, now: Time) -> Option<LeafSend> {
-        match &mut self.state {
-            LeafState::Waiting { seq, deadline, .. } if now >= *deadline => {
-                *deadline = now + self.cfg.resend_timeout_ns;
+        match self.state {
+            LeafState::Waiting { seq, deadline, .. } if now >= deadline => {
+                self.attempt = self.attempt.saturating_add(1);
+                let next = now + self.wait_ns();
+                if let LeafState::Waiting { deadline, .. } = &mut self.state {
+                    *deadline = next;
+                }
                 self.resends += 1;
                 Some(LeafSend {
                     group: self.cfg.group,
                     epoch: self.cfg.epoch,
-                    seq: *seq,
+                    seq,
                     retransmit: true,
                 })
             }
@@ -281,6 +310,54 @@ mod tests {
         // duplicate of the release just handled
         assert_eq!(l.on_release(Time(3), E, Seq(0)), None);
         assert_eq!(l.seq(), Seq(1));
+    }
+
+    #[test]
+    fn backoff_doubles_the_wait_up_to_the_cap_and_restarts_per_barrier() {
+        let mut l = leaf().with_backoff(Backoff {
+            max_ns: 400,
+            jitter_pct: 0,
+        });
+        l.arrive(Time(0)).unwrap();
+        assert_eq!(l.next_deadline(), Some(Time(100)));
+        let mut t = 100;
+        let mut waits = vec![];
+        for _ in 0..5 {
+            assert!(l.poll(Time(t)).is_some());
+            let d = l.next_deadline().unwrap().nanos();
+            waits.push(d - t);
+            t = d;
+        }
+        assert_eq!(waits, [200, 400, 400, 400, 400]);
+        l.on_release(Time(t), E, Seq(0)).unwrap();
+        l.arrive(Time(t)).unwrap();
+        assert_eq!(
+            l.next_deadline(),
+            Some(Time(t + 100)),
+            "the next barrier starts over"
+        );
+    }
+
+    #[test]
+    fn jittered_leaves_of_different_groups_retry_at_different_times() {
+        let deadlines: std::collections::BTreeSet<u64> = (0..50)
+            .map(|g| {
+                let mut l = Leaf::new(LeafConfig {
+                    group: GroupId(g),
+                    epoch: E,
+                    resend_timeout_ns: 10_000,
+                    first_seq: Seq(0),
+                })
+                .with_backoff(Backoff {
+                    max_ns: 10_000,
+                    jitter_pct: 25,
+                });
+                l.arrive(Time(0)).unwrap();
+                l.next_deadline().unwrap().nanos()
+            })
+            .collect();
+        assert!(deadlines.len() > 40, "{deadlines:?}");
+        assert!(deadlines.iter().all(|d| (7_500..=10_000).contains(d)));
     }
 
     /// A release of another epoch (an old job's switch state, another run of the group)

@@ -14,6 +14,7 @@
 //! | [`wire`] | the barrier frame: a [`wire::Frame`] view over bytes with its fields as byte ranges, and a checked, typed [`wire::FrameRepr`] with `parse`/`emit` |
 //! | [`switch`] | the per-group control logic of claim 6 for root and intermediate switches, including the restart rule: `(config, state, event) -> (state, outcome, actions)` |
 //! | [`leaf`] | a compute node's side (claim 2): send reduce, re-send on timeout, advance on release |
+//! | [`backoff`] | re-send waits: capped exponential backoff with per-group jitter, a pure function of the barrier and attempt |
 //! | [`table`] | the lock-free table shared by several RX threads: one cache line per group, state in one 128-bit word changed by compare-and-swap, so exactly one thread sees each completion |
 //! | [`counts`] | counter arrays indexed by [`switch::Outcome`] and [`wire::ParseError`] and named after them, for the switch's RX counters and the simulator's |
 //!
@@ -56,6 +57,7 @@
 
 mod types;
 
+pub mod backoff;
 pub mod counts;
 pub mod leaf;
 pub mod rng;

@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run barriers over a tree with faults; exit 0 when safe and live, 2 on any violation.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// In-network tree barrier against the dissemination barrier, same leaves and link model.
     Compare(CompareArgs),
 }
@@ -135,6 +135,14 @@ struct RunArgs {
     outage_ns: u64,
     #[arg(long)]
     leaf_timeout_ns: Option<u64>,
+    /// Leaves double their re-send wait after each re-send of a barrier, up to this many ns
+    /// (default: no doubling).
+    #[arg(long, default_value_t = 0)]
+    leaf_backoff_max_ns: u64,
+    /// Leaves shorten each re-send wait by up to this many percent, per group and barrier
+    /// (0..=50; default 0).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=50))]
+    leaf_jitter_pct: u8,
     #[arg(long)]
     switch_timeout_ns: Option<u64>,
     /// Liveness window: stuck when nothing progresses this long after the last fault, ns.
@@ -210,7 +218,7 @@ fn link_params(l: &LinkArgs, default_late: f64) -> (LinkParams, ComputeModel) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run(a) => run(a),
+        Cmd::Run(a) => run(*a),
         Cmd::Compare(a) => compare(a),
     }
 }
@@ -266,6 +274,10 @@ fn run(a: RunArgs) -> ExitCode {
         outage_ns: a.outage_ns,
         compute,
         leaf_timeout_ns: a.leaf_timeout_ns,
+        leaf_backoff: barrier_protocol::backoff::Backoff {
+            max_ns: a.leaf_backoff_max_ns,
+            jitter_pct: a.leaf_jitter_pct,
+        },
         switch_timeout_ns: a.switch_timeout_ns,
         stall_ns: a.stall_ns,
         first_seq: a.first_seq,

@@ -8,6 +8,7 @@
 //!
 //! The default run has 10,000 cases (about ten seconds in a debug build); set BARRIER_SIM_CASES for more (or fewer).
 
+use barrier_protocol::backoff::Backoff;
 use barrier_sim::{run, ComputeModel, FaultStop, Faults, LinkParams, SimConfig, TreeSpec};
 use proptest::prelude::*;
 
@@ -53,15 +54,23 @@ prop_compose! {
         vary in any::<bool>(), restarts in 0u32..=6, restart_down_ns in 0u64..20_000,
         outages in 0u32..=3, outage_ns in 1u64..100_000,
         leaf_timeout in prop::option::of(300u64..60_000), switch_timeout in prop::option::of(300u64..60_000),
+        leaf_backoff in prop_oneof![
+            Just(Backoff::FIXED),
+            (0u64..500_000, 0u8..=50).prop_map(|(max_ns, jitter_pct)| Backoff { max_ns, jitter_pct }),
+        ],
         first_seq in prop_oneof![any::<u32>(), (u32::MAX - 40)..=u32::MAX, Just(0u32)],
         seed in any::<u64>(),
     ) -> SimConfig {
         SimConfig {
             tree, groups, barriers, seed, faults, compute,
             // A link queue holds at least one frame per group sharing it. With a 1-frame queue
-            // and 3 groups, one run (docs/simulator.md, "Known limits") stalled for good after
-            // the faults stopped: the groups' re-sends kept displacing each other at the queue.
+            // and 3 groups, runs (docs/simulator.md, "Known limits") stalled for good after the
+            // faults stopped: the groups' re-sends kept displacing each other at the queue. The
+            // leaves' jitter does not cure it while the intermediates re-send on fixed periods.
             link: LinkParams { queue_frames: link.queue_frames.max(u64::from(groups)), ..link },
+            // Half the runs' leaves re-send with backoff and jitter: safety and liveness must
+            // not depend on the re-send timing.
+            leaf_backoff,
             vary_faults_per_link: vary,
             // By time, not by barrier: heavy faults can stall progress, and faults that stop
             // at a barrier never reached would never stop.

@@ -4,7 +4,8 @@
 
 use crate::poll::{Idle, IdleMode};
 use crate::spec::{
-    Device, GroupBlock, LcoreSpec, MempoolSpec, MetricsSpec, PortSpec, RxLcore, SwitchSpec,
+    ControlSpec, Device, GroupBlock, LcoreSpec, MempoolSpec, MetricsSpec, PortSpec, RxLcore,
+    SwitchSpec,
 };
 use barrier_protocol::switch::{GroupConfig, Role};
 use barrier_protocol::{Epoch, PortIdx, PortSet};
@@ -142,11 +143,19 @@ struct RawConfig {
     lcores: Option<RawLcores>,
     #[serde(default)]
     groups: Vec<RawGroup>,
+    control: Option<RawControl>,
     /// Prometheus endpoint (`crate::metrics`): off unless the section is present.
     metrics: Option<RawMetrics>,
     /// Straggler reports (`crate::straggler`) for the groups listed.
     #[serde(default)]
     stragglers: RawStragglers,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawControl {
+    socket: String,
+    capacity: Option<u32>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -280,7 +289,11 @@ pub fn parse(text: &str) -> Result<SwitchSpec, ConfigError> {
 pub fn load(path: &std::path::Path) -> Result<SwitchSpec, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::new(path.display().to_string(), e.to_string()))?;
-    parse(&text)
+    let mut spec = parse(&text)?;
+    if let Some(c) = &mut spec.control {
+        c.file = Some(path.to_path_buf());
+    }
+    Ok(spec)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -446,6 +459,11 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
     };
     let lcores = validate_lcores(rl, &raw.eal.args, &ports, &names)?;
     let groups = validate_groups(&raw.groups, &names)?;
+    let control = raw
+        .control
+        .as_ref()
+        .map(|c| validate_control(c, &groups))
+        .transpose()?;
     let metrics = raw
         .metrics
         .as_ref()
@@ -459,8 +477,52 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         ports,
         lcores,
         groups,
+        control,
         metrics,
         stragglers,
+    })
+}
+
+/// Longest Unix socket path (`sun_path` holds 108 bytes with its terminating NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+fn validate_control(c: &RawControl, groups: &[GroupBlock]) -> Result<ControlSpec, ConfigError> {
+    if c.socket.is_empty() {
+        return Err(ConfigError::new("control.socket", "empty path"));
+    }
+    if c.socket.len() > MAX_SOCKET_PATH {
+        return Err(ConfigError::new(
+            "control.socket",
+            format!(
+                "{} bytes: a Unix socket path has at most {MAX_SOCKET_PATH}",
+                c.socket.len()
+            ),
+        ));
+    }
+    let file = groups.iter().map(|g| g.numbers.end).max().unwrap_or(0);
+    let capacity = match c.capacity {
+        None => file,
+        Some(n) if n == 0 || n > MAX_GROUPS => {
+            return Err(ConfigError::new(
+                "control.capacity",
+                format!("{n}: 1..={MAX_GROUPS} group numbers"),
+            ))
+        }
+        Some(n) if n < file => {
+            return Err(ConfigError::new(
+                "control.capacity",
+                format!(
+                    "{n} is below the groups the file configures (up to {})",
+                    file - 1
+                ),
+            ))
+        }
+        Some(n) => n,
+    };
+    Ok(ControlSpec {
+        socket: c.socket.clone().into(),
+        capacity,
+        file: None,
     })
 }
 
@@ -1418,6 +1480,66 @@ children = ["d0", "d1", "up"]
     fn mempool_limits() {
         let e = err(&format!("[mempool]\nmbufs = 10\n{GOOD}"));
         assert_eq!(e.key, "mempool.mbufs");
+    }
+
+    #[test]
+    fn control_socket_and_capacity() {
+        assert_eq!(parse(GOOD).unwrap().control, None);
+        let c = parse(&format!(
+            "{GOOD}\n[control]\nsocket = \"/run/netbarrier/s0.sock\"\n"
+        ))
+        .unwrap();
+        let ctl = c.control.clone().unwrap();
+        assert_eq!(
+            ctl.socket,
+            std::path::PathBuf::from("/run/netbarrier/s0.sock")
+        );
+        assert_eq!(ctl.capacity, 1100, "default: the file's groups");
+        assert_eq!(c.group_capacity(), 1100);
+        let c = parse(&format!(
+            "{GOOD}\n[control]\nsocket = \"/tmp/s.sock\"\ncapacity = 65536\n"
+        ))
+        .unwrap();
+        assert_eq!(c.group_capacity(), 65536);
+        let line_of =
+            |text: &str, needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+        for (extra, key, reason, needle) in [
+            ("socket = \"\"", "control.socket", "empty path", "socket ="),
+            (
+                "socket = \"/tmp/s\"\ncapacity = 0",
+                "control.capacity",
+                "1..=1048576",
+                "capacity =",
+            ),
+            (
+                "socket = \"/tmp/s\"\ncapacity = 2000000",
+                "control.capacity",
+                "1..=1048576",
+                "capacity =",
+            ),
+            (
+                "socket = \"/tmp/s\"\ncapacity = 1000",
+                "control.capacity",
+                "below the groups",
+                "capacity =",
+            ),
+            (
+                "sockt = \"/tmp/s\"",
+                "control.sockt",
+                "unknown field",
+                "sockt =",
+            ),
+        ] {
+            let text = format!("{GOOD}\n[control]\n{extra}\n");
+            let e = err(&text);
+            assert_eq!(e.key, key, "{e}");
+            assert!(e.reason.contains(reason), "{e}");
+            assert_eq!(e.line, Some(line_of(&text, needle)), "{e}");
+        }
+        let long = format!("/tmp/{}", "x".repeat(120));
+        let e = err(&format!("{GOOD}\n[control]\nsocket = \"{long}\"\n"));
+        assert_eq!(e.key, "control.socket");
+        assert!(e.reason.contains("at most 107"), "{e}");
     }
 
     #[test]

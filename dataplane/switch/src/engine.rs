@@ -28,6 +28,21 @@ pub struct BuildTableError {
 /// A group table holding every group of `groups` (capacity: highest number + 1).
 pub fn build_table(groups: &[GroupBlock]) -> Result<GroupTable, BuildTableError> {
     let cap = groups.iter().map(|g| g.numbers.end).max().unwrap_or(0);
+    build_table_for(groups, cap)
+}
+
+/// A group table for groups `0..capacity` (at least the highest of `groups` + 1) holding every
+/// group of `groups`: room for groups created at run time (`mgmt`).
+pub fn build_table_for(
+    groups: &[GroupBlock],
+    capacity: u32,
+) -> Result<GroupTable, BuildTableError> {
+    let cap = groups
+        .iter()
+        .map(|g| g.numbers.end)
+        .max()
+        .unwrap_or(0)
+        .max(capacity);
     let table = GroupTable::new(cap);
     for g in groups {
         for group in g.ids() {

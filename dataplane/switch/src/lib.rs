@@ -9,6 +9,7 @@
 //! | `scheduler` | the scheduler poller: rings in, timers, frames built and sent with backpressure; over pure logic in `scheduler::round_robin` (per-port round-robin across groups) and `scheduler::wheel` (the re-send timer wheel) |
 //! | `engine` | one switch assembled from ports, table, RX pollers and scheduler |
 //! | `counters` | per-owner counter cells, summed and printed by the management thread |
+//! | `mgmt` | the control socket on the management thread: groups created, reset, changed, deleted while the dataplane runs |
 //! | `runtime` | `run`: one switch from its configuration on DPDK |
 //! | `metrics` | optional Prometheus endpoint (`[metrics]`): text exposition on a plain thread |
 //! | `straggler` | straggler reports of watched groups: last child, spread, latency histogram, waiting since |
@@ -25,6 +26,7 @@ pub mod config;
 pub mod counters;
 pub mod engine;
 pub mod metrics;
+pub mod mgmt;
 pub mod runtime;
 pub mod rx;
 pub mod scheduler;

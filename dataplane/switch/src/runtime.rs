@@ -1,9 +1,11 @@
 //! `run`: one switch from its configuration on DPDK: EAL, mempool, ports brought up and drained,
 //! pollers placed on the configured lcores, the management thread (counters on SIGUSR1, the
-//! ready line), and shutdown in the l2fwd order (`barrier_runtime::launch`).
+//! ready line, the control socket of `mgmt` when the file names one), and shutdown in the l2fwd
+//! order (`barrier_runtime::launch`).
 
 use crate::dpdk_io::{DpdkRx, DpdkTx};
-use crate::engine::{build_table, BuildTableError, PortIo, SwitchStats};
+use crate::engine::{build_switch_watched, build_table_for, BuildTableError, PortIo, SwitchStats};
+use crate::mgmt::{BindError, Control, ControlServer};
 use crate::spec::{Device, SwitchSpec};
 use barrier_protocol::table::GroupTable;
 use barrier_runtime::clock::Clock;
@@ -76,6 +78,8 @@ pub enum RunError {
     Launch(#[from] LaunchError),
     #[error(transparent)]
     Table(#[from] BuildTableError),
+    #[error("control socket: {0}")]
+    Control(#[from] BindError),
     #[error(transparent)]
     Telemetry(#[from] crate::telemetry::RegisterError),
     #[error(transparent)]
@@ -171,10 +175,10 @@ pub fn run_config(
             mac: Some(pc.mac),
         });
     }
-    let table = Arc::new(build_table(&cfg.groups)?);
+    let table = Arc::new(build_table_for(&cfg.groups, cfg.group_capacity())?);
     let watch = (!cfg.stragglers.is_empty())
         .then(|| Arc::new(crate::straggler::Watch::new(&cfg.stragglers, clock)));
-    let sw = crate::engine::build_switch_watched(name, cfg.mac, io, table, clock.now_ns(), watch);
+    let sw = build_switch_watched(name, cfg.mac, io, table, clock.now_ns(), watch);
     let stats = sw.stats.clone();
     // Observability (crate::telemetry): /barrier/... telemetry commands and rte_pdump.
     let loops_cell = crate::telemetry::LoopsCell::default();
@@ -214,6 +218,15 @@ pub fn run_config(
         .or_default()
         .push(sw.sched);
 
+    // The control socket is bound before the loops start: a switch that cannot serve the
+    // socket its file names does not start.
+    let mut control = match &cfg.control {
+        Some(c) => Some(ControlServer::bind(
+            &c.socket,
+            Control::new(stats.clone(), cfg, c.file.clone()),
+        )?),
+        None => None,
+    };
     let metrics = match &cfg.metrics {
         Some(m) => {
             let server = crate::metrics::MetricsServer::start(
@@ -270,8 +283,13 @@ pub fn run_config(
                 if dump.swap(false, Ordering::Relaxed) {
                     println!("{}", mgmt_stats.report());
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                // The control socket's wait is the loop's sleep.
+                match &mut control {
+                    Some(server) => server.serve(Duration::from_millis(50)),
+                    None => std::thread::sleep(Duration::from_millis(50)),
+                }
             }
+            drop(control);
             // A SIGUSR1 that came with the stop still gets its answer.
             if dump.swap(false, Ordering::Relaxed) {
                 println!("{}", mgmt_stats.report());

@@ -20,10 +20,24 @@ pub struct SwitchSpec {
     pub ports: Vec<PortSpec>,
     pub lcores: LcoreSpec,
     pub groups: Vec<GroupBlock>,
+    /// The control socket (`[control]`), when the file names one.
+    pub control: Option<ControlSpec>,
     /// The Prometheus endpoint, if the file has a `[metrics]` section.
     pub metrics: Option<MetricsSpec>,
     /// Groups with straggler reports (`[stragglers] groups`).
     pub stragglers: Vec<u32>,
+}
+
+/// The control socket: where it listens, and how many group numbers the table holds so that
+/// groups can be created at run time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlSpec {
+    pub socket: std::path::PathBuf,
+    /// Group numbers `0..capacity` can exist (at least one past the file's highest).
+    pub capacity: u32,
+    /// The file the switch was configured from (`config::load`), which write-back rewrites;
+    /// `None` for a configuration parsed from text.
+    pub file: Option<std::path::PathBuf>,
 }
 
 /// Where the Prometheus endpoint listens and which groups get per-group series.
@@ -129,8 +143,10 @@ impl SwitchSpec {
         self.groups.iter().map(GroupBlock::count).sum()
     }
 
-    /// One past the highest configured group number: the group table's capacity.
+    /// The group table's capacity: one past the highest configured group number, or
+    /// `control.capacity` when that is larger (groups created at run time).
     pub fn group_capacity(&self) -> u32 {
-        self.groups.iter().map(|g| g.numbers.end).max().unwrap_or(0)
+        let file = self.groups.iter().map(|g| g.numbers.end).max().unwrap_or(0);
+        file.max(self.control.as_ref().map_or(0, |c| c.capacity))
     }
 }

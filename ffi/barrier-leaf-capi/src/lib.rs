@@ -148,6 +148,7 @@ impl BarrierLeafOptions {
             dst: MacAddr(self.dst_mac),
             first_seq: Seq(self.first_seq),
             epoch: Epoch(self.epoch),
+            backoff: Default::default(),
             timestamps: self.timestamps != 0,
         })
     }

@@ -6,6 +6,7 @@ use crate::broken::BrokenSwitch;
 use crate::link::{Faults, LinkParams};
 use crate::rng::Rng;
 use crate::topology::{Topology, TreeSpec};
+use barrier_protocol::backoff::Backoff;
 use serde::Serialize;
 
 /// When faults (loss, duplication, reordering, delay, restarts, outages) end.
@@ -79,6 +80,9 @@ pub struct SimConfig {
     pub compute: ComputeModel,
     /// Leaf re-send timeout; `None`: 4x the longest round trip of the tree.
     pub leaf_timeout_ns: Option<u64>,
+    /// The leaves' re-send policy beyond the first wait: doubling up to a cap, per-group
+    /// jitter (`barrier_protocol::backoff`). `Backoff::FIXED`: every wait is the timeout.
+    pub leaf_backoff: Backoff,
     /// Intermediate re-send timeout; `None`: same as the leaf's.
     pub switch_timeout_ns: Option<u64>,
     /// Liveness: a barrier is stuck when nothing progresses for this long after the last
@@ -113,6 +117,7 @@ impl Default for SimConfig {
             outage_ns: 50_000,
             compute: ComputeModel::default(),
             leaf_timeout_ns: None,
+            leaf_backoff: Backoff::FIXED,
             switch_timeout_ns: None,
             stall_ns: None,
             first_seq: 0,

@@ -182,8 +182,12 @@ impl<'a> Sim<'a> {
     fn new(cfg: &'a SimConfig, topo: Topology) -> Result<Self, String> {
         let (leaf_timeout_ns, switch_timeout_ns) = timeouts(cfg, &topo)?;
         let rtt = round_trip_ns(cfg, &topo);
+        // The longest re-send wait: the timeouts, or the leaves' backoff cap when it is longer.
+        let longest_wait = leaf_timeout_ns
+            .max(switch_timeout_ns)
+            .max(cfg.leaf_backoff.max_ns);
         let stall_ns = cfg.stall_ns.unwrap_or(
-            100 * leaf_timeout_ns.max(switch_timeout_ns)
+            100 * longest_wait
                     + cfg.compute.worst_ns()
                     // Full transmit queues on every hop, twice over.
                     + 4 * topo.max_leaf_depth() as u64 * cfg.link.max_queueing_ns(),
@@ -235,7 +239,8 @@ impl<'a> Sim<'a> {
                         epoch: Epoch::DEFAULT,
                         resend_timeout_ns: leaf_timeout_ns,
                         first_seq: Seq(cfg.first_seq),
-                    }),
+                    })
+                    .with_backoff(cfg.leaf_backoff),
                     done: 0,
                     gen: 0,
                 });

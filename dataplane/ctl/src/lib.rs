@@ -1,0 +1,16 @@
+//! barrier-ctl: managing the groups of running `barrier-switch`es, and planning them.
+//!
+//! | module | role |
+//! | --- | --- |
+//! | `proto` | the control socket's requests and answers (one JSON object per line) |
+//! | `client` | a blocking client of one switch's control socket |
+//! | `plan` | the tree planner: a group's barrier tree over a topology file |
+//! | `apply` | a plan created on every switch of its tree, leaf-most first |
+//!
+//! The program is `barrierctl` (`src/main.rs`); the server side is `barrier_switch::mgmt`.
+#![forbid(unsafe_code)]
+
+pub mod apply;
+pub mod client;
+pub mod plan;
+pub mod proto;

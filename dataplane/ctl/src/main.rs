@@ -1,0 +1,424 @@
+//! barrierctl: manage a running barrier-switch's groups over its control socket, and plan a
+//! group's barrier tree over a topology. Exit codes: 0 done, 1 the switch was not reachable or
+//! refused, 2 a usage error (clap's, or a file that cannot be read as asked).
+
+use barrier_ctl::apply::apply;
+use barrier_ctl::client::Client;
+use barrier_ctl::plan::{plan, Plan, PlanRequest, Topology};
+use barrier_ctl::proto::{Reply, Request, DEFAULT_SOCKET};
+use clap::{Parser, Subcommand};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "barrierctl",
+    version,
+    about = "Manage a running barrier-switch's groups; plan and apply a group's barrier tree"
+)]
+struct Cli {
+    /// The switch's control socket (its configuration's [control] socket).
+    #[arg(long, global = true, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Print the answer as JSON (one object), for scripts.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Every configured group, in blocks of consecutive numbers with one configuration.
+    Groups,
+    /// One group: create, reset, change, delete, show.
+    Group {
+        #[command(subcommand)]
+        cmd: GroupCmd,
+    },
+    /// Every counter of the switch, per port and in total.
+    Stats,
+    /// The switch's ports.
+    Ports,
+    /// Write the running groups into the switch's configuration file (other sections kept).
+    WriteBack,
+    /// Compute a group's barrier tree over a topology file; print each switch's [[groups]]
+    /// block (or, with --json, the plan `apply` takes).
+    Plan {
+        topology: PathBuf,
+        #[arg(long)]
+        group: u32,
+        /// Member hosts, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        members: Vec<String>,
+        /// Re-send timeout of every intermediate, µs.
+        #[arg(long, default_value_t = 1000)]
+        resend_timeout_us: u64,
+        /// The group's epoch, written into every switch's block.
+        #[arg(long)]
+        epoch: Option<u32>,
+    },
+    /// Create a planned group (`plan --json` output) on every switch of its tree, leaf-most
+    /// first, the root last, with one epoch.
+    Apply {
+        plan: PathBuf,
+        /// Each switch's control socket: SWITCH=PATH, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        sockets: Vec<String>,
+        /// The group's epoch on every switch (default: the plan's, else the switches' 1).
+        #[arg(long)]
+        epoch: Option<u32>,
+    },
+}
+
+#[derive(Subcommand)]
+enum GroupCmd {
+    /// Configuration, epoch, sequence number, phase, arrived children, counters.
+    Show { group: u32 },
+    /// A new group: root without --parent, intermediate with it.
+    Create {
+        group: u32,
+        /// Child ports, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        children: Vec<String>,
+        #[arg(long)]
+        parent: Option<String>,
+        /// Intermediate re-send timeout, µs (the switch's default: 1000).
+        #[arg(long)]
+        resend_timeout_us: Option<u64>,
+        #[arg(long)]
+        epoch: Option<u32>,
+    },
+    /// A new run: state forgotten, a new epoch (the previous + 1 unless given).
+    Reset {
+        group: u32,
+        #[arg(long)]
+        epoch: Option<u32>,
+    },
+    /// Change children, parent or timer; what is not given stays.
+    Set {
+        group: u32,
+        #[arg(long, value_delimiter = ',')]
+        children: Option<Vec<String>>,
+        #[arg(long, conflicts_with = "root")]
+        parent: Option<String>,
+        /// Make the group's switch the root (no parent).
+        #[arg(long)]
+        root: bool,
+        #[arg(long)]
+        resend_timeout_us: Option<u64>,
+    },
+    /// Remove the group; its frames are dropped and counted.
+    Delete { group: u32 },
+}
+
+/// A failure: the message and the exit code.
+struct Fail(String, u8);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(Fail(msg, code)) => {
+            eprintln!("barrierctl: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn us_to_ns(us: Option<u64>) -> Option<u64> {
+    us.map(|u| u.saturating_mul(1000))
+}
+
+fn run(cli: Cli) -> Result<String, Fail> {
+    let req = match cli.cmd {
+        Cmd::Plan {
+            topology,
+            group,
+            members,
+            resend_timeout_us,
+            epoch,
+        } => {
+            let req = PlanRequest {
+                group,
+                epoch,
+                members,
+                resend_timeout_us,
+            };
+            return plan_cmd(&topology, &req, cli.json);
+        }
+        Cmd::Apply {
+            plan,
+            sockets,
+            epoch,
+        } => return apply_cmd(&plan, &sockets, epoch, cli.json),
+        Cmd::Groups => Request::Groups {},
+        Cmd::Stats => Request::Stats {},
+        Cmd::Ports => Request::Ports {},
+        Cmd::WriteBack => Request::WriteBack {},
+        Cmd::Group { cmd } => match cmd {
+            GroupCmd::Show { group } => Request::GroupShow { group },
+            GroupCmd::Create {
+                group,
+                children,
+                parent,
+                resend_timeout_us,
+                epoch,
+            } => Request::GroupCreate {
+                group,
+                children,
+                parent,
+                resend_timeout_ns: us_to_ns(resend_timeout_us),
+                epoch,
+            },
+            GroupCmd::Reset { group, epoch } => Request::GroupReset { group, epoch },
+            GroupCmd::Set {
+                group,
+                children,
+                parent,
+                root,
+                resend_timeout_us,
+            } => Request::GroupSet {
+                group,
+                children,
+                parent,
+                root,
+                resend_timeout_ns: us_to_ns(resend_timeout_us),
+            },
+            GroupCmd::Delete { group } => Request::GroupDelete { group },
+        },
+    };
+    let mut client = Client::connect(&cli.socket).map_err(|e| Fail(e.to_string(), 1))?;
+    let reply = client.request(&req).map_err(|e| Fail(e.to_string(), 1))?;
+    Ok(if cli.json {
+        let mut s = serde_json::to_string_pretty(&reply).expect("replies serialize");
+        s.push('\n');
+        s
+    } else {
+        human(&reply)
+    })
+}
+
+fn plan_cmd(topology: &PathBuf, req: &PlanRequest, json: bool) -> Result<String, Fail> {
+    let group = req.group;
+    let text = std::fs::read_to_string(topology)
+        .map_err(|e| Fail(format!("{}: {e}", topology.display()), 2))?;
+    let topo =
+        Topology::parse(&text).map_err(|e| Fail(format!("{}: {e}", topology.display()), 2))?;
+    let p = plan(&topo, req).map_err(|e| Fail(format!("cannot plan group {group}: {e}"), 1))?;
+    Ok(if json {
+        let mut s = serde_json::to_string_pretty(&p).expect("plans serialize");
+        s.push('\n');
+        s
+    } else {
+        p.to_toml()
+    })
+}
+
+fn apply_cmd(
+    plan_path: &PathBuf,
+    sockets: &[String],
+    epoch: Option<u32>,
+    json: bool,
+) -> Result<String, Fail> {
+    let text = std::fs::read_to_string(plan_path)
+        .map_err(|e| Fail(format!("{}: {e}", plan_path.display()), 2))?;
+    let p: Plan = serde_json::from_str(&text).map_err(|e| {
+        Fail(
+            format!(
+                "{}: not a plan (write one with `barrierctl plan --json`): {e}",
+                plan_path.display()
+            ),
+            2,
+        )
+    })?;
+    let mut map = BTreeMap::new();
+    for s in sockets {
+        let Some((name, path)) = s.split_once('=') else {
+            return Err(Fail(format!("--sockets {s:?}: want SWITCH=PATH"), 2));
+        };
+        map.insert(name.to_string(), PathBuf::from(path));
+    }
+    let order = apply(&p, &map, epoch).map_err(|e| Fail(e.to_string(), 1))?;
+    Ok(if json {
+        format!(
+            "{}\n",
+            serde_json::json!({ "group": p.group, "configured": order })
+        )
+    } else {
+        format!(
+            "group {}: created on {} (in this order; root {})\n",
+            p.group,
+            order.join(", "),
+            p.root
+        )
+    })
+}
+
+/// Rows under a header, columns padded to their widest cell.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut w: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<&str>, out: &mut String| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                l += c;
+            } else {
+                let _ = write!(l, "{c:<width$}  ", width = w[i]);
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec(), &mut out);
+    for r in rows {
+        line(r.iter().map(String::as_str).collect(), &mut out);
+    }
+    out
+}
+
+fn timeout(ns: u64, role: &str) -> String {
+    if role == "root" {
+        "-".into()
+    } else if ns.is_multiple_of(1000) {
+        format!("{} µs", ns / 1000)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+fn human(reply: &Reply) -> String {
+    match reply {
+        Reply::Groups { capacity, blocks } => {
+            let rows: Vec<Vec<String>> = blocks
+                .iter()
+                .map(|b| {
+                    let r = &b.registers;
+                    vec![
+                        if b.first == b.last {
+                            b.first.to_string()
+                        } else {
+                            format!("{}..={}", b.first, b.last)
+                        },
+                        r.role.clone(),
+                        r.epoch.to_string(),
+                        r.children.join(","),
+                        r.parent.clone().unwrap_or_else(|| "-".into()),
+                        timeout(r.resend_timeout_ns, &r.role),
+                    ]
+                })
+                .collect();
+            let n: u64 = blocks.iter().map(|b| u64::from(b.last - b.first) + 1).sum();
+            let mut s = table(
+                &["GROUPS", "ROLE", "EPOCH", "CHILDREN", "PARENT", "RESEND"],
+                &rows,
+            );
+            let _ = writeln!(s, "{n} group(s) configured; table capacity {capacity}");
+            s
+        }
+        Reply::Group { group: g } => {
+            let r = &g.registers;
+            let missing: Vec<&str> = r
+                .children
+                .iter()
+                .filter(|c| !g.arrived.contains(c))
+                .map(String::as_str)
+                .collect();
+            let mut rows: Vec<(&str, String)> = vec![
+                ("role", r.role.clone()),
+                ("epoch", r.epoch.to_string()),
+                ("children", r.children.join(", ")),
+            ];
+            if let Some(p) = &r.parent {
+                rows.push(("parent", p.clone()));
+                rows.push(("resend", timeout(r.resend_timeout_ns, &r.role)));
+            }
+            rows.push(("phase", g.phase.clone()));
+            rows.push(("seq", g.seq.map_or("-".to_string(), |q| q.to_string())));
+            rows.push((
+                "arrived",
+                format!(
+                    "{} of {}: [{}]{}",
+                    g.arrived.len(),
+                    r.children.len(),
+                    g.arrived.join(", "),
+                    if g.phase == "collecting" && !missing.is_empty() {
+                        format!(" (waiting for {})", missing.join(", "))
+                    } else {
+                        String::new()
+                    }
+                ),
+            ));
+            rows.push(("completions", g.completions.to_string()));
+            rows.push(("re-sends", g.resends.to_string()));
+            let mut s = format!("group {}\n", g.group);
+            for (k, v) in rows {
+                let _ = writeln!(s, "  {:<13}{v}", format!("{k}:"));
+            }
+            s
+        }
+        Reply::Changed {
+            group,
+            action,
+            epoch,
+        } => format!("group {group}: {action} (epoch {epoch})\n"),
+        Reply::Stats { sets } => {
+            let mut s = String::new();
+            for set in sets {
+                let nz: Vec<String> = set
+                    .counters
+                    .iter()
+                    .filter(|(_, v)| **v != 0)
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                if !nz.is_empty() {
+                    let _ = writeln!(s, "{}: {}", set.scope, nz.join(" "));
+                }
+            }
+            if s.is_empty() {
+                s = "every counter is 0\n".into();
+            }
+            s
+        }
+        Reply::Ports { ports } => {
+            let rows: Vec<Vec<String>> = ports
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.index.to_string(),
+                        p.name.clone(),
+                        p.device.clone(),
+                        p.peer_mac.clone(),
+                        p.rx_frames.to_string(),
+                        p.tx_frames.to_string(),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "PORT",
+                    "NAME",
+                    "DEVICE",
+                    "PEER MAC",
+                    "RX FRAMES",
+                    "TX FRAMES",
+                ],
+                &rows,
+            )
+        }
+        Reply::WrittenBack { path, groups } => {
+            format!("{path}: written back, {groups} group(s)\n")
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! The control socket's protocol: one JSON object per line each way. A request names its
+//! operation in `op`; the answer is `{"ok":true,"result":{...}}` or `{"ok":false,"error":"..."}`.
+//! Unknown fields are refused (`deny_unknown_fields`), so a typo is an error, never a default.
+//!
+//! ```text
+//! {"op":"group_create","group":7,"children":["p1","p2"],"parent":"p0","resend_timeout_ns":500000,"epoch":3}
+//! {"ok":true,"result":{"kind":"changed","group":7,"action":"created","epoch":3}}
+//! ```
+//!
+//! The switch serves it (`barrier_switch::mgmt`); `barrierctl` and [`crate::client`] speak it.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The longest request line the switch reads (bytes, newline excluded). A longer one is
+/// answered with an error and skipped up to its newline; the connection stays usable.
+pub const MAX_REQUEST_LINE: usize = 64 * 1024;
+
+/// The longest response line a client reads: a `groups` listing of a table where every
+/// group differs can be long.
+pub const MAX_RESPONSE_LINE: usize = 256 << 20;
+
+/// Where `barrierctl` looks for the switch when not told (`--socket`).
+pub const DEFAULT_SOCKET: &str = "/run/netbarrier/switch.sock";
+
+/// One request.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Every configured group, as blocks of consecutive numbers with one configuration.
+    /// (The operations without arguments are empty struct variants: serde refuses unknown
+    /// fields only in those, not in unit variants.)
+    Groups {},
+    /// One group: configuration, epoch, state, counters.
+    GroupShow { group: u32 },
+    /// A new group. Root without `parent`, intermediate with it.
+    GroupCreate {
+        group: u32,
+        children: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<String>,
+        /// Intermediate re-send timeout; the switch's default when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resend_timeout_ns: Option<u64>,
+        /// The run of the group; the switch's default (1) when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        epoch: Option<u32>,
+    },
+    /// A new run of the group: state back to unknown, a new epoch (the previous + 1 unless
+    /// given).
+    GroupReset {
+        group: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        epoch: Option<u32>,
+    },
+    /// Change a group's registers; what is absent stays. `root: true` makes an intermediate
+    /// the root; `parent` makes it an intermediate with that parent.
+    GroupSet {
+        group: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        children: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<String>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        root: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resend_timeout_ns: Option<u64>,
+    },
+    /// Remove a group: its frames are dropped and counted (`drop_unknown_group`).
+    GroupDelete { group: u32 },
+    /// Every counter, switch-wide and per port.
+    Stats {},
+    /// The switch's ports.
+    Ports {},
+    /// Write the running groups into the switch's configuration file (other sections kept).
+    WriteBack {},
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Request {
+    /// One line of the protocol, newline included.
+    pub fn to_line(&self) -> String {
+        let mut s = serde_json::to_string(self).expect("requests serialize");
+        s.push('\n');
+        s
+    }
+}
+
+/// One answer.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Reply>,
+}
+
+impl Response {
+    pub fn ok(result: Reply) -> Self {
+        Response {
+            ok: true,
+            error: None,
+            result: Some(result),
+        }
+    }
+
+    pub fn error(msg: impl Into<String>) -> Self {
+        Response {
+            ok: false,
+            error: Some(msg.into()),
+            result: None,
+        }
+    }
+
+    /// One line of the protocol, newline included.
+    pub fn to_line(&self) -> String {
+        let mut s = serde_json::to_string(self).expect("responses serialize");
+        s.push('\n');
+        s
+    }
+}
+
+/// What a successful request returns.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply {
+    Groups {
+        /// The table's capacity: groups `0..capacity` can exist.
+        capacity: u32,
+        blocks: Vec<GroupBlockInfo>,
+    },
+    Group {
+        group: GroupInfo,
+    },
+    /// A create, reset, set or delete was applied.
+    Changed {
+        group: u32,
+        /// `created`, `reset`, `changed` or `deleted`.
+        action: String,
+        /// The group's epoch after the change (before it, for a delete).
+        epoch: u32,
+    },
+    Stats {
+        sets: Vec<CounterSet>,
+    },
+    Ports {
+        ports: Vec<PortInfo>,
+    },
+    WrittenBack {
+        path: String,
+        /// Group numbers written.
+        groups: u64,
+    },
+}
+
+/// A group's registers as names: what `[[groups]]` holds. (Answers use `flatten`, which
+/// serde cannot combine with `deny_unknown_fields`; requests never flatten.)
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GroupRegisters {
+    /// `root` or `intermediate`.
+    pub role: String,
+    pub children: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Intermediate re-send timeout (0 at the root).
+    pub resend_timeout_ns: u64,
+    pub epoch: u32,
+}
+
+/// Consecutive group numbers with the same registers.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GroupBlockInfo {
+    /// First number.
+    pub first: u32,
+    /// Last number (included).
+    pub last: u32,
+    #[serde(flatten)]
+    pub registers: GroupRegisters,
+}
+
+/// One group at this switch.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GroupInfo {
+    pub group: u32,
+    #[serde(flatten)]
+    pub registers: GroupRegisters,
+    /// `unknown`, `collecting` or `awaiting_release`.
+    pub phase: String,
+    /// The current barrier's sequence number; none while `unknown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u32>,
+    /// Children whose reduce for `seq` was recorded, by port name.
+    pub arrived: Vec<String>,
+    /// Completions at this switch since it started (per group number, across runs).
+    pub completions: u32,
+    /// Re-sends (timer re-sends up, releases again for stale reduces) since it started.
+    pub resends: u32,
+}
+
+/// Counters of one scope (`rx total`, `port d0 tx`, ...), by name.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CounterSet {
+    pub scope: String,
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// One port of the switch.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PortInfo {
+    /// Switch-local port number (the position in the file's `[[ports]]`).
+    pub index: u8,
+    pub name: String,
+    /// `vdev:...` or `pci:...`.
+    pub device: String,
+    pub peer_mac: String,
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+}
+
+/// A request line that is not a request, as the switch words it.
+pub fn parse_request(line: &[u8]) -> Result<Request, String> {
+    let text = std::str::from_utf8(line).map_err(|e| format!("request is not UTF-8: {e}"))?;
+    serde_json::from_str(text.trim_end_matches('\r')).map_err(|e| format!("bad request: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip_request(r: Request) {
+        let line = r.to_line();
+        assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+        assert_eq!(
+            parse_request(line.trim_end().as_bytes()).unwrap(),
+            r,
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        round_trip_request(Request::Groups {});
+        round_trip_request(Request::GroupShow { group: 7 });
+        round_trip_request(Request::GroupCreate {
+            group: 7,
+            children: vec!["p1".into(), "p2".into()],
+            parent: Some("p0".into()),
+            resend_timeout_ns: Some(500_000),
+            epoch: Some(3),
+        });
+        round_trip_request(Request::GroupCreate {
+            group: 0,
+            children: vec!["p1".into()],
+            parent: None,
+            resend_timeout_ns: None,
+            epoch: None,
+        });
+        round_trip_request(Request::GroupReset {
+            group: 1,
+            epoch: None,
+        });
+        round_trip_request(Request::GroupReset {
+            group: 1,
+            epoch: Some(9),
+        });
+        round_trip_request(Request::GroupSet {
+            group: 2,
+            children: Some(vec!["a".into()]),
+            parent: None,
+            root: true,
+            resend_timeout_ns: Some(1),
+        });
+        round_trip_request(Request::GroupDelete { group: 3 });
+        round_trip_request(Request::Stats {});
+        round_trip_request(Request::Ports {});
+        round_trip_request(Request::WriteBack {});
+    }
+
+    #[test]
+    fn the_documented_line_parses() {
+        let r = parse_request(
+            br#"{"op":"group_create","group":7,"children":["p1","p2"],"parent":"p0","resend_timeout_ns":500000,"epoch":3}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r,
+            Request::GroupCreate {
+                group: 7,
+                children: vec!["p1".into(), "p2".into()],
+                parent: Some("p0".into()),
+                resend_timeout_ns: Some(500_000),
+                epoch: Some(3),
+            }
+        );
+        assert_eq!(
+            parse_request(b"{\"op\":\"groups\"}\r").unwrap(),
+            Request::Groups {}
+        );
+    }
+
+    #[test]
+    fn hostile_requests_are_errors() {
+        for (line, want) in [
+            (&br#"{"op":"groups","x":1}"#[..], "unknown field `x`"),
+            (
+                br#"{"op":"group_show","group":7,"verbose":true}"#,
+                "unknown field `verbose`",
+            ),
+            (br#"{"op":"stats","all":1}"#, "unknown field `all`"),
+            (
+                br#"{"op":"write_back","path":"/etc/passwd"}"#,
+                "unknown field `path`",
+            ),
+            (br#"{"op":"group_show"}"#, "missing field `group`"),
+            (br#"{"op":"group_show","group":-1}"#, "invalid value"),
+            (
+                br#"{"op":"group_show","group":4294967296}"#,
+                "invalid value",
+            ),
+            (br#"{"op":"format_disk"}"#, "unknown variant `format_disk`"),
+            (br#"{"group":7}"#, "missing field `op`"),
+            (b"not json", "bad request"),
+            (b"{\"op\":", "bad request"),
+            (b"[1,2,3]", "bad request"),
+            (b"\xff\xfe", "not UTF-8"),
+            (b"", "bad request"),
+        ] {
+            let e = parse_request(line).unwrap_err();
+            assert!(
+                e.contains(want),
+                "{:?}: {e:?} lacks {want:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn responses_round_trip() {
+        let regs = GroupRegisters {
+            role: "intermediate".into(),
+            children: vec!["d0".into(), "d1".into()],
+            parent: Some("up".into()),
+            resend_timeout_ns: 1_000_000,
+            epoch: 4,
+        };
+        for resp in [
+            Response::error("group 9 is not configured"),
+            Response::ok(Reply::Changed {
+                group: 7,
+                action: "created".into(),
+                epoch: 1,
+            }),
+            Response::ok(Reply::Group {
+                group: GroupInfo {
+                    group: 7,
+                    registers: regs.clone(),
+                    phase: "collecting".into(),
+                    seq: Some(12),
+                    arrived: vec!["d1".into()],
+                    completions: 12,
+                    resends: 0,
+                },
+            }),
+            Response::ok(Reply::Groups {
+                capacity: 1024,
+                blocks: vec![GroupBlockInfo {
+                    first: 0,
+                    last: 999,
+                    registers: regs,
+                }],
+            }),
+            Response::ok(Reply::Stats {
+                sets: vec![CounterSet {
+                    scope: "rx total".into(),
+                    counters: [("frames".to_string(), 3)].into_iter().collect(),
+                }],
+            }),
+            Response::ok(Reply::Ports {
+                ports: vec![PortInfo {
+                    index: 0,
+                    name: "d0".into(),
+                    device: "vdev:net_ring0".into(),
+                    peer_mac: "ff:ff:ff:ff:ff:ff".into(),
+                    rx_frames: 1,
+                    tx_frames: 2,
+                }],
+            }),
+            Response::ok(Reply::WrittenBack {
+                path: "/etc/s.toml".into(),
+                groups: 3,
+            }),
+        ] {
+            let line = resp.to_line();
+            let back: Response = serde_json::from_str(&line).unwrap();
+            assert_eq!(back, resp, "{line}");
+        }
+        let e = Response::error("no").to_line();
+        assert_eq!(e, "{\"ok\":false,\"error\":\"no\"}\n");
+    }
+}

@@ -1,0 +1,577 @@
+//! [`Control`]: one request against the running switch's group table and counters, one
+//! answer. No socket here; the only I/O is the write-back of the configuration file.
+
+use crate::config::{self, DEFAULT_RESEND_TIMEOUT_US};
+use crate::counters::{RxCounters, SchedCounters, TxCounters};
+use crate::engine::SwitchStats;
+use crate::spec::{Device, SwitchSpec};
+use barrier_ctl::proto::{
+    parse_request, CounterSet, GroupBlockInfo, GroupInfo, GroupRegisters, PortInfo, Reply, Request,
+    Response,
+};
+use barrier_protocol::switch::{GroupConfig, Phase, Role};
+use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, MAX_PORTS};
+use std::path::PathBuf;
+
+/// The epoch a group gets when its creator does not say (as in the file: `Epoch::DEFAULT`).
+pub const DEFAULT_EPOCH: u32 = Epoch::DEFAULT.get();
+
+/// A port as the control socket shows it.
+#[derive(Debug, Clone)]
+pub struct PortDesc {
+    pub name: String,
+    pub device: String,
+    pub peer_mac: [u8; 6],
+}
+
+/// The deciding half: a request against the running switch's table and counters.
+pub struct Control {
+    stats: SwitchStats,
+    ports: Vec<PortDesc>,
+    /// The configuration file, for write-back.
+    pub(super) file: Option<PathBuf>,
+}
+
+fn mac_string(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+impl Control {
+    /// Control over a switch built from `spec`, whose running parts `stats` holds; `file` is
+    /// the configuration file write-back rewrites.
+    pub fn new(stats: SwitchStats, spec: &SwitchSpec, file: Option<PathBuf>) -> Control {
+        let ports = spec
+            .ports
+            .iter()
+            .map(|p| PortDesc {
+                name: p.name.clone(),
+                device: match &p.device {
+                    Device::Vdev(v) => format!("vdev:{v}"),
+                    Device::Pci(a) => format!("pci:{a}"),
+                },
+                peer_mac: p.peer_mac,
+            })
+            .collect();
+        Control::with_ports(stats, ports, file)
+    }
+
+    /// As `new`, with the ports described directly (a switch not built from a file).
+    pub fn with_ports(stats: SwitchStats, ports: Vec<PortDesc>, file: Option<PathBuf>) -> Control {
+        Control { stats, ports, file }
+    }
+
+    /// Answers one request line (the newline stripped).
+    pub fn handle_line(&mut self, line: &[u8]) -> Response {
+        match parse_request(line) {
+            Ok(req) => self.handle(req),
+            Err(e) => Response::error(e),
+        }
+    }
+
+    /// Answers one request.
+    pub fn handle(&mut self, req: Request) -> Response {
+        let out = match req {
+            Request::Groups {} => Ok(self.groups()),
+            Request::GroupShow { group } => self.show(group),
+            Request::GroupCreate {
+                group,
+                children,
+                parent,
+                resend_timeout_ns,
+                epoch,
+            } => self.create(
+                group,
+                &children,
+                parent.as_deref(),
+                resend_timeout_ns,
+                epoch,
+            ),
+            Request::GroupReset { group, epoch } => self.reset(group, epoch),
+            Request::GroupSet {
+                group,
+                children,
+                parent,
+                root,
+                resend_timeout_ns,
+            } => self.set(
+                group,
+                children.as_deref(),
+                parent.as_deref(),
+                root,
+                resend_timeout_ns,
+            ),
+            Request::GroupDelete { group } => self.delete(group),
+            Request::Stats {} => Ok(self.stats()),
+            Request::Ports {} => Ok(self.ports()),
+            Request::WriteBack {} => self.write_back(),
+        };
+        match out {
+            Ok(r) => Response::ok(r),
+            Err(e) => Response::error(e),
+        }
+    }
+
+    pub(super) fn table(&self) -> &barrier_protocol::table::GroupTable {
+        &self.stats.table
+    }
+
+    /// The group's epoch (`DEFAULT_EPOCH` for a group that does not exist).
+    pub(super) fn epoch(&self, group: u32) -> u32 {
+        self.table()
+            .config(GroupId(group))
+            .map_or(DEFAULT_EPOCH, |c| c.epoch.get())
+    }
+
+    fn port_name(&self, p: PortIdx) -> String {
+        self.ports
+            .get(p.get() as usize)
+            .map_or_else(|| p.to_string(), |d| d.name.clone())
+    }
+
+    fn port(&self, name: &str) -> Result<PortIdx, String> {
+        self.ports
+            .iter()
+            .position(|d| d.name == name)
+            .and_then(|i| PortIdx::new(i as u8))
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.ports.iter().map(|d| d.name.as_str()).collect();
+                format!(
+                    "unknown port {name:?} (this switch has {})",
+                    known.join(", ")
+                )
+            })
+    }
+
+    fn children(&self, names: &[String]) -> Result<PortSet, String> {
+        if names.is_empty() {
+            return Err("a group needs at least one child port".into());
+        }
+        if names.len() > MAX_PORTS {
+            return Err(format!(
+                "{} children: fan-in over {MAX_PORTS} (a group has at most {MAX_PORTS} children per switch)",
+                names.len()
+            ));
+        }
+        let mut set = PortSet::empty();
+        for n in names {
+            let p = self.port(n)?;
+            if set.contains(p) {
+                return Err(format!("port {n:?} listed twice"));
+            }
+            set.insert(p);
+        }
+        Ok(set)
+    }
+
+    fn in_table(&self, group: u32) -> Result<GroupId, String> {
+        let cap = self.table().capacity();
+        if group >= cap {
+            return Err(format!(
+                "group {group} is outside the table: this switch holds groups 0..{cap} (raise [control] capacity)"
+            ));
+        }
+        Ok(GroupId(group))
+    }
+
+    fn configured(&self, group: u32) -> Result<(GroupId, GroupConfig), String> {
+        let g = self.in_table(group)?;
+        let cfg = self
+            .table()
+            .config(g)
+            .ok_or_else(|| format!("group {group} is not configured"))?;
+        Ok((g, cfg))
+    }
+
+    fn timeout(ns: Option<u64>) -> Result<u64, String> {
+        match ns {
+            None => Ok(DEFAULT_RESEND_TIMEOUT_US * 1000),
+            Some(0) => Err("a zero re-send timeout would re-send forever".into()),
+            Some(n) if !n.is_multiple_of(1000) => Err(format!(
+                "resend_timeout_ns {n}: give whole microseconds (the file's resend_timeout_us)"
+            )),
+            Some(n) => Ok(n),
+        }
+    }
+
+    fn registers(&self, cfg: &GroupConfig) -> GroupRegisters {
+        GroupRegisters {
+            role: match cfg.role {
+                Role::Root => "root",
+                Role::Intermediate { .. } => "intermediate",
+            }
+            .into(),
+            children: cfg.children.iter().map(|p| self.port_name(p)).collect(),
+            parent: cfg.parent().map(|p| self.port_name(p)),
+            resend_timeout_ns: match cfg.role {
+                Role::Root => 0,
+                Role::Intermediate { .. } => cfg.resend_timeout_ns,
+            },
+            epoch: cfg.epoch.get(),
+        }
+    }
+
+    /// Installs `cfg` in `epoch` for `g`: one `configure`, atomic for the group (its
+    /// registers, epoch and fresh state change together).
+    fn install(&mut self, g: GroupId, cfg: GroupConfig, epoch: u32) -> Result<(), String> {
+        self.table()
+            .configure(g, cfg.with_epoch(Epoch::new(epoch)))
+            .map_err(|e| e.to_string())
+    }
+
+    fn create(
+        &mut self,
+        group: u32,
+        children: &[String],
+        parent: Option<&str>,
+        timeout_ns: Option<u64>,
+        epoch: Option<u32>,
+    ) -> Result<Reply, String> {
+        let g = self.in_table(group)?;
+        if self.table().config(g).is_some() {
+            return Err(format!(
+                "group {group} exists already (epoch {}): use group set, reset or delete",
+                self.epoch(group)
+            ));
+        }
+        let kids = self.children(children)?;
+        let cfg = match parent {
+            None => {
+                if timeout_ns.is_some() {
+                    return Err(
+                        "a root has no re-send timeout (resend_timeout_ns is for intermediates)"
+                            .into(),
+                    );
+                }
+                GroupConfig::root(kids)
+            }
+            Some(name) => {
+                let p = self.port(name)?;
+                if kids.contains(p) {
+                    return Err(format!("port {name:?} is both a child and the parent"));
+                }
+                GroupConfig::intermediate(p, kids, Self::timeout(timeout_ns)?)
+            }
+        };
+        let epoch = epoch.unwrap_or(DEFAULT_EPOCH);
+        self.install(g, cfg, epoch)?;
+        tracing::info!(group, epoch, "control: group created");
+        Ok(Reply::Changed {
+            group,
+            action: "created".into(),
+            epoch,
+        })
+    }
+
+    fn reset(&mut self, group: u32, epoch: Option<u32>) -> Result<Reply, String> {
+        let (g, cfg) = self.configured(group)?;
+        let epoch = match epoch {
+            Some(e) => e,
+            // The next number, wrapping (`Epoch::next`).
+            None => Epoch::new(self.epoch(group)).next().get(),
+        };
+        self.install(g, cfg, epoch)?;
+        tracing::info!(group, epoch, "control: group reset");
+        Ok(Reply::Changed {
+            group,
+            action: "reset".into(),
+            epoch,
+        })
+    }
+
+    fn set(
+        &mut self,
+        group: u32,
+        children: Option<&[String]>,
+        parent: Option<&str>,
+        root: bool,
+        timeout_ns: Option<u64>,
+    ) -> Result<Reply, String> {
+        let (g, old) = self.configured(group)?;
+        if children.is_none() && parent.is_none() && !root && timeout_ns.is_none() {
+            return Err("nothing to change: give children, parent, root or a timeout".into());
+        }
+        if root && parent.is_some() {
+            return Err("root and parent exclude each other".into());
+        }
+        let kids = match children {
+            Some(c) => self.children(c)?,
+            None => old.children,
+        };
+        let role = if root {
+            Role::Root
+        } else if let Some(name) = parent {
+            Role::Intermediate {
+                parent: self.port(name)?,
+            }
+        } else {
+            old.role
+        };
+        let cfg = match role {
+            Role::Root => {
+                if timeout_ns.is_some() {
+                    return Err("a root has no re-send timeout".into());
+                }
+                GroupConfig::root(kids)
+            }
+            Role::Intermediate { parent: p } => {
+                if kids.contains(p) {
+                    return Err(format!(
+                        "port {:?} is both a child and the parent",
+                        self.port_name(p)
+                    ));
+                }
+                let t = match (timeout_ns, old.role) {
+                    (Some(_), _) => Self::timeout(timeout_ns)?,
+                    (None, Role::Intermediate { .. }) => old.resend_timeout_ns,
+                    (None, Role::Root) => Self::timeout(None)?,
+                };
+                GroupConfig::intermediate(p, kids, t)
+            }
+        };
+        let epoch = self.epoch(group);
+        self.install(g, cfg, epoch)?;
+        tracing::info!(group, epoch, "control: group changed");
+        Ok(Reply::Changed {
+            group,
+            action: "changed".into(),
+            epoch,
+        })
+    }
+
+    fn delete(&mut self, group: u32) -> Result<Reply, String> {
+        let (g, _) = self.configured(group)?;
+        let epoch = self.epoch(group);
+        self.table().remove(g).map_err(|e| e.to_string())?;
+        tracing::info!(group, epoch, "control: group deleted");
+        Ok(Reply::Changed {
+            group,
+            action: "deleted".into(),
+            epoch,
+        })
+    }
+
+    fn show(&self, group: u32) -> Result<Reply, String> {
+        let (g, cfg) = self.configured(group)?;
+        let st = self
+            .table()
+            .state(g)
+            .ok_or_else(|| format!("group {group} is not configured"))?;
+        let phase = match st.phase {
+            Phase::Unknown => "unknown",
+            Phase::Collecting => "collecting",
+            Phase::AwaitingRelease => "awaiting_release",
+        };
+        Ok(Reply::Group {
+            group: GroupInfo {
+                group,
+                registers: self.registers(&cfg),
+                phase: phase.into(),
+                seq: (st.phase != Phase::Unknown).then_some(st.seq.0),
+                arrived: st.arrived.iter().map(|p| self.port_name(p)).collect(),
+                completions: self.stats.groups.completions(group),
+                resends: self.stats.groups.resends(group),
+            },
+        })
+    }
+
+    /// Consecutive numbers with equal registers (epoch included), in order.
+    fn blocks(&self) -> Vec<(u32, u32, GroupConfig)> {
+        let mut out: Vec<(u32, u32, GroupConfig)> = Vec::new();
+        for n in 0..self.table().capacity() {
+            let Some(cfg) = self.table().config(GroupId(n)) else {
+                continue;
+            };
+            match out.last_mut() {
+                Some(b) if b.1 + 1 == n && b.2 == cfg => b.1 = n,
+                _ => out.push((n, n, cfg)),
+            }
+        }
+        out
+    }
+
+    fn groups(&self) -> Reply {
+        Reply::Groups {
+            capacity: self.table().capacity(),
+            blocks: self
+                .blocks()
+                .into_iter()
+                .map(|(first, last, cfg)| GroupBlockInfo {
+                    first,
+                    last,
+                    registers: self.registers(&cfg),
+                })
+                .collect(),
+        }
+    }
+
+    fn stats(&self) -> Reply {
+        let s = &self.stats;
+        let set = |scope: String, names: &[&str], values: Vec<u64>| CounterSet {
+            scope,
+            counters: names.iter().map(|n| n.to_string()).zip(values).collect(),
+        };
+        let sum = |rows: Vec<Vec<u64>>, n: usize| {
+            rows.into_iter().fold(vec![0u64; n], |mut acc, r| {
+                for (a, v) in acc.iter_mut().zip(r) {
+                    *a += v;
+                }
+                acc
+            })
+        };
+        let rx_n = RxCounters::NAMES.len();
+        let tx_n = TxCounters::NAMES.len();
+        let mut sets = vec![
+            set(
+                "rx total".into(),
+                RxCounters::NAMES,
+                sum(s.rx.iter().map(|(_, c)| c.values()).collect(), rx_n),
+            ),
+            set(
+                "tx total".into(),
+                TxCounters::NAMES,
+                sum(s.tx.iter().map(|c| c.values()).collect(), tx_n),
+            ),
+            set("scheduler".into(), SchedCounters::NAMES, s.sched.values()),
+        ];
+        for (p, name) in s.port_names.iter().enumerate() {
+            sets.push(set(
+                format!("port {name} rx"),
+                RxCounters::NAMES,
+                sum(
+                    s.rx.iter()
+                        .filter(|(i, _)| *i == p)
+                        .map(|(_, c)| c.values())
+                        .collect(),
+                    rx_n,
+                ),
+            ));
+            sets.push(set(
+                format!("port {name} tx"),
+                TxCounters::NAMES,
+                s.tx[p].values(),
+            ));
+        }
+        let cap = self.table().capacity();
+        let configured = (0..cap)
+            .filter(|&n| self.table().config(GroupId(n)).is_some())
+            .count() as u64;
+        let completions = (0..cap).map(|n| u64::from(s.groups.completions(n))).sum();
+        let resends = (0..cap).map(|n| u64::from(s.groups.resends(n))).sum();
+        sets.push(CounterSet {
+            scope: "groups".into(),
+            counters: [
+                ("capacity".to_string(), u64::from(cap)),
+                ("configured".to_string(), configured),
+                ("completions".to_string(), completions),
+                ("resends".to_string(), resends),
+            ]
+            .into_iter()
+            .collect(),
+        });
+        Reply::Stats { sets }
+    }
+
+    fn ports(&self) -> Reply {
+        let s = &self.stats;
+        let frames = RxCounters::NAMES
+            .iter()
+            .position(|n| *n == "frames")
+            .expect("RX counts frames");
+        Reply::Ports {
+            ports: self
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(i, d)| PortInfo {
+                    index: i as u8,
+                    name: d.name.clone(),
+                    device: d.device.clone(),
+                    peer_mac: mac_string(d.peer_mac),
+                    rx_frames: s
+                        .rx
+                        .iter()
+                        .filter(|(p, _)| *p == i)
+                        .map(|(_, c)| c.values()[frames])
+                        .sum(),
+                    tx_frames: s.tx.get(i).map_or(0, |c| {
+                        c.frames_out.load(std::sync::atomic::Ordering::Relaxed)
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    /// The running groups as the file's `[[groups]]` array.
+    fn groups_toml(&self) -> (toml_edit::ArrayOfTables, u64) {
+        use toml_edit::{value, Array, ArrayOfTables, Table};
+        let mut aot = ArrayOfTables::new();
+        let mut n = 0u64;
+        for (first, last, cfg) in self.blocks() {
+            n += u64::from(last - first) + 1;
+            let regs = self.registers(&cfg);
+            let mut t = Table::new();
+            if first == last {
+                t.insert("number", value(i64::from(first)));
+            } else {
+                t.insert("numbers", value(format!("{first}..={last}")));
+            }
+            t.insert("role", value(regs.role.clone()));
+            let mut kids = Array::new();
+            for c in &regs.children {
+                kids.push(c.as_str());
+            }
+            t.insert("children", value(kids));
+            if let Some(p) = &regs.parent {
+                t.insert("parent", value(p.as_str()));
+                t.insert(
+                    "resend_timeout_us",
+                    value((regs.resend_timeout_ns / 1000) as i64),
+                );
+            }
+            if cfg.epoch != Epoch::DEFAULT {
+                t.insert("epoch", value(i64::from(cfg.epoch.get())));
+            }
+            aot.push(t);
+        }
+        (aot, n)
+    }
+
+    fn write_back(&self) -> Result<Reply, String> {
+        let Some(path) = &self.file else {
+            return Err("this switch was not started from a file: nothing to write back".into());
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut doc: toml_edit::DocumentMut = text
+            .parse()
+            .map_err(|e| format!("{}: no longer TOML: {e}", path.display()))?;
+        let (aot, n) = self.groups_toml();
+        doc.remove("groups");
+        if !aot.is_empty() {
+            doc.insert("groups", toml_edit::Item::ArrayOfTables(aot));
+        }
+        let new = doc.to_string();
+        // What is written must be what the switch would accept at its next start.
+        config::parse(&new).map_err(|e| {
+            format!(
+                "{}: the file with the running groups would be refused ({e}); not written",
+                path.display()
+            )
+        })?;
+        let tmp = path.with_extension("toml.tmp");
+        std::fs::write(&tmp, &new)
+            .and_then(|()| {
+                let mode = std::fs::metadata(path)?.permissions();
+                std::fs::set_permissions(&tmp, mode)?;
+                std::fs::rename(&tmp, path)
+            })
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        tracing::info!(path = %path.display(), groups = n, "control: running groups written back");
+        Ok(Reply::WrittenBack {
+            path: path.display().to_string(),
+            groups: n,
+        })
+    }
+}

@@ -1,0 +1,625 @@
+//! The control socket over a switch on in-memory wires: admission, changes seen by the data
+//! path, write-back, and the socket's hostile cases.
+
+use super::*;
+use crate::config::{self, DEFAULT_RESEND_TIMEOUT_US};
+use crate::engine::{build_switch, PortIo};
+use crate::io::{mem_wire, MemRx, MemTx, TxQueue};
+use crate::poll::Poller;
+use barrier_ctl::client::{Client, RequestError};
+use barrier_ctl::proto::{Reply, Request, Response};
+use barrier_protocol::leaf::LeafSend;
+use barrier_protocol::switch::GroupConfig;
+use barrier_protocol::table::GroupTable;
+use barrier_protocol::wire::{FrameRepr, Kind, MacAddr};
+use barrier_protocol::Seq;
+use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+const PORTS: [&str; 4] = ["up", "d0", "d1", "d2"];
+
+/// A switch on in-memory wires with ports `PORTS`, a table of `cap` groups, group 1 a root
+/// of d0, d1; its pollers, the leaves' ends of its wires and its `Control`.
+struct Bed {
+    pollers: Vec<Box<dyn Poller>>,
+    to_switch: Vec<MemTx>,
+    from_switch: Vec<MemRx>,
+    control: Control,
+}
+
+fn bed(cap: u32) -> Bed {
+    let table = Arc::new(GroupTable::new(cap));
+    table
+        .configure(GroupId(1), GroupConfig::root(PortSet(0b110)))
+        .unwrap();
+    let mut ports = Vec::new();
+    let mut to_switch = Vec::new();
+    let mut from_switch = Vec::new();
+    for name in PORTS {
+        let (in_tx, in_rx) = mem_wire(256);
+        let (out_tx, out_rx) = mem_wire(256);
+        to_switch.push(in_tx);
+        from_switch.push(out_rx);
+        ports.push(PortIo {
+            name: name.into(),
+            rx: vec![in_rx],
+            tx: out_tx,
+            peer_mac: [0xff; 6],
+            mac: None,
+        });
+    }
+    let sw = build_switch("t", [2, 0, 0, 0, 0, 1], ports, table, 0);
+    let descs = PORTS
+        .iter()
+        .enumerate()
+        .map(|(i, n)| PortDesc {
+            name: n.to_string(),
+            device: format!("vdev:net_ring{i}"),
+            peer_mac: [0xff; 6],
+        })
+        .collect();
+    let control = Control::with_ports(sw.stats.clone(), descs, None);
+    let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
+    pollers.push(sw.sched);
+    Bed {
+        pollers,
+        to_switch,
+        from_switch,
+        control,
+    }
+}
+
+impl Bed {
+    fn req(&mut self, line: &str) -> Response {
+        self.control.handle_line(line.as_bytes())
+    }
+    fn ok(&mut self, line: &str) -> Reply {
+        let r = self.req(line);
+        assert!(r.ok, "{line}: {r:?}");
+        r.result.unwrap()
+    }
+    fn refused(&mut self, line: &str, why: &str) {
+        let before = self.snapshot();
+        let r = self.req(line);
+        assert!(!r.ok, "{line} was accepted: {r:?}");
+        let e = r.error.unwrap();
+        assert!(e.contains(why), "{line}: {e:?} lacks {why:?}");
+        assert_eq!(self.snapshot(), before, "{line} changed the table");
+    }
+    /// Every group's configuration and epoch.
+    fn snapshot(&self) -> Vec<(u32, Option<GroupConfig>, u32)> {
+        let t = self.control.table();
+        (0..t.capacity())
+            .map(|n| (n, t.config(GroupId(n)), self.control.epoch(n)))
+            .collect()
+    }
+    /// A reduce in the group's epoch (the default one for a group that does not exist).
+    fn send_reduce(&mut self, port: usize, group: u32, seq: u32) {
+        let epoch = self.control.epoch(group);
+        self.send_reduce_in(port, group, epoch, seq);
+    }
+    fn send_reduce_in(&mut self, port: usize, group: u32, epoch: u32, seq: u32) {
+        let f = LeafSend {
+            group: GroupId(group),
+            epoch: Epoch::new(epoch),
+            seq: Seq(seq),
+            retransmit: false,
+        }
+        .frame(MacAddr([2, 0, 0, 0, 0, 9]), MacAddr::BROADCAST, None)
+        .to_bytes();
+        self.to_switch[port].offer(&f).unwrap();
+        self.to_switch[port].flush();
+    }
+    fn run(&mut self) {
+        for _ in 0..4 {
+            for p in &mut self.pollers {
+                p.poll(0);
+            }
+        }
+    }
+    /// The frames the switch sent on `port`.
+    fn received(&mut self, port: usize) -> Vec<(Kind, u32, u32)> {
+        use crate::io::RxQueue;
+        let mut v = Vec::new();
+        self.from_switch[port].rx_burst(&mut v, 1024);
+        v.iter()
+            .map(|b| {
+                let r = FrameRepr::parse(b).unwrap();
+                (r.kind, r.group.0, r.seq.0)
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn create_show_reset_set_delete() {
+    let mut b = bed(16);
+    let r = b.ok(r#"{"op":"group_create","group":7,"children":["d0","d1"],"parent":"up","resend_timeout_ns":500000,"epoch":3}"#);
+    assert_eq!(
+        r,
+        Reply::Changed {
+            group: 7,
+            action: "created".into(),
+            epoch: 3
+        }
+    );
+    let cfg = b.control.table().config(GroupId(7)).unwrap();
+    assert_eq!(
+        cfg,
+        GroupConfig::intermediate(PortIdx::new(0).unwrap(), PortSet(0b110), 500_000)
+            .with_epoch(Epoch::new(3))
+    );
+    // A reduce from d1: the group gathers (unknown until every child reported), d1 arrived.
+    b.send_reduce(2, 7, 5);
+    b.run();
+    let Reply::Group { group: g } = b.ok(r#"{"op":"group_show","group":7}"#) else {
+        panic!()
+    };
+    assert_eq!(
+        (
+            g.phase.as_str(),
+            g.seq,
+            g.arrived.clone(),
+            g.registers.epoch
+        ),
+        ("unknown", None, vec!["d1".to_string()], 3)
+    );
+    assert_eq!(g.registers.parent.as_deref(), Some("up"));
+    // Reset: the next epoch, the state forgotten.
+    let r = b.ok(r#"{"op":"group_reset","group":7}"#);
+    assert_eq!(
+        r,
+        Reply::Changed {
+            group: 7,
+            action: "reset".into(),
+            epoch: 4
+        }
+    );
+    let Reply::Group { group: g } = b.ok(r#"{"op":"group_show","group":7}"#) else {
+        panic!()
+    };
+    assert_eq!(
+        (g.phase.as_str(), g.seq, g.arrived.len()),
+        ("unknown", None, 0)
+    );
+    b.ok(r#"{"op":"group_reset","group":7,"epoch":40}"#);
+    assert_eq!(b.control.epoch(7), 40);
+    // Set: children and timer change, parent and epoch stay.
+    b.ok(r#"{"op":"group_set","group":7,"children":["d2"],"resend_timeout_ns":2000000}"#);
+    assert_eq!(
+        b.control.table().config(GroupId(7)).unwrap(),
+        GroupConfig::intermediate(PortIdx::new(0).unwrap(), PortSet(0b1000), 2_000_000)
+            .with_epoch(Epoch::new(40))
+    );
+    assert_eq!(b.control.epoch(7), 40);
+    b.ok(r#"{"op":"group_set","group":7,"root":true}"#);
+    assert_eq!(
+        b.control.table().config(GroupId(7)).unwrap(),
+        GroupConfig::root(PortSet(0b1000)).with_epoch(Epoch::new(40))
+    );
+    b.ok(r#"{"op":"group_set","group":7,"parent":"d0"}"#);
+    assert_eq!(
+        b.control.table().config(GroupId(7)).unwrap(),
+        GroupConfig::intermediate(
+            PortIdx::new(1).unwrap(),
+            PortSet(0b1000),
+            DEFAULT_RESEND_TIMEOUT_US * 1000
+        )
+        .with_epoch(Epoch::new(40))
+    );
+    // Listing: groups 1 and 7.
+    let Reply::Groups { capacity, blocks } = b.ok(r#"{"op":"groups"}"#) else {
+        panic!()
+    };
+    assert_eq!(capacity, 16);
+    assert_eq!(
+        blocks.iter().map(|b| (b.first, b.last)).collect::<Vec<_>>(),
+        [(1, 1), (7, 7)]
+    );
+    // Delete: gone; its frames are dropped and counted.
+    b.ok(r#"{"op":"group_delete","group":7}"#);
+    assert_eq!(b.control.table().config(GroupId(7)), None);
+    b.refused(
+        r#"{"op":"group_show","group":7}"#,
+        "group 7 is not configured",
+    );
+    b.send_reduce(3, 7, 0);
+    b.run();
+    assert!(b.received(0).is_empty());
+    let Reply::Stats { sets } = b.ok(r#"{"op":"stats"}"#) else {
+        panic!()
+    };
+    let port_d2 = sets.iter().find(|s| s.scope == "port d2 rx").unwrap();
+    assert_eq!(port_d2.counters["drop_unknown_group"], 1, "{sets:?}");
+    let total = sets.iter().find(|s| s.scope == "rx total").unwrap();
+    assert_eq!(total.counters["drop_unknown_group"], 1);
+    let groups = sets.iter().find(|s| s.scope == "groups").unwrap();
+    assert_eq!(groups.counters["configured"], 1);
+}
+
+#[test]
+fn a_group_created_at_run_time_completes_barriers() {
+    let mut b = bed(16);
+    b.ok(r#"{"op":"group_create","group":9,"children":["d0","d2"]}"#);
+    for seq in 0..3 {
+        b.send_reduce(1, 9, seq);
+        b.run();
+        assert!(b.received(1).is_empty(), "released before d2 arrived");
+        b.send_reduce(3, 9, seq);
+        b.run();
+        assert_eq!(b.received(1), [(Kind::Release, 9, seq)]);
+        assert_eq!(b.received(3), [(Kind::Release, 9, seq)]);
+    }
+    let Reply::Group { group: g } = b.ok(r#"{"op":"group_show","group":9}"#) else {
+        panic!()
+    };
+    assert_eq!((g.completions, g.seq), (3, Some(3)));
+    // Group 1, configured before, untouched.
+    assert_eq!(
+        b.control.table().config(GroupId(1)),
+        Some(GroupConfig::root(PortSet(0b110)))
+    );
+}
+
+#[test]
+fn admission_refuses_with_the_reason_and_changes_nothing() {
+    let mut b = bed(16);
+    let many: Vec<String> = (0..65).map(|i| format!("\"p{i}\"")).collect();
+    let create = |extra: &str| format!(r#"{{"op":"group_create","group":5,{extra}}}"#);
+    for (line, why) in [
+        (
+            r#"{"op":"group_create","group":16,"children":["d0"]}"#.to_string(),
+            "outside the table: this switch holds groups 0..16",
+        ),
+        (create(r#""children":["d0","p9"]"#), "unknown port \"p9\""),
+        (
+            create(&format!("\"children\":[{}]", many.join(","))),
+            "fan-in over 64",
+        ),
+        (
+            create(r#""children":["d0","d1"],"parent":"d1""#),
+            "both a child and the parent",
+        ),
+        (
+            create(r#""children":["d0"],"parent":"nowhere""#),
+            "unknown port \"nowhere\"",
+        ),
+        (create(r#""children":[]"#), "at least one child"),
+        (create(r#""children":["d0","d0"]"#), "listed twice"),
+        (
+            create(r#""children":["d0"],"parent":"up","resend_timeout_ns":0"#),
+            "zero re-send timeout",
+        ),
+        (
+            create(r#""children":["d0"],"parent":"up","resend_timeout_ns":1500"#),
+            "whole microseconds",
+        ),
+        (
+            create(r#""children":["d0"],"resend_timeout_ns":1000"#),
+            "a root has no re-send timeout",
+        ),
+        (
+            r#"{"op":"group_create","group":1,"children":["d0"]}"#.to_string(),
+            "group 1 exists already (epoch 1)",
+        ),
+        (
+            r#"{"op":"group_reset","group":3}"#.to_string(),
+            "group 3 is not configured",
+        ),
+        (
+            r#"{"op":"group_delete","group":3}"#.to_string(),
+            "group 3 is not configured",
+        ),
+        (
+            r#"{"op":"group_delete","group":99}"#.to_string(),
+            "outside the table",
+        ),
+        (
+            r#"{"op":"group_set","group":3,"children":["d0"]}"#.to_string(),
+            "group 3 is not configured",
+        ),
+        (
+            r#"{"op":"group_set","group":1}"#.to_string(),
+            "nothing to change",
+        ),
+        (
+            r#"{"op":"group_set","group":1,"root":true,"parent":"up"}"#.to_string(),
+            "exclude each other",
+        ),
+        (
+            r#"{"op":"group_set","group":1,"parent":"d0"}"#.to_string(),
+            "both a child and the parent",
+        ),
+        (
+            r#"{"op":"group_set","group":1,"children":["d0","zz"]}"#.to_string(),
+            "unknown port \"zz\"",
+        ),
+        (
+            r#"{"op":"write_back"}"#.to_string(),
+            "not started from a file",
+        ),
+        (
+            r#"{"op":"group_create","group":5,"children":["d0"],"colour":"red"}"#.to_string(),
+            "unknown field `colour`",
+        ),
+        (
+            "{\"op\":\"group_create\",\"group\":5,".to_string(),
+            "bad request",
+        ),
+        ("gibberish".to_string(), "bad request"),
+    ] {
+        b.refused(&line, why);
+    }
+}
+
+#[test]
+fn write_back_keeps_the_other_sections() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.toml");
+    let text = r#"# my switch
+[eal]
+args = ["-l", "0,1"]
+
+[[ports]]
+name = "up"
+vdev = "net_ring0"
+
+[[ports]]
+name = "d0"
+vdev = "net_ring1" # the first child
+
+[[ports]]
+name = "d1"
+vdev = "net_ring2"
+
+[[ports]]
+name = "d2"
+vdev = "net_ring3"
+
+[lcores]
+scheduler = 1
+rx = [ { lcore = 0, poll = ["up", "d0", "d1", "d2"] } ]
+
+[[groups]]
+number = 1
+role = "root"
+children = ["d0", "d1"]
+
+[control]
+socket = "/tmp/nb-test.sock"
+capacity = 16
+"#;
+    std::fs::write(&path, text).unwrap();
+    let spec = config::load(&path).unwrap();
+    let mut b = bed(16);
+    b.control.file = spec.control.as_ref().unwrap().file.clone();
+    b.ok(r#"{"op":"group_create","group":7,"children":["d0","d1"],"parent":"up","resend_timeout_ns":500000}"#);
+    b.ok(r#"{"op":"group_create","group":8,"children":["d0","d1"],"parent":"up","resend_timeout_ns":500000}"#);
+    b.ok(r#"{"op":"group_create","group":10,"children":["d2"],"epoch":7}"#);
+    b.ok(r#"{"op":"group_delete","group":1}"#);
+    let r = b.ok(r#"{"op":"write_back"}"#);
+    assert_eq!(
+        r,
+        Reply::WrittenBack {
+            path: path.display().to_string(),
+            groups: 3
+        }
+    );
+    let new = std::fs::read_to_string(&path).unwrap();
+    assert!(new.starts_with("# my switch\n[eal]"), "{new}");
+    assert!(
+        new.contains("vdev = \"net_ring1\" # the first child"),
+        "{new}"
+    );
+    let spec = config::parse(&new).unwrap();
+    assert_eq!(spec.groups.len(), 2, "{new}");
+    assert_eq!(spec.groups[0].numbers, 7..9);
+    assert_eq!(spec.groups[1].numbers, 10..11);
+    let g10 = spec.groups[1].config;
+    assert_eq!(
+        (g10.role, g10.children, g10.epoch),
+        (
+            barrier_protocol::switch::Role::Root,
+            PortSet(0b1000),
+            Epoch::new(7)
+        ),
+        "the epoch is written back: {new}"
+    );
+    assert_eq!(
+        spec.groups[0].config,
+        GroupConfig::intermediate(PortIdx::new(0).unwrap(), PortSet(0b110), 500_000)
+    );
+    assert_eq!(spec.control.unwrap().capacity, 16);
+}
+
+/// A server on a thread over `control`, stopped and joined on drop.
+struct Served {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    join: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+fn serve(control: Control) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ctl.sock");
+    let mut server = ControlServer::bind(&path, control).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let join = std::thread::spawn(move || {
+        while !s.load(Relaxed) {
+            server.serve(Duration::from_millis(10));
+        }
+    });
+    Served {
+        path,
+        stop,
+        join: Some(join),
+        _dir: dir,
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
+    }
+}
+
+#[test]
+fn the_socket_is_0600_and_replaces_only_a_stale_one() {
+    let b = bed(4);
+    let s = serve(b.control);
+    let mode = std::fs::metadata(&s.path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    // A second server on the same path is refused while the first listens.
+    let b2 = bed(4);
+    match ControlServer::bind(&s.path, b2.control) {
+        Err(BindError::InUse(_)) => {}
+        Err(e) => panic!("wrong refusal {e}"),
+        Ok(_) => panic!("second server bound a live socket"),
+    }
+    // A file that is not a socket is not replaced.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("plain");
+    std::fs::write(&f, "x").unwrap();
+    assert!(matches!(
+        ControlServer::bind(&f, bed(4).control),
+        Err(BindError::NotASocket(_))
+    ));
+    // A stale socket (nobody listening) is replaced; the socket goes with the server.
+    let stale = dir.path().join("stale.sock");
+    drop(UnixListener::bind(&stale).unwrap());
+    let server = ControlServer::bind(&stale, bed(4).control).unwrap();
+    assert!(stale.exists());
+    drop(server);
+    assert!(!stale.exists(), "the socket outlived its server");
+}
+
+#[test]
+fn hostile_lines_get_errors_and_the_connection_stays_usable() {
+    let b = bed(4);
+    let s = serve(b.control);
+    let mut c = Client::connect(&s.path).unwrap();
+    for (bytes, why) in [
+        (&b"{not json}\n"[..], "bad request"),
+        (
+            b"{\"op\":\"groups\",\"extra\":1}\n",
+            "unknown field `extra`",
+        ),
+        (b"{\"op\":\"group_show\",\"group\":2}\n", "not configured"),
+        (b"\xff\xff\n", "not UTF-8"),
+        (b"\n", "bad request"),
+    ] {
+        let r = c.raw(bytes).unwrap();
+        assert!(!r.ok);
+        assert!(r.error.as_ref().unwrap().contains(why), "{r:?}");
+    }
+    // A 1 MiB line: one error, the rest of the line skipped; then a request is answered.
+    let mut huge = vec![b'x'; 1 << 20];
+    huge.push(b'\n');
+    let r = c.raw(&huge).unwrap();
+    assert!(
+        r.error
+            .as_ref()
+            .unwrap()
+            .contains("longer than 65536 bytes"),
+        "{r:?}"
+    );
+    let reply = c.request(&Request::GroupShow { group: 1 }).unwrap();
+    assert!(matches!(reply, Reply::Group { .. }), "{reply:?}");
+    // Two requests in one write: two answers, in order.
+    let r1 = c
+        .raw(b"{\"op\":\"groups\"}\n{\"op\":\"group_show\",\"group\":3}\n")
+        .unwrap();
+    assert!(r1.ok);
+    let r2 = c.read_response().unwrap();
+    assert!(r2.error.unwrap().contains("group 3 is not configured"));
+    // A refusal through the client API is `Refused`.
+    match c.request(&Request::GroupDelete { group: 3 }) {
+        Err(RequestError::Refused(e)) => assert!(e.contains("not configured")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_client_that_goes_away_mid_line_is_forgotten() {
+    let b = bed(4);
+    let s = serve(b.control);
+    {
+        let mut raw = UnixStream::connect(&s.path).unwrap();
+        raw.write_all(b"{\"op\":\"gro").unwrap();
+    }
+    let mut c = Client::connect(&s.path).unwrap();
+    assert!(c.request(&Request::Groups {}).is_ok());
+}
+
+#[test]
+fn connections_beyond_the_limit_get_an_error() {
+    let b = bed(4);
+    let s = serve(b.control);
+    let mut kept = Vec::new();
+    for _ in 0..MAX_CLIENTS {
+        let mut c = Client::connect(&s.path).unwrap();
+        // Answered: this connection was accepted and is being served.
+        c.request(&Request::Ports {}).unwrap();
+        kept.push(c);
+    }
+    let mut extra = Client::connect(&s.path).unwrap();
+    let r = extra.read_response().unwrap();
+    assert!(
+        r.error.as_ref().unwrap().contains("too many connections"),
+        "{r:?}"
+    );
+    drop(kept.pop());
+    // A place is free again (once the server has seen the close).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = Client::connect(&s.path).unwrap();
+        match c.request(&Request::Ports {}) {
+            Ok(_) => break,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_does_not_hold_up_the_others() {
+    let b = bed(4);
+    let s = serve(b.control);
+    let mut slow = UnixStream::connect(&s.path).unwrap();
+    slow.set_nonblocking(true).unwrap();
+    let line = b"{\"op\":\"stats\"}\n".repeat(20_000);
+    let mut sent = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while sent < line.len() && std::time::Instant::now() < deadline {
+        match slow.write(&line[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(sent > 0);
+    // The slow client's answers fill its socket and then wait; another client is served.
+    let t = std::time::Instant::now();
+    let mut c = Client::connect(&s.path).unwrap();
+    for _ in 0..10 {
+        c.request(&Request::GroupShow { group: 1 }).unwrap();
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "served slowly: {:?}",
+        t.elapsed()
+    );
+}
