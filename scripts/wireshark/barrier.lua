@@ -3,7 +3,7 @@
 -- tx timestamp, header checksum (RFC 1071 over bytes 14..40 of the frame), padding.
 --
 -- Install: copy to ~/.local/lib/wireshark/plugins/ (Wireshark 4.0's personal plugin folder;
--- scripts/install.sh does it), or load it for one run:
+-- the install script is to do it), or load it for one run:
 --   tshark -X lua_script:scripts/wireshark/barrier.lua -r capture.pcap
 -- Display filters: barrier, barrier.group == 7, barrier.kind == 2, barrier.checksum.status == 0
 -- (0 bad, 1 good), barrier.flags.retransmit == 1.
