@@ -16,6 +16,8 @@ PACKAGES=(
   # pcap files for net_pcap golden tests; capture and dissection tools
   libpcap-dev tshark
   python3
+  # the reference Prometheus text-format parser, for scripts/tests/observe.sh
+  python3-prometheus-client
 )
 
 need=()

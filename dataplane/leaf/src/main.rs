@@ -110,6 +110,9 @@ struct Cli {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    /// No progress line (runs longer than a second print one a second on stderr).
+    #[arg(long)]
+    quiet: bool,
     /// Write one record per barrier (seq, first reduce and release on CLOCK_MONOTONIC):
     /// JSON lines for *.json / *.jsonl, CSV otherwise [default: no records].
     #[arg(long)]
@@ -312,7 +315,18 @@ fn run_barriers<T: Transport>(
     let mut lat = LatencyRecorder::default();
     let mut error = None;
     let start = Instant::now();
+    let mut next_progress = start + Duration::from_secs(1);
     for i in 0..cli.count {
+        if !cli.quiet && i > 0 && Instant::now() >= next_progress {
+            next_progress += Duration::from_secs(1);
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "barrier-leaf: group {}: {i}/{} barriers in {secs:.1} s ({:.0}/s)",
+                cli.group,
+                cli.count,
+                i as f64 / secs
+            );
+        }
         if i > 0 && cli.gap_us > 0 {
             std::thread::sleep(Duration::from_micros(cli.gap_us));
         }
@@ -370,7 +384,7 @@ mod tests {
             (10_000_000, 1_000, 0)
         );
         assert_eq!(c.dst, MacAddr::BROADCAST);
-        assert!(!c.json && c.records.is_none());
+        assert!(!c.json && c.records.is_none() && !c.quiet);
         let c = Cli::try_parse_from([
             "barrier-leaf",
             "-i",

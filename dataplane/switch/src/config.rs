@@ -4,7 +4,8 @@
 
 use crate::poll::{Idle, IdleMode};
 use crate::spec::{
-    ControlSpec, Device, GroupBlock, LcoreSpec, MempoolSpec, PortSpec, RxLcore, SwitchSpec,
+    ControlSpec, Device, GroupBlock, LcoreSpec, MempoolSpec, MetricsSpec, PortSpec, RxLcore,
+    SwitchSpec,
 };
 use barrier_protocol::switch::{GroupConfig, Role};
 use barrier_protocol::{Epoch, PortIdx, PortSet};
@@ -143,6 +144,11 @@ struct RawConfig {
     #[serde(default)]
     groups: Vec<RawGroup>,
     control: Option<RawControl>,
+    /// Prometheus endpoint (`crate::metrics`): off unless the section is present.
+    metrics: Option<RawMetrics>,
+    /// Straggler reports (`crate::straggler`) for the groups listed.
+    #[serde(default)]
+    stragglers: RawStragglers,
 }
 
 #[derive(Deserialize, Debug)]
@@ -150,6 +156,21 @@ struct RawConfig {
 struct RawControl {
     socket: String,
     capacity: Option<u32>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct RawStragglers {
+    #[serde(default)]
+    groups: Vec<u32>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: Option<String>,
+    #[serde(default)]
+    groups: Vec<u32>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -447,6 +468,12 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         .as_ref()
         .map(|c| validate_control(c, &groups))
         .transpose()?;
+    let metrics = raw
+        .metrics
+        .as_ref()
+        .map(|m| validate_metrics(m, &groups))
+        .transpose()?;
+    let stragglers = configured_groups("stragglers.groups", &raw.stragglers.groups, &groups)?;
     Ok(SwitchSpec {
         eal_args: raw.eal.args,
         mempool,
@@ -455,6 +482,8 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         lcores,
         groups,
         control,
+        metrics,
+        stragglers,
     })
 }
 
@@ -498,6 +527,42 @@ fn validate_control(c: &RawControl, groups: &[GroupBlock]) -> Result<ControlSpec
         socket: c.socket.clone().into(),
         capacity,
         file: None,
+    })
+}
+
+/// `list` (the value of `key`) if every group in it is configured.
+fn configured_groups(
+    key: &str,
+    list: &[u32],
+    groups: &[GroupBlock],
+) -> Result<Vec<u32>, ConfigError> {
+    match list
+        .iter()
+        .find(|&&g| !groups.iter().any(|b| b.numbers.contains(&g)))
+    {
+        Some(g) => Err(ConfigError::new(
+            key,
+            format!("group {g} is not configured in [[groups]]"),
+        )),
+        None => Ok(list.to_vec()),
+    }
+}
+
+/// `[metrics]`: the listen address (loopback port 9464 unless given) and the groups that get
+/// per-group series, each of which must be configured.
+fn validate_metrics(m: &RawMetrics, groups: &[GroupBlock]) -> Result<MetricsSpec, ConfigError> {
+    let listen = match &m.listen {
+        None => MetricsSpec::DEFAULT_LISTEN,
+        Some(a) => a.parse().map_err(|e| {
+            ConfigError::new(
+                "metrics.listen",
+                format!("{a:?}: want ADDRESS:PORT, e.g. \"127.0.0.1:9464\" ({e})"),
+            )
+        })?,
+    };
+    Ok(MetricsSpec {
+        listen,
+        groups: configured_groups("metrics.groups", &m.groups, groups)?,
     })
 }
 
@@ -982,6 +1047,41 @@ children = ["d0", "d1", "up"]
             "a port sends with the switch's MAC unless told"
         );
         assert_eq!(c.ports[1].device.dpdk_name(), "net_ring1");
+    }
+
+    #[test]
+    fn metrics_are_off_unless_configured_and_loopback_by_default() {
+        assert_eq!(parse(GOOD).unwrap().metrics, None);
+        let on = parse(&format!("{GOOD}\n[metrics]\ngroups = [7, 100]\n")).unwrap();
+        assert_eq!(
+            on.metrics,
+            Some(MetricsSpec {
+                listen: "127.0.0.1:9464".parse().unwrap(),
+                groups: vec![7, 100],
+            })
+        );
+        let any = parse(&format!("{GOOD}\n[metrics]\nlisten = \"0.0.0.0:9100\"\n")).unwrap();
+        assert_eq!(any.metrics.unwrap().listen, "0.0.0.0:9100".parse().unwrap());
+    }
+
+    #[test]
+    fn stragglers_watch_configured_groups_only() {
+        assert!(parse(GOOD).unwrap().stragglers.is_empty());
+        let on = parse(&format!("{GOOD}\n[stragglers]\ngroups = [7, 1099]\n")).unwrap();
+        assert_eq!(on.stragglers, [7, 1099]);
+        let e = err(&format!("{GOOD}\n[stragglers]\ngroups = [1100]\n"));
+        assert_eq!(e.key, "stragglers.groups", "{e}");
+    }
+
+    #[test]
+    fn metrics_refusals() {
+        let e = err(&format!("{GOOD}\n[metrics]\nlisten = \"localhost\"\n"));
+        assert_eq!(e.key, "metrics.listen", "{e}");
+        let e = err(&format!("{GOOD}\n[metrics]\ngroups = [7, 8]\n"));
+        assert_eq!(e.key, "metrics.groups", "{e}");
+        assert!(e.reason.contains("group 8 is not configured"), "{e}");
+        let e = err(&format!("{GOOD}\n[metrics]\nport = 9100\n"));
+        assert!(e.to_string().contains("port"), "{e}");
     }
 
     #[test]

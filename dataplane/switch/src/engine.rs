@@ -66,6 +66,8 @@ pub struct SwitchStats {
     pub sched: Arc<SchedCounters>,
     pub groups: Arc<GroupCounters>,
     pub table: Arc<GroupTable>,
+    /// Straggler reports of the watched groups, if any are watched.
+    pub watch: Option<Arc<crate::straggler::Watch>>,
 }
 
 impl SwitchStats {
@@ -152,6 +154,23 @@ where
     R: RxQueue + 'static,
     T: TxQueue + 'static,
 {
+    build_switch_watched(name, mac, ports, table, now_ns, None)
+}
+
+/// `build_switch` whose RX pollers report the arrivals of the groups `watch` watches
+/// (straggler reports, `crate::straggler`).
+pub fn build_switch_watched<R, T>(
+    name: &str,
+    mac: [u8; 6],
+    ports: Vec<PortIo<R, T>>,
+    table: Arc<GroupTable>,
+    now_ns: u64,
+    watch: Option<Arc<crate::straggler::Watch>>,
+) -> SwitchPollers
+where
+    R: RxQueue + 'static,
+    T: TxQueue + 'static,
+{
     let groups = Arc::new(GroupCounters::new(table.capacity()));
     let sched_counters = Arc::new(SchedCounters::default());
     let mut rings = Vec::new();
@@ -167,7 +186,7 @@ where
             let c = Arc::new(RxCounters::default());
             rings.push(ring.clone());
             rx_stats.push((i, c.clone()));
-            let poller = RxPoller::new(idx, q, table.clone(), ring, c);
+            let poller = RxPoller::new(idx, q, table.clone(), ring, c).with_watch(watch.clone());
             rx.push((i, qi, Box::new(poller) as Box<dyn Poller>));
         }
         let c = Arc::new(TxCounters::default());
@@ -199,6 +218,7 @@ where
             sched: sched_counters,
             groups,
             table,
+            watch,
         },
     }
 }

@@ -11,6 +11,9 @@
 //! | `counters` | per-owner counter cells, summed and printed by the management thread |
 //! | `mgmt` | the control socket on the management thread: groups created, reset, changed, deleted while the dataplane runs |
 //! | `runtime` | `run`: one switch from its configuration on DPDK |
+//! | `metrics` | optional Prometheus endpoint (`[metrics]`): text exposition on a plain thread |
+//! | `straggler` | straggler reports of watched groups: last child, spread, latency histogram, waiting since |
+//! | `telemetry` | DPDK telemetry commands (`/barrier/...`), the `--stats-json` dump, capture (`rte_pdump`) |
 //!
 //! The poll-mode machinery (I/O traits, pollers and their loop, clock, port bring-up, lcore
 //! placement) is the shared `barrier_runtime` crate; the modules here use it as `crate::io`,
@@ -22,8 +25,11 @@ use barrier_runtime::{dpdk_io, io, poll};
 pub mod config;
 pub mod counters;
 pub mod engine;
+pub mod metrics;
 pub mod mgmt;
 pub mod runtime;
 pub mod rx;
 pub mod scheduler;
 pub mod spec;
+pub mod straggler;
+pub mod telemetry;

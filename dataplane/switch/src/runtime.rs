@@ -4,7 +4,7 @@
 //! order (`barrier_runtime::launch`).
 
 use crate::dpdk_io::{DpdkRx, DpdkTx};
-use crate::engine::{build_switch, build_table_for, BuildTableError, PortIo, SwitchStats};
+use crate::engine::{build_switch_watched, build_table_for, BuildTableError, PortIo, SwitchStats};
 use crate::mgmt::{BindError, Control, ControlServer};
 use crate::spec::{Device, SwitchSpec};
 use barrier_protocol::table::GroupTable;
@@ -80,6 +80,10 @@ pub enum RunError {
     Table(#[from] BuildTableError),
     #[error("control socket: {0}")]
     Control(#[from] BindError),
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::RegisterError),
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::ServeError),
     /// The run ended, but shutdown found a problem; the report of the run comes with it.
     #[error("{report}{source}")]
     Close {
@@ -172,8 +176,22 @@ pub fn run_config(
         });
     }
     let table = Arc::new(build_table_for(&cfg.groups, cfg.group_capacity())?);
-    let sw = build_switch(name, cfg.mac, io, table, clock.now_ns());
+    let watch = (!cfg.stragglers.is_empty())
+        .then(|| Arc::new(crate::straggler::Watch::new(&cfg.stragglers, clock)));
+    let sw = build_switch_watched(name, cfg.mac, io, table, clock.now_ns(), watch);
     let stats = sw.stats.clone();
+    // Observability (crate::telemetry): /barrier/... telemetry commands and rte_pdump.
+    let loops_cell = crate::telemetry::LoopsCell::default();
+    crate::telemetry::register(
+        &eal,
+        &stats,
+        ports.iter().map(|p| p.id()).collect(),
+        loops_cell.clone(),
+    )?;
+    match crate::telemetry::offer_capture(&eal, &eal_args(cfg, eal_overrides)) {
+        Ok(line) => tracing::info!("{line}"),
+        Err(e) => tracing::warn!("capture: rte_pdump_init failed, dpdk-dumpcap cannot attach: {e}"),
+    }
     for (port, n) in discarded.iter().enumerate() {
         if let Some((_, c)) = stats.rx.iter().find(|(p, _)| *p == port) {
             c.discarded_at_start.store(*n, Ordering::Relaxed);
@@ -209,6 +227,24 @@ pub fn run_config(
         )?),
         None => None,
     };
+    let metrics = match &cfg.metrics {
+        Some(m) => {
+            let server = crate::metrics::MetricsServer::start(
+                m.listen,
+                stats.clone(),
+                loops_cell.clone(),
+                m.groups.clone(),
+                signals.quit.clone(),
+            )?;
+            tracing::info!(
+                "metrics: Prometheus endpoint on http://{}/metrics",
+                server.addr
+            );
+            Some(server)
+        }
+        None => None,
+    };
+    let loop_lcores: Vec<u32> = placement.keys().copied().collect();
     let quit = signals.quit.clone();
     let dump = signals.dump.clone();
     let mgmt_stats = stats.clone();
@@ -227,6 +263,8 @@ pub fn run_config(
         clock,
         cfg.lcores.idle,
         move |loops| {
+            // run_placement hands the loops over in placement (lcore) order.
+            let _ = loops_cell.set(loop_lcores.into_iter().zip(loops.iter().cloned()).collect());
             let mut ready = false;
             while !quit.load(Ordering::Relaxed) {
                 if !ready && all_loops_polled(&loops) {
@@ -258,6 +296,7 @@ pub fn run_config(
             }
         },
     )?;
+    drop(metrics);
     let mut report = stats.report();
     report += &loops_report(&loops);
     let _ = writeln!(report, "ran {:.3} s", started.elapsed().as_secs_f64());

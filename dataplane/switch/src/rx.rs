@@ -52,6 +52,8 @@ pub struct RxPoller<Q: RxQueue> {
     backlog: VecDeque<Msg>,
     frames: Vec<Q::Frame>,
     counters: Arc<RxCounters>,
+    /// Straggler reports for watched groups (`crate::straggler`); `None`: nothing watched.
+    watch: Option<Arc<crate::straggler::Watch>>,
 }
 
 impl<Q: RxQueue> RxPoller<Q> {
@@ -70,7 +72,14 @@ impl<Q: RxQueue> RxPoller<Q> {
             backlog: VecDeque::new(),
             frames: Vec::with_capacity(BURST),
             counters,
+            watch: None,
         }
+    }
+
+    /// Report arrivals of the watched groups to `watch`.
+    pub fn with_watch(mut self, watch: Option<Arc<crate::straggler::Watch>>) -> Self {
+        self.watch = watch;
+        self
     }
 
     fn push(&mut self, msg: Msg) {
@@ -83,7 +92,7 @@ impl<Q: RxQueue> RxPoller<Q> {
     }
 
     /// Parse one frame, apply it, queue its actions.
-    fn handle(&mut self, bytes: &[u8]) {
+    fn handle(&mut self, bytes: &[u8], now_ns: u64) {
         let c = &*self.counters;
         bump(&c.frames, 1);
         let repr = match FrameRepr::parse(bytes) {
@@ -109,6 +118,17 @@ impl<Q: RxQueue> RxPoller<Q> {
             }
         };
         c.outcomes.bump(outcome);
+        if let Some(w) = &self.watch {
+            if w.watches(repr.group.0) {
+                let root = matches!(
+                    self.table.config(repr.group).map(|g| g.role),
+                    Some(barrier_protocol::switch::Role::Root)
+                );
+                w.on_frame(
+                    repr.group, repr.kind, self.port, repr.seq.0, outcome, root, now_ns,
+                );
+            }
+        }
         let mut tally = match outcome {
             Outcome::Completed => Tally::Completed,
             Outcome::StaleReduce => Tally::Resent,
@@ -127,7 +147,7 @@ impl<Q: RxQueue> RxPoller<Q> {
 }
 
 impl<Q: RxQueue> Poller for RxPoller<Q> {
-    fn poll(&mut self, _now_ns: u64) -> bool {
+    fn poll(&mut self, now_ns: u64) -> bool {
         if !self.backlog.is_empty() {
             while let Some(m) = self.backlog.pop_front() {
                 if let Err(m) = self.ring.push(m) {
@@ -141,7 +161,7 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
         self.queue.rx_burst(&mut frames, BURST);
         let busy = !frames.is_empty();
         for f in &frames {
-            self.handle(f.as_ref());
+            self.handle(f.as_ref(), now_ns);
         }
         self.queue.recycle(&mut frames);
         self.frames = frames;

@@ -22,6 +22,10 @@ pub struct SwitchSpec {
     pub groups: Vec<GroupBlock>,
     /// The control socket (`[control]`), when the file names one.
     pub control: Option<ControlSpec>,
+    /// The Prometheus endpoint, if the file has a `[metrics]` section.
+    pub metrics: Option<MetricsSpec>,
+    /// Groups with straggler reports (`[stragglers] groups`).
+    pub stragglers: Vec<u32>,
 }
 
 /// The control socket: where it listens, and how many group numbers the table holds so that
@@ -34,6 +38,20 @@ pub struct ControlSpec {
     /// The file the switch was configured from (`config::load`), which write-back rewrites;
     /// `None` for a configuration parsed from text.
     pub file: Option<std::path::PathBuf>,
+}
+
+/// Where the Prometheus endpoint listens and which groups get per-group series.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsSpec {
+    pub listen: std::net::SocketAddr,
+    pub groups: Vec<u32>,
+}
+
+impl MetricsSpec {
+    /// Loopback only: exposing counters beyond the machine is the operator's explicit choice.
+    pub const DEFAULT_LISTEN: std::net::SocketAddr = std::net::SocketAddr::V4(
+        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9464),
+    );
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -54,6 +54,10 @@ enum Cmd {
         /// sleep; default 20).
         #[arg(long, requires = "idle")]
         idle_sleep_us: Option<u32>,
+        /// At exit, also write the final counters as JSON to this file (every counter, zeroes
+        /// included, under the report's names: docs/operations.md).
+        #[arg(long, value_name = "FILE")]
+        stats_json: Option<PathBuf>,
     },
     /// Validate a configuration file and print what it describes; DPDK is not started.
     Check {
@@ -206,6 +210,7 @@ fn main() -> ExitCode {
             idle,
             idle_after_polls,
             idle_sleep_us,
+            stats_json,
         } => {
             let mut cfg = match config::load(&config) {
                 Ok(c) => c,
@@ -237,6 +242,14 @@ fn main() -> ExitCode {
             match run_config(&name, &cfg, &eal, signals) {
                 Ok(out) => {
                     println!("{}", out.report);
+                    if let Some(path) = stats_json {
+                        let json = barrier_switch::telemetry::stats_json(&out.stats);
+                        let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+                        if let Err(e) = std::fs::write(&path, text + "\n") {
+                            eprintln!("barrier-switch: --stats-json {}: {e}", path.display());
+                            return ExitCode::FAILURE;
+                        }
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

@@ -22,6 +22,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod capture;
 pub mod eal;
 pub mod error;
 pub mod ids;

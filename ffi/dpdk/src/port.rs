@@ -624,46 +624,7 @@ impl Port {
 
     /// Extended counters as (name, value), in the driver's order.
     pub fn xstats(&self) -> Result<Vec<(String, u64)>, DpdkError> {
-        let id = self.id().0;
-        // The count can change between calls (queues reconfigured): retry until stable.
-        for _ in 0..4 {
-            // SAFETY: valid port; NULL/0 asks for the count.
-            let n = check("rte_eth_xstats_get_names", unsafe {
-                sys::rte_eth_xstats_get_names(id, std::ptr::null_mut(), 0)
-            })? as usize;
-            let mut names = vec![sys::rte_eth_xstat_name::default(); n];
-            let mut values = vec![sys::rte_eth_xstat::default(); n];
-            // SAFETY: names has n elements.
-            let got_names = check("rte_eth_xstats_get_names", unsafe {
-                sys::rte_eth_xstats_get_names(id, names.as_mut_ptr(), n as u32)
-            })? as usize;
-            // SAFETY: values has n elements.
-            let got_values = check("rte_eth_xstats_get", unsafe {
-                sys::rte_eth_xstats_get(id, values.as_mut_ptr(), n as u32)
-            })? as usize;
-            if got_names > n || got_values > n || got_names != got_values {
-                continue;
-            }
-            return Ok(values[..got_values]
-                .iter()
-                .map(|v| {
-                    let name = names
-                        .get(v.id as usize)
-                        // SAFETY: DPDK NUL-terminates names within RTE_ETH_XSTATS_NAME_SIZE.
-                        .map(|nm| {
-                            unsafe { CStr::from_ptr(nm.name.as_ptr()) }
-                                .to_string_lossy()
-                                .into_owned()
-                        })
-                        .unwrap_or_else(|| format!("xstat{}", v.id));
-                    (name, v.value)
-                })
-                .collect());
-        }
-        Err(DpdkError::invalid(
-            "Port::xstats",
-            "xstats count kept changing",
-        ))
+        xstats_of(self.id())
     }
 
     /// Zeroes basic and extended counters.
@@ -1000,4 +961,51 @@ fn vdev_cause(spec: &str) -> String {
             " (interface {iface:?} exists, index {index}; the driver's reason is in DPDK's log above)"
         )
     }
+}
+
+/// Extended counters of port `id` as (name, value) under the driver's names, read without owning
+/// the port: for readers off the lcores (a telemetry callback) while the owner polls it. DPDK
+/// checks the id: a port that is not (or no longer) attached gives an error (`ENODEV`). The
+/// values of one call are what the driver reports, not one atomic snapshot across counters.
+pub fn xstats_of(port: PortId) -> Result<Vec<(String, u64)>, DpdkError> {
+    let id = port.0;
+    // The count can change between calls (queues reconfigured): retry until stable.
+    for _ in 0..4 {
+        // SAFETY: DPDK validates the port id (-ENODEV otherwise); NULL/0 asks for the count.
+        let n = check("rte_eth_xstats_get_names", unsafe {
+            sys::rte_eth_xstats_get_names(id, std::ptr::null_mut(), 0)
+        })? as usize;
+        let mut names = vec![sys::rte_eth_xstat_name::default(); n];
+        let mut values = vec![sys::rte_eth_xstat::default(); n];
+        // SAFETY: names has n elements.
+        let got_names = check("rte_eth_xstats_get_names", unsafe {
+            sys::rte_eth_xstats_get_names(id, names.as_mut_ptr(), n as u32)
+        })? as usize;
+        // SAFETY: values has n elements.
+        let got_values = check("rte_eth_xstats_get", unsafe {
+            sys::rte_eth_xstats_get(id, values.as_mut_ptr(), n as u32)
+        })? as usize;
+        if got_names > n || got_values > n || got_names != got_values {
+            continue;
+        }
+        return Ok(values[..got_values]
+            .iter()
+            .map(|v| {
+                let name = names
+                    .get(v.id as usize)
+                    // SAFETY: DPDK NUL-terminates names within RTE_ETH_XSTATS_NAME_SIZE.
+                    .map(|nm| {
+                        unsafe { CStr::from_ptr(nm.name.as_ptr()) }
+                            .to_string_lossy()
+                            .into_owned()
+                    })
+                    .unwrap_or_else(|| format!("xstat{}", v.id));
+                (name, v.value)
+            })
+            .collect());
+    }
+    Err(DpdkError::invalid(
+        "xstats_of",
+        "xstats count kept changing",
+    ))
 }

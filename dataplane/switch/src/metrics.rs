@@ -1,0 +1,437 @@
+//! Prometheus: the switch's counters in the text exposition format (version 0.0.4), served by a
+//! small HTTP/1.0 server on one plain thread (`std::net`, no async runtime) when the
+//! configuration has a `[metrics]` section. Off by default; the configuration's address, which
+//! `config` defaults to loopback.
+//!
+//! | metric | type | labels |
+//! | --- | --- | --- |
+//! | `barrier_frames_received_total` | counter | `port`, `kind` (`reduce`, `release`) |
+//! | `barrier_frames_sent_total` | counter | `port`, `kind` |
+//! | `barrier_frames_dropped_total` | counter | `reason` (the RX counter's name without `drop_`) |
+//! | `barrier_rx_events_total` | counter | `event` (`recorded`, `completions`, `duplicates`, ...) |
+//! | `barrier_tx_events_total` | counter | `port`, `event` (`retransmits_out`, `tx_full_waits`, `coalesced`, ...) |
+//! | `barrier_loop_passes_total` | counter | `lcore`, `state` (`busy`, `idle`) |
+//! | `barrier_group_completions_total`, `barrier_group_resends_total` | counter | `group` |
+//! | `barrier_group_epoch`, `barrier_group_seq`, `barrier_group_children_missing` | gauge | `group` |
+//! | `barrier_group_latency_seconds` | histogram | `group` (also in `[stragglers] groups`) |
+//! | `barrier_group_last_arrivals_total` | counter | `group`, `port` (also in `[stragglers] groups`) |
+//! | `barrier_group_waiting_seconds` | gauge | `group` (also in `[stragglers] groups`) |
+//!
+//! Per-group series exist only for the groups listed in `metrics.groups`: a million groups would
+//! be a million series.
+
+use crate::counters::{RxCounters, TxCounters};
+use crate::engine::SwitchStats;
+use crate::telemetry::LoopsCell;
+use barrier_protocol::switch::Phase;
+use barrier_protocol::{GroupId, PortSet};
+use barrier_runtime::counters::LoopCounters;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Why the metrics endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("metrics: cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("metrics: cannot start the server thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Label values are configuration names (ports) and fixed words; escape what the format
+/// requires anyway.
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The exposition text for one scrape.
+pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String {
+    let mut out = String::new();
+    let rx_index = |name: &str| RxCounters::NAMES.iter().position(|n| *n == name);
+    let tx_index = |name: &str| TxCounters::NAMES.iter().position(|n| *n == name);
+    // Per port sums of the RX pollers' counters.
+    let per_port: Vec<Vec<u64>> = (0..stats.port_names.len())
+        .map(|p| {
+            let mut s = vec![0u64; RxCounters::NAMES.len()];
+            for (_, c) in stats.rx.iter().filter(|(i, _)| *i == p) {
+                for (a, v) in s.iter_mut().zip(c.values()) {
+                    *a += v;
+                }
+            }
+            s
+        })
+        .collect();
+    let total: Vec<u64> = (0..RxCounters::NAMES.len())
+        .map(|i| per_port.iter().map(|p| p[i]).sum())
+        .collect();
+
+    family(
+        &mut out,
+        "barrier_frames_received_total",
+        "counter",
+        "Barrier frames received (parsed), by port and kind.",
+    );
+    for (p, name) in stats.port_names.iter().enumerate() {
+        for (kind, counter) in [("reduce", "reduce_in"), ("release", "release_in")] {
+            let v = rx_index(counter).map_or(0, |i| per_port[p][i]);
+            let _ = writeln!(
+                out,
+                "barrier_frames_received_total{{port=\"{}\",kind=\"{kind}\"}} {v}",
+                esc(name)
+            );
+        }
+    }
+    family(
+        &mut out,
+        "barrier_frames_sent_total",
+        "counter",
+        "Barrier frames sent, by port and kind.",
+    );
+    for (p, name) in stats.port_names.iter().enumerate() {
+        let v = stats.tx[p].values();
+        for (kind, counter) in [("reduce", "reduce_out"), ("release", "release_out")] {
+            let n = tx_index(counter).map_or(0, |i| v[i]);
+            let _ = writeln!(
+                out,
+                "barrier_frames_sent_total{{port=\"{}\",kind=\"{kind}\"}} {n}",
+                esc(name)
+            );
+        }
+    }
+    family(
+        &mut out,
+        "barrier_frames_dropped_total",
+        "counter",
+        "Frames the switch received and dropped, by reason (docs/wire-format.md).",
+    );
+    for (i, n) in RxCounters::NAMES.iter().enumerate() {
+        if let Some(reason) = n.strip_prefix("drop_") {
+            let _ = writeln!(
+                out,
+                "barrier_frames_dropped_total{{reason=\"{reason}\"}} {}",
+                total[i]
+            );
+        }
+    }
+    family(
+        &mut out,
+        "barrier_rx_events_total",
+        "counter",
+        "What the group table made of received frames, and RX-side waits, by event.",
+    );
+    for (i, n) in RxCounters::NAMES.iter().enumerate() {
+        if n.starts_with("drop_") || ["frames", "reduce_in", "release_in"].contains(n) {
+            continue;
+        }
+        let _ = writeln!(out, "barrier_rx_events_total{{event=\"{n}\"}} {}", total[i]);
+    }
+    family(
+        &mut out,
+        "barrier_tx_events_total",
+        "counter",
+        "Egress events by port: re-sends, backpressure waits, coalesced sends.",
+    );
+    for (p, name) in stats.port_names.iter().enumerate() {
+        let v = stats.tx[p].values();
+        for (i, n) in TxCounters::NAMES.iter().enumerate() {
+            if ["frames_out", "reduce_out", "release_out"].contains(n) {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "barrier_tx_events_total{{port=\"{}\",event=\"{n}\"}} {}",
+                esc(name),
+                v[i]
+            );
+        }
+    }
+    if let Some(loops) = loops.get() {
+        family(
+            &mut out,
+            "barrier_loop_passes_total",
+            "counter",
+            "Passes of each polling loop over its pollers, with work (busy) and without (idle).",
+        );
+        let busy = LoopCounters::NAMES.iter().position(|n| *n == "busy_polls");
+        let idle = LoopCounters::NAMES.iter().position(|n| *n == "idle_polls");
+        for (l, c) in loops {
+            let v = c.values();
+            for (state, i) in [("busy", busy), ("idle", idle)] {
+                let n = i.map_or(0, |i| v[i]);
+                let _ = writeln!(
+                    out,
+                    "barrier_loop_passes_total{{lcore=\"{l}\",state=\"{state}\"}} {n}"
+                );
+            }
+        }
+    }
+    let listed: Vec<u32> = groups
+        .iter()
+        .copied()
+        .filter(|&g| stats.table.config(GroupId(g)).is_some())
+        .collect();
+    if !listed.is_empty() {
+        type Get<'a> = Box<dyn Fn(u32) -> Option<u64> + 'a>;
+        let series: [(&str, &str, &str, Get); 5] = [
+            (
+                "barrier_group_completions_total",
+                "counter",
+                "Barriers of the group this switch completed.",
+                Box::new(|g| Some(u64::from(stats.groups.completions(g)))),
+            ),
+            (
+                "barrier_group_resends_total",
+                "counter",
+                "Re-sends (reduce to the parent, release to a child) for the group.",
+                Box::new(|g| Some(u64::from(stats.groups.resends(g)))),
+            ),
+            (
+                "barrier_group_epoch",
+                "gauge",
+                "The group's current epoch.",
+                Box::new(|g| stats.table.config(GroupId(g)).map(|c| u64::from(c.epoch.0))),
+            ),
+            (
+                "barrier_group_seq",
+                "gauge",
+                "Sequence number of the group's current barrier (absent while unknown and nothing heard).",
+                Box::new(|g| {
+                    let s = stats.table.state(GroupId(g))?;
+                    (s.phase != Phase::Unknown || !s.arrived.is_empty())
+                        .then_some(u64::from(s.seq.0))
+                }),
+            ),
+            (
+                "barrier_group_children_missing",
+                "gauge",
+                "Children whose reduce for the current barrier has not arrived.",
+                Box::new(|g| {
+                    let c = stats.table.config(GroupId(g))?;
+                    let s = stats.table.state(GroupId(g))?;
+                    Some(PortSet(c.children.0 & !s.arrived.0).len() as u64)
+                }),
+            ),
+        ];
+        for (name, kind, help, get) in &series {
+            family(&mut out, name, kind, help);
+            for &g in &listed {
+                if let Some(v) = get(g) {
+                    let _ = writeln!(out, "{name}{{group=\"{g}\"}} {v}");
+                }
+            }
+        }
+        if let Some(w) = &stats.watch {
+            stragglers(&mut out, stats, w, &listed);
+        }
+    }
+    out
+}
+
+/// Upper bounds (seconds) of the latency histogram's buckets.
+const LATENCY_BOUNDS: [f64; 16] = [
+    1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 0.1, 1.0, 10.0,
+];
+
+/// Straggler series for the listed groups that are also watched (`[stragglers] groups`).
+fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch, listed: &[u32]) {
+    let watched: Vec<u32> = listed.iter().copied().filter(|&g| w.watches(g)).collect();
+    if watched.is_empty() {
+        return;
+    }
+    let now = w.clock.now_ns();
+    family(
+        out,
+        "barrier_group_latency_seconds",
+        "histogram",
+        "Per-barrier latency at this switch: first child's reduce to the release decision.",
+    );
+    for &g in &watched {
+        let Some(s) = w.get(g) else { continue };
+        for b in LATENCY_BOUNDS {
+            let limit = (b * 1e9) as u64;
+            let n: u64 = s
+                .latency
+                .iter_recorded()
+                .filter(|v| s.latency.highest_equivalent(v.value_iterated_to()) <= limit)
+                .map(|v| v.count_at_value())
+                .sum();
+            let _ = writeln!(
+                out,
+                "barrier_group_latency_seconds_bucket{{group=\"{g}\",le=\"{b}\"}} {n}"
+            );
+        }
+        let count = s.latency.len();
+        let sum_ns: u128 = s
+            .latency
+            .iter_recorded()
+            .map(|v| u128::from(v.value_iterated_to()) * u128::from(v.count_at_value()))
+            .sum();
+        let sum = sum_ns as f64 / 1e9;
+        let _ = writeln!(
+            out,
+            "barrier_group_latency_seconds_bucket{{group=\"{g}\",le=\"+Inf\"}} {count}"
+        );
+        let _ = writeln!(
+            out,
+            "barrier_group_latency_seconds_sum{{group=\"{g}\"}} {sum}"
+        );
+        let _ = writeln!(
+            out,
+            "barrier_group_latency_seconds_count{{group=\"{g}\"}} {count}"
+        );
+    }
+    family(
+        out,
+        "barrier_group_last_arrivals_total",
+        "counter",
+        "Barriers of the group whose last reduce (the straggler) came from this port.",
+    );
+    for &g in &watched {
+        let Some(s) = w.get(g) else { continue };
+        for (p, &c) in s.last_counts.iter().enumerate() {
+            if let Some(name) = stats.port_names.get(p) {
+                let _ = writeln!(
+                    out,
+                    "barrier_group_last_arrivals_total{{group=\"{g}\",port=\"{}\"}} {c}",
+                    esc(name)
+                );
+            }
+        }
+    }
+    family(
+        out,
+        "barrier_group_waiting_seconds",
+        "gauge",
+        "Age of the barrier in progress (since its first reduce); 0 when none is in progress.",
+    );
+    for &g in &watched {
+        let Some(s) = w.get(g) else { continue };
+        let age = s
+            .waiting()
+            .map_or(0.0, |(_, first)| now.saturating_sub(first) as f64 / 1e9);
+        let _ = writeln!(out, "barrier_group_waiting_seconds{{group=\"{g}\"}} {age}");
+    }
+}
+
+/// Answers one connection: `GET /metrics` gets the exposition, anything else 404.
+fn answer(mut conn: TcpStream, body: impl FnOnce() -> String) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut req = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+        let n = conn.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        req.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&req);
+    let mut words = line.split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, ctype, body) = if method == "GET" && (path == "/metrics" || path == "/") {
+        ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body())
+    } else {
+        (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "try GET /metrics\n".to_string(),
+        )
+    };
+    write!(
+        conn,
+        "HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    conn.flush()
+}
+
+/// The running endpoint; `stop` (or drop) ends its thread.
+pub struct MetricsServer {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Listens on `addr` and serves scrapes from one thread until `quit` or `stop`.
+    pub fn start(
+        addr: SocketAddr,
+        stats: SwitchStats,
+        loops: LoopsCell,
+        groups: Vec<u32>,
+        quit: Arc<AtomicBool>,
+    ) -> Result<MetricsServer, ServeError> {
+        let listener =
+            TcpListener::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) && !quit.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((conn, _)) => {
+                            let _ = conn.set_nonblocking(false);
+                            if let Err(e) = answer(conn, || render(&stats, &loops, &groups)) {
+                                tracing::debug!("metrics: {e}");
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(e) => {
+                            tracing::warn!("metrics: accept: {e}");
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                }
+            })
+            .map_err(ServeError::Thread)?;
+        Ok(MetricsServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
