@@ -173,6 +173,10 @@ struct RunArgs {
     /// Do not stop at the first safety violation.
     #[arg(long)]
     keep_going: bool,
+    /// No progress line on stderr (a run longer than a second prints one every second:
+    /// barriers completed, modelled time, events).
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -299,6 +303,7 @@ fn run(a: RunArgs) -> ExitCode {
         broken: a.broken_switch,
         trace_len: a.trace,
         keep_going: a.keep_going,
+        progress: !a.quiet,
         ..SimConfig::default()
     };
     if a.delay_ns.is_none() && a.delay > 0.0 {

@@ -112,6 +112,10 @@ struct DemoArgs {
     /// Print every switch's counters at the end.
     #[arg(long)]
     counters: bool,
+    /// No progress line on stderr (a run longer than a second prints one every second:
+    /// barriers so far, and in the last second).
+    #[arg(long)]
+    quiet: bool,
     /// What the loops do when idle: spin, yield or sleep (more loops than cores).
     #[arg(long, value_enum, default_value_t = IdleMode::Spin)]
     idle: IdleMode,
@@ -284,6 +288,7 @@ fn demo(a: DemoArgs, eal: &[String]) -> ExitCode {
         loops: a.lcores.max(1),
         leaf_timeout_ns: a.leaf_timeout_us * 1000,
         switch_timeout_ns: a.switch_timeout_us * 1000,
+        progress: !a.quiet,
         ..DemoOpts::default()
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -37,6 +37,8 @@ pub struct DemoOpts {
     pub spread_rx: bool,
     /// What the loops do when a pass finds no work.
     pub idle: barrier_runtime::poll::Idle,
+    /// Print a progress line on stderr once a second (barriers so far, and their rate).
+    pub progress: bool,
 }
 
 impl Default for DemoOpts {
@@ -53,6 +55,7 @@ impl Default for DemoOpts {
             copies: Vec::new(),
             spread_rx: false,
             idle: barrier_runtime::poll::Idle::Spin,
+            progress: false,
         }
     }
 }
@@ -348,7 +351,7 @@ pub fn run_on_threads(
             barrier_runtime::poll::run_loop(pollers, &quit, clock, &c, idle)
         }));
     }
-    wait_until_done(&demo.done, opts, start, &[&quit]);
+    wait_until_done(&demo.done, &demo.progress, opts, start, &[&quit]);
     let elapsed = start.elapsed();
     quit.store(true, Ordering::Relaxed);
     let mut all: Vec<Box<dyn Poller>> = Vec::new();
@@ -366,14 +369,38 @@ pub fn run_on_threads(
 }
 
 /// The management side of a demo: sleep until the count is reached, the time is up, or one of
-/// the `stop` flags is set (a signal, a loop that ended early).
-pub fn wait_until_done(done: &AtomicBool, opts: &DemoOpts, start: Instant, stop: &[&AtomicBool]) {
+/// the `stop` flags is set (a signal, a loop that ended early). With `opts.progress`, a line
+/// on stderr once a second from `progress` (barriers completed over all groups).
+pub fn wait_until_done(
+    done: &AtomicBool,
+    progress: &AtomicU64,
+    opts: &DemoOpts,
+    start: Instant,
+    stop: &[&AtomicBool],
+) {
+    let mut next = start + Duration::from_secs(1);
+    let mut last = 0u64;
     loop {
         if done.load(Ordering::Relaxed) || stop.iter().any(|f| f.load(Ordering::Relaxed)) {
             return;
         }
         if opts.count.is_none() && start.elapsed() >= opts.duration {
             return;
+        }
+        let now = Instant::now();
+        if opts.progress && now >= next {
+            let n = progress.load(Ordering::Relaxed);
+            let want = opts
+                .count
+                .map(|c| format!(" of {}", c * u64::from(opts.groups)))
+                .unwrap_or_default();
+            eprintln!(
+                "barrier-switch demo: {:.0} s: {n}{want} barriers, {} in the last second",
+                start.elapsed().as_secs_f64(),
+                n - last
+            );
+            last = n;
+            next = now + Duration::from_secs(1);
         }
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -165,6 +165,7 @@ pub fn run_demo_on(
     let switches = demo.switches.clone();
     let report_slot = demo.report.clone();
     let done = demo.done.clone();
+    let progress = demo.progress.clone();
     let mut placement: Placement = BTreeMap::new();
     let lcores: Vec<u32> = std::iter::once(eal.main_lcore().0)
         .chain(eal.worker_lcores().into_iter().map(|l| l.0))
@@ -182,7 +183,7 @@ pub fn run_demo_on(
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
     let loops = run_placement(eal, placement, stop, clock, opts.idle, move |_| {
-        wait_until_done(&done, &o, start, &[&q, &stopped]);
+        wait_until_done(&done, &progress, &o, start, &[&q, &stopped]);
     })?;
     let elapsed = start.elapsed();
     let report = report_slot

@@ -97,6 +97,9 @@ pub struct SimConfig {
     pub keep_going: bool,
     /// Violations reported in full (with their trace); later ones are only counted.
     pub max_reported: usize,
+    /// Print a progress line on stderr once a second of wall-clock time (`barrier-sim run`
+    /// does, unless `--quiet`).
+    pub progress: bool,
 }
 
 impl Default for SimConfig {
@@ -125,6 +128,7 @@ impl Default for SimConfig {
             trace_len: 48,
             keep_going: false,
             max_reported: 5,
+            progress: false,
         }
     }
 }

@@ -353,7 +353,25 @@ impl<'a> Sim<'a> {
                 );
             }
         }
+        let started = std::time::Instant::now();
+        let mut next_progress = started + std::time::Duration::from_secs(1);
+        let mut events = 0u64;
         while self.unfinished_slots > 0 && !self.halt {
+            events += 1;
+            // A clock read every 64k events: cheap, and often enough for a line a second.
+            if self.cfg.progress && events.is_multiple_of(65_536) {
+                let now = std::time::Instant::now();
+                if now >= next_progress {
+                    next_progress = now + std::time::Duration::from_secs(1);
+                    let done: u64 = self.groups.iter().map(|g| g.completed).sum();
+                    let want = self.cfg.barriers * self.groups.len() as u64;
+                    eprintln!(
+                        "barrier-sim: {:.0} s: {done} of {want} barriers, modelled {:.3} ms, {events} events",
+                        started.elapsed().as_secs_f64(),
+                        self.now.nanos() as f64 / 1e6
+                    );
+                }
+            }
             let Some((t, ev)) = self.queue.pop() else {
                 self.stuck(self.now, "the event queue ran dry");
                 break;
