@@ -16,6 +16,8 @@ PACKAGES=(
   # pcap files for net_pcap golden tests; capture and dissection tools
   libpcap-dev tshark
   python3
+  # the Promela model of the protocol (scripts/model, docs/reliability.md); pan needs gcc
+  spin
 )
 
 need=()
