@@ -18,6 +18,8 @@ PACKAGES=(
   python3
   # the reference Prometheus text-format parser, for scripts/tests/observe.sh
   python3-prometheus-client
+  # the Promela model of the protocol (scripts/model, docs/reliability.md); pan needs gcc
+  spin
 )
 
 need=()
