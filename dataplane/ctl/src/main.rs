@@ -362,6 +362,28 @@ fn human(reply: &Reply) -> String {
             ));
             rows.push(("completions", g.completions.to_string()));
             rows.push(("re-sends", g.resends.to_string()));
+            if let Some(st) = &g.stragglers {
+                if let Some(w) = st.waiting_ns {
+                    rows.push((
+                        "waiting",
+                        format!("{:.3} ms since the first reduce", w as f64 / 1e6),
+                    ));
+                }
+                for b in &st.recent {
+                    rows.push((
+                        "barrier",
+                        format!(
+                            "seq {}: last {}, spread {:.1} µs{}",
+                            b.seq,
+                            b.last,
+                            b.spread_ns as f64 / 1e3,
+                            b.latency_ns
+                                .map(|l| format!(", latency {:.1} µs", l as f64 / 1e3))
+                                .unwrap_or_default()
+                        ),
+                    ));
+                }
+            }
             let mut s = format!("group {}\n", g.group);
             for (k, v) in rows {
                 let _ = writeln!(s, "  {:<13}{v}", format!("{k}:"));

@@ -200,6 +200,35 @@ pub struct GroupInfo {
     pub completions: u32,
     /// Re-sends (timer re-sends up, releases again for stale reduces) since it started.
     pub resends: u32,
+    /// Straggler report, for a group the switch watches (`[stragglers] groups`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stragglers: Option<Stragglers>,
+}
+
+/// Who holds a watched group back (docs/operations.md, "Observing a running switch").
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Stragglers {
+    /// The barrier in progress: how long since its first reduce arrived (the missing
+    /// children are the group's children not in `arrived`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_ns: Option<u64>,
+    /// Recent completed barriers, oldest first.
+    pub recent: Vec<StragglerBarrier>,
+}
+
+/// One completed barrier of a watched group.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StragglerBarrier {
+    pub seq: u32,
+    /// The child whose reduce arrived last.
+    pub last: String,
+    /// Last arrival minus first, ns.
+    pub spread_ns: u64,
+    /// First arrival to the release decision, ns; none while an intermediate waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<u64>,
 }
 
 /// Counters of one scope (`rx total`, `port d0 tx`, ...), by name.
@@ -366,6 +395,15 @@ mod tests {
                     arrived: vec!["d1".into()],
                     completions: 12,
                     resends: 0,
+                    stragglers: Some(Stragglers {
+                        waiting_ns: Some(1_500_000),
+                        recent: vec![StragglerBarrier {
+                            seq: 11,
+                            last: "d2".into(),
+                            spread_ns: 42_000,
+                            latency_ns: Some(45_000),
+                        }],
+                    }),
                 },
             }),
             Response::ok(Reply::Groups {

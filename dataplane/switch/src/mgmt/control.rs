@@ -7,7 +7,7 @@ use crate::engine::SwitchStats;
 use crate::spec::{Device, SwitchSpec};
 use barrier_ctl::proto::{
     parse_request, CounterSet, GroupBlockInfo, GroupInfo, GroupRegisters, PortInfo, Reply, Request,
-    Response,
+    Response, StragglerBarrier, Stragglers,
 };
 use barrier_protocol::switch::{GroupConfig, Phase, Role};
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, MAX_PORTS};
@@ -373,7 +373,28 @@ impl Control {
                 arrived: st.arrived.iter().map(|p| self.port_name(p)).collect(),
                 completions: self.stats.groups.completions(group),
                 resends: self.stats.groups.resends(group),
+                stragglers: self.stragglers(group),
             },
+        })
+    }
+
+    /// The straggler report of a watched group (`[stragglers] groups`), else `None`.
+    fn stragglers(&self, group: u32) -> Option<Stragglers> {
+        let watch = self.stats.watch.as_ref()?;
+        let w = watch.get(group)?;
+        let now = watch.clock.now_ns();
+        Some(Stragglers {
+            waiting_ns: w.waiting().map(|(_, since)| now.saturating_sub(since)),
+            recent: w
+                .recent
+                .iter()
+                .map(|b| StragglerBarrier {
+                    seq: b.seq,
+                    last: self.port_name(b.last_port),
+                    spread_ns: b.spread_ns,
+                    latency_ns: b.latency_ns,
+                })
+                .collect(),
         })
     }
 

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::config::{self, DEFAULT_RESEND_TIMEOUT_US};
-use crate::engine::{build_switch, PortIo};
+use crate::engine::PortIo;
 use crate::io::{mem_wire, MemRx, MemTx, TxQueue};
 use crate::poll::Poller;
 use barrier_ctl::client::{Client, RequestError};
@@ -34,6 +34,11 @@ struct Bed {
 }
 
 fn bed(cap: u32) -> Bed {
+    bed_watching(cap, &[])
+}
+
+/// `bed` whose RX pollers keep straggler reports of `watched` groups.
+fn bed_watching(cap: u32, watched: &[u32]) -> Bed {
     let table = Arc::new(GroupTable::new(cap));
     table
         .configure(GroupId(1), GroupConfig::root(PortSet(0b110)))
@@ -54,7 +59,13 @@ fn bed(cap: u32) -> Bed {
             mac: None,
         });
     }
-    let sw = build_switch("t", [2, 0, 0, 0, 0, 1], ports, table, 0);
+    let watch = (!watched.is_empty()).then(|| {
+        Arc::new(crate::straggler::Watch::new(
+            watched,
+            barrier_runtime::clock::Clock::new(),
+        ))
+    });
+    let sw = crate::engine::build_switch_watched("t", [2, 0, 0, 0, 0, 1], ports, table, 0, watch);
     let descs = PORTS
         .iter()
         .enumerate()
@@ -622,4 +633,33 @@ fn a_client_that_never_reads_does_not_hold_up_the_others() {
         "served slowly: {:?}",
         t.elapsed()
     );
+}
+
+/// `group show` of a watched group carries its straggler report: the child that arrived last
+/// in each recent barrier, and how long the barrier in progress has waited for the missing one.
+#[test]
+fn group_show_names_the_straggler_of_a_watched_group() {
+    let mut b = bed_watching(8, &[1]);
+    // barrier 0: d1 (port 2) arrives first, d0 (port 1) last
+    b.send_reduce(2, 1, 0);
+    b.run();
+    b.send_reduce(1, 1, 0);
+    b.run();
+    // barrier 1: only d1 so far
+    b.send_reduce(2, 1, 1);
+    b.run();
+    let Reply::Group { group: g } = b.ok(r#"{"op":"group_show","group":1}"#) else {
+        panic!("not a group reply");
+    };
+    let st = g.stragglers.expect("group 1 is watched");
+    assert_eq!(st.recent.len(), 1);
+    assert_eq!((st.recent[0].seq, st.recent[0].last.as_str()), (0, "d0"));
+    assert!(st.waiting_ns.is_some(), "barrier 1 is in progress");
+    assert_eq!(g.arrived, vec!["d1".to_string()]);
+    // an unwatched group has no report
+    let mut plain = bed(8);
+    let Reply::Group { group: g } = plain.ok(r#"{"op":"group_show","group":1}"#) else {
+        panic!("not a group reply");
+    };
+    assert!(g.stragglers.is_none());
 }
