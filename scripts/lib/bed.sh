@@ -37,7 +37,19 @@ nb_bed_run() {
         mount -t overlay nbbed -o "lowerdir=$lower,upperdir=$state/$up,workdir=$state/$up.work" "$dir"
       done
       mkdir -p /run/dpdk
-      for d in /tmp /run/netns /run/dpdk; do mount -t tmpfs nbbed "$d"; done
+      for d in /run/netns /run/dpdk; do mount -t tmpfs nbbed "$d"; done
+      # A private, empty /tmp, except for what the bed needs that lives under /tmp (a checkout
+      # in /tmp, say): the new tmpfs is filled first, with those folders bound in at their own
+      # paths, and only then moved over /tmp.
+      fresh=$(mktemp -d /dev/shm/nbbed-tmp.XXXXXX)
+      mount -t tmpfs nbbed "$fresh"
+      for p in "$repo" "$state" "$base" "$(dirname "$script")"; do
+        case "$p" in
+          /tmp/*) mkdir -p "$fresh${p#/tmp}"; mount --bind "$p" "$fresh${p#/tmp}" ;;
+        esac
+      done
+      mount --move "$fresh" /tmp
+      rmdir "$fresh" 2>/dev/null || true
       ip link set lo up
       cd "$repo"
       set +e
