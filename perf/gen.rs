@@ -32,6 +32,23 @@ fn run(engine: &mut Engine<DpdkRx, DpdkTx>, secs: f64) -> TrialReport {
     engine.run_trial(&spec(secs))
 }
 
+/// The generator on `gen` against the system under test attached to `w`, run inline in the
+/// generator's loop (one lcore): warm-up and measured trial, then everything closed.
+fn measure(mut w: Wiring, gen: Vec<wiring::DpdkGenPort>, cfg: GenConfig, secs: f64) -> TrialReport {
+    let mut e = Engine::new(cfg, gen, Clock::tsc());
+    let (p, c) = w
+        .switch
+        .as_mut()
+        .unwrap()
+        .inline
+        .take()
+        .expect("one lcore: inline");
+    e.set_inline_pollers(p, c);
+    let r = run(&mut e, secs);
+    finish(e, w);
+    r
+}
+
 fn finish(mut engine: Engine<DpdkRx, DpdkTx>, mut w: Wiring) {
     let inline = engine.take_inline_pollers();
     let sut = w.stop_switch(inline).expect("stop system under test");
@@ -72,18 +89,7 @@ fn reflector_phase(
     let pollers: Vec<Box<dyn Poller>> = vec![Box::new(Reflector::new(rp, 0, groups, 0))];
     w.attach(pollers, barrier_runtime::clock::Clock::new(), None, None)
         .expect("attach");
-    let mut e = Engine::new(GenConfig { groups, ..cfg() }, gen, Clock::tsc());
-    let (p, c) = w
-        .switch
-        .as_mut()
-        .unwrap()
-        .inline
-        .take()
-        .expect("one lcore: inline");
-    e.set_inline_pollers(p, c);
-    let r = run(&mut e, secs);
-    finish(e, w);
-    r
+    measure(w, gen, GenConfig { groups, ..cfg() }, secs)
 }
 
 fn main() {
@@ -109,7 +115,7 @@ fn main() {
     let reference = reflector_phase(&eal, &plan, "ref", GROUPS, secs);
 
     // Phase 2: barrier-switch.
-    let (mut w, gen) = wiring::open(
+    let (w, gen) = wiring::open(
         eal.clone(),
         "sw",
         &plan,
@@ -118,17 +124,7 @@ fn main() {
         None,
     )
     .expect("ports");
-    let mut e = Engine::new(cfg(), gen, Clock::tsc());
-    let (p, c) = w
-        .switch
-        .as_mut()
-        .unwrap()
-        .inline
-        .take()
-        .expect("one lcore: inline");
-    e.set_inline_pollers(p, c);
-    let switch = run(&mut e, secs);
-    finish(e, w);
+    let switch = measure(w, gen, cfg(), secs);
 
     // Phase 3: the generator alone at scale, against the reflector with a million groups.
     let scaled = reflector_phase(&eal, &plan, "big", BIG_GROUPS, secs);

@@ -14,9 +14,9 @@ use barrier_protocol::wire::{FrameRepr, Kind, MacAddr};
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 use barrier_runtime::clock::Clock;
 use barrier_runtime::counters::LoopCounters;
-use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
+use barrier_runtime::io::{MemRx, MemTx, RxQueue, TxQueue};
 use barrier_runtime::poll::{run_loop, Idle, Poller};
-use barrier_switch::engine::{build_switch, PortIo};
+use barrier_switch::engine::{build_switch, mem_port};
 use barrier_switch::mgmt::{Control, ControlServer, PortDesc};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -135,17 +135,10 @@ fn start() -> Bed {
     let mut ports = Vec::new();
     let (mut leaf_tx, mut leaf_rx) = (Vec::new(), Vec::new());
     for name in PORTS {
-        let (in_tx, in_rx) = mem_wire(4096);
-        let (out_tx, out_rx) = mem_wire(4096);
+        let (port, in_tx, out_rx) = mem_port(name, 4096);
         leaf_tx.push(in_tx);
         leaf_rx.push(out_rx);
-        ports.push(PortIo {
-            name: name.into(),
-            rx: vec![in_rx],
-            tx: out_tx,
-            peer_mac: [0xff; 6],
-            mac: None,
-        });
+        ports.push(port);
     }
     let clock = Clock::new();
     let sw = build_switch("s0", [2, 0, 0, 0, 0, 1], ports, table, clock.now_ns());
@@ -681,15 +674,7 @@ fn small_switch(dir: &Path, name: &str, ports: &[&str]) -> SmallSwitch {
     let table = Arc::new(GroupTable::new(16));
     let mut io = Vec::new();
     for n in ports {
-        let (_in_tx, in_rx) = mem_wire(8);
-        let (out_tx, _out_rx) = mem_wire(8);
-        io.push(PortIo {
-            name: n.to_string(),
-            rx: vec![in_rx],
-            tx: out_tx,
-            peer_mac: [0xff; 6],
-            mac: None,
-        });
+        io.push(mem_port(*n, 8).0);
     }
     let sw = build_switch(name, [2, 0, 0, 0, 0, 1], io, table.clone(), 0);
     let descs = ports

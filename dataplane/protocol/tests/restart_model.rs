@@ -286,8 +286,9 @@ impl Model {
                     sw.state
                 ));
                 self.switches[s].state = next;
-                // a catch-up: the reduce-ahead rule released every child at once
-                let catch_up = out != Outcome::StaleReduce
+                // a catch-up: while Unknown, a reduce ahead released the other children at
+                // once (the known state's answers to other numbers go to one child only)
+                let catch_up = !matches!(out, Outcome::StaleReduce | Outcome::AheadReduce)
                     && acts.iter().any(|a| {
                         matches!(
                             a,

@@ -3,7 +3,7 @@
 //! pollers run (which lcore, shared or not) is the caller's choice.
 
 use crate::counters::{format_sum, GroupCounters, RxCounters, SchedCounters, TxCounters};
-use crate::io::{RxQueue, TxQueue};
+use crate::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
 use crate::poll::Poller;
 use crate::rx::{MsgRing, RxPoller};
 use crate::scheduler::{SchedPoller, TxPort};
@@ -132,6 +132,28 @@ pub struct PortIo<R, T> {
     pub peer_mac: [u8; 6],
     /// Source MAC of frames sent on this port; None: the switch's.
     pub mac: Option<[u8; 6]>,
+}
+
+impl<R, T> PortIo<R, T> {
+    /// A port with one receive queue that sends to broadcast from the switch's MAC.
+    pub fn new(name: impl Into<String>, rx: R, tx: T) -> Self {
+        PortIo {
+            name: name.into(),
+            rx: vec![rx],
+            tx,
+            peer_mac: [0xff; 6],
+            mac: None,
+        }
+    }
+}
+
+/// A port on in-memory wires of `capacity` frames each way (`barrier_runtime::io::mem_wire`):
+/// the port, the sending end of its receive wire (frames the port will receive) and the
+/// receiving end of its transmit wire (frames it sent).
+pub fn mem_port(name: impl Into<String>, capacity: usize) -> (PortIo<MemRx, MemTx>, MemTx, MemRx) {
+    let (in_tx, in_rx) = mem_wire(capacity);
+    let (out_tx, out_rx) = mem_wire(capacity);
+    (PortIo::new(name, in_rx, out_tx), in_tx, out_rx)
 }
 
 /// A switch's pollers, to be placed on lcores.

@@ -119,15 +119,15 @@ impl<Q: RxQueue> RxPoller<Q> {
         };
         c.outcomes.bump(outcome);
         if let Some(w) = &self.watch {
-            if w.watches(repr.group.0) {
-                let root = matches!(
-                    self.table.config(repr.group).map(|g| g.role),
-                    Some(barrier_protocol::switch::Role::Root)
-                );
-                w.on_frame(
-                    repr.group, repr.kind, self.port, repr.seq.0, outcome, root, now_ns,
-                );
-            }
+            // An intermediate's completion reduces up, a root's does not: the actions say
+            // which, so the table is not read a second time for the role.
+            let root = outcome == Outcome::Completed
+                && !actions
+                    .iter()
+                    .any(|a| matches!(a, Action::SendReduce { .. }));
+            w.on_frame(
+                repr.group, repr.kind, self.port, repr.seq.0, outcome, root, now_ns,
+            );
         }
         let mut tally = match outcome {
             Outcome::Completed => Tally::Completed,

@@ -45,8 +45,9 @@ pub struct Barrier {
 pub struct GroupWatch {
     /// The barrier in progress: its sequence number and first arrival.
     current: Option<(u32, u64)>,
-    /// An intermediate's completed barrier waiting for the parent's release.
-    pending: Option<Barrier>,
+    /// An intermediate's completed barrier waiting for the parent's release, with its first
+    /// arrival (the latency ends when the release comes).
+    pending: Option<(Barrier, u64)>,
     pub recent: VecDeque<Barrier>,
     /// Per-barrier latency in ns (1 ns .. 1 h, 3 significant digits).
     pub latency: Histogram<u64>,
@@ -77,7 +78,7 @@ impl GroupWatch {
     /// An intermediate's barrier completed here and waiting for the parent's release: its
     /// sequence number, last child and spread.
     pub fn awaiting_release(&self) -> Option<(u32, PortIdx, u64)> {
-        self.pending.map(|b| (b.seq, b.last_port, b.spread_ns))
+        self.pending.map(|(b, _)| (b.seq, b.last_port, b.spread_ns))
     }
 
     fn finish(&mut self, b: Barrier) {
@@ -171,17 +172,12 @@ impl Watch {
                 if root {
                     w.finish(b);
                 } else {
-                    // Latency ends when the parent's release comes; keep the first arrival.
-                    w.pending = Some(Barrier {
-                        latency_ns: Some(first),
-                        ..b
-                    });
+                    w.pending = Some((b, first));
                 }
             }
             (Kind::Release, Outcome::Released) => {
-                if let Some(mut b) = w.pending.take() {
+                if let Some((mut b, first)) = w.pending.take() {
                     if b.seq == seq {
-                        let first = b.latency_ns.unwrap_or(now_ns);
                         b.latency_ns = Some(now_ns.saturating_sub(first));
                         w.finish(b);
                     }

@@ -190,25 +190,13 @@ where
         let mut ports = Vec::new();
         for (slot, &c) in node.children.iter().enumerate() {
             let (rx, tx) = wires.at_parent[c].take().ok_or("wire used twice")?;
-            ports.push(PortIo {
-                name: format!("child{slot}"),
-                rx: vec![rx],
-                tx,
-                peer_mac: [0xff; 6],
-                mac: None,
-            });
+            ports.push(PortIo::new(format!("child{slot}"), rx, tx));
         }
         let role = match node.parent {
             None => Role::Root,
             Some(_) => {
                 let (rx, tx) = wires.at_child[s].take().ok_or("wire used twice")?;
-                ports.push(PortIo {
-                    name: "parent".into(),
-                    rx: vec![rx],
-                    tx,
-                    peer_mac: [0xff; 6],
-                    mac: None,
-                });
+                ports.push(PortIo::new("parent", rx, tx));
                 Role::Intermediate {
                     parent: PortIdx::new(nchild as u8).ok_or("more than 63 children")?,
                 }

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::config::{self, DEFAULT_RESEND_TIMEOUT_US};
-use crate::engine::PortIo;
-use crate::io::{mem_wire, MemRx, MemTx, TxQueue};
+
+use crate::io::{MemRx, MemTx, TxQueue};
 use crate::poll::Poller;
 use barrier_ctl::client::{Client, RequestError};
 use barrier_ctl::proto::{Reply, Request, Response};
@@ -47,17 +47,10 @@ fn bed_watching(cap: u32, watched: &[u32]) -> Bed {
     let mut to_switch = Vec::new();
     let mut from_switch = Vec::new();
     for name in PORTS {
-        let (in_tx, in_rx) = mem_wire(256);
-        let (out_tx, out_rx) = mem_wire(256);
+        let (port, in_tx, out_rx) = crate::engine::mem_port(name, 256);
         to_switch.push(in_tx);
         from_switch.push(out_rx);
-        ports.push(PortIo {
-            name: name.into(),
-            rx: vec![in_rx],
-            tx: out_tx,
-            peer_mac: [0xff; 6],
-            mac: None,
-        });
+        ports.push(port);
     }
     let watch = (!watched.is_empty()).then(|| {
         Arc::new(crate::straggler::Watch::new(
