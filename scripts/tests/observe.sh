@@ -387,4 +387,25 @@ if [ "$(grep -c "BAD CHECKSUM" <<<"$summary")" = 1 ] \
 else
   bad "bad checksum not flagged as expected:"; echo "$summary"; echo "$expert"
 fi
+# An abort frame (kind 3, docs/wire-format.md): the dissector shows the declaring switch and the
+# failed port where other kinds carry a timestamp.
+python3 - "$tmp/abort.pcap" <<'PY'
+import struct, sys
+hdr = bytes([0xBA, 2, 3, 0]) + struct.pack(">III", 7, 4, 12) + bytes([2, 0, 0, 0, 0x0A, 1, 5, 0])
+words = sum(struct.unpack(">12H", hdr))
+while words > 0xFFFF:
+    words = (words & 0xFFFF) + (words >> 16)
+frame = bytes([0xFF] * 6 + [2, 0, 0, 0, 0x0A, 1]) + b"\x88\xb5" + hdr
+frame += struct.pack(">H", ~words & 0xFFFF) + bytes(20)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+    f.write(struct.pack("<IIII", 0, 0, len(frame), len(frame)) + frame)
+PY
+got=$(tshark "${lua[@]}" -r "$tmp/abort.pcap" -T fields -E separator=, -e barrier.kind \
+  -e barrier.abort.switch -e barrier.abort.port -e barrier.checksum.status 2>/dev/null)
+if [ "$got" = "3,02:00:00:00:0a:01,5,1" ]; then
+  ok "tshark + barrier.lua: an abort names the declaring switch and the failed port ($got)"
+else
+  bad "abort frame dissected as '$got'"
+fi
 finish

@@ -15,7 +15,8 @@ local VERSION = 2
 local HEADER_LEN = 26 -- magic .. checksum: bytes 14..40 of the frame
 local MAX_GROUPS = 0x100000
 
-local kinds = { [1] = "reduce", [2] = "release" }
+local kinds = { [1] = "reduce", [2] = "release", [3] = "abort" }
+local ABORT = 3
 local status_names = { [0] = "Bad", [1] = "Good" }
 
 local f = {
@@ -30,6 +31,9 @@ local f = {
     epoch = ProtoField.uint32("barrier.epoch", "Epoch", base.DEC),
     seq = ProtoField.uint32("barrier.seq", "Sequence", base.DEC),
     ts = ProtoField.uint64("barrier.tx_timestamp", "Tx timestamp (ns)", base.DEC),
+    abort_switch = ProtoField.ether("barrier.abort.switch", "Declaring switch"),
+    abort_port = ProtoField.uint8("barrier.abort.port", "Failed port", base.DEC),
+    abort_reserved = ProtoField.uint8("barrier.abort.reserved", "Reserved", base.HEX),
     checksum = ProtoField.uint16("barrier.checksum", "Header checksum", base.HEX),
     checksum_status = ProtoField.uint8("barrier.checksum.status", "Checksum status", base.DEC,
         status_names),
@@ -37,7 +41,8 @@ local f = {
 }
 barrier.fields = {
     f.magic, f.version, f.kind, f.flags, f.retransmit, f.has_ts, f.reserved, f.group, f.epoch,
-    f.seq, f.ts, f.checksum, f.checksum_status, f.padding,
+    f.seq, f.ts, f.abort_switch, f.abort_port, f.abort_reserved, f.checksum, f.checksum_status,
+    f.padding,
 }
 
 local e = {
@@ -123,7 +128,20 @@ function barrier.dissector(tvb, pinfo, tree)
     t:add(f.epoch, tvb(8, 4))
     local seq = tvb(12, 4):uint()
     t:add(f.seq, tvb(12, 4))
-    t:add(f.ts, tvb(16, 8))
+    local failure = ""
+    if kind == ABORT then
+        -- an abort carries its failure where the others carry a timestamp
+        t:add(f.abort_switch, tvb(16, 6))
+        t:add(f.abort_port, tvb(22, 1))
+        local ri2 = t:add(f.abort_reserved, tvb(23, 1))
+        if tvb(23, 1):uint() ~= 0 or math.floor(flags / 2) % 2 == 1 then
+            ri2:add_proto_expert_info(e.bad_kind)
+        end
+        failure = string.format(" failed=port %d of %s", tvb(22, 1):uint(),
+            tostring(tvb(16, 6):ether()))
+    else
+        t:add(f.ts, tvb(16, 8))
+    end
     local stored = tvb(24, 2):uint()
     local ci = t:add(f.checksum, tvb(24, 2))
     local good = header_sum(tvb) == 0xFFFF
@@ -149,8 +167,8 @@ function barrier.dissector(tvb, pinfo, tree)
     if math.floor(flags / 2) % 2 == 1 then
         flag_text = flag_text .. " timestamped"
     end
-    pinfo.cols.info = string.format("%s group=%d epoch=%d seq=%d%s%s", kind_name, group, epoch,
-        seq, flag_text, good and "" or " [BAD CHECKSUM]")
+    pinfo.cols.info = string.format("%s group=%d epoch=%d seq=%d%s%s%s", kind_name, group,
+        epoch, seq, failure, flag_text, good and "" or " [BAD CHECKSUM]")
     t:append_text(string.format(", %s, group %d, epoch %d, seq %d", kind_name, group, epoch, seq))
     return tvb:len()
 end

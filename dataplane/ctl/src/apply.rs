@@ -81,6 +81,7 @@ pub fn apply(
             parent: sw.parent.clone(),
             resend_timeout_ns: sw.resend_timeout_us.map(|us| us.saturating_mul(1000)),
             epoch,
+            fail_after_ns: None,
         };
         match c.request(&req) {
             Ok(Reply::Changed { .. }) => done.push(i),

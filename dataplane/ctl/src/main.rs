@@ -90,6 +90,10 @@ enum GroupCmd {
         resend_timeout_us: Option<u64>,
         #[arg(long)]
         epoch: Option<u32>,
+        /// Declare a child failed (abort the group) when it has not reported a barrier this
+        /// many ms after its first sibling did; 0 or absent: never.
+        #[arg(long)]
+        fail_after_ms: Option<u64>,
     },
     /// A new run: state forgotten, a new epoch (the previous + 1 unless given).
     Reset {
@@ -109,6 +113,9 @@ enum GroupCmd {
         root: bool,
         #[arg(long)]
         resend_timeout_us: Option<u64>,
+        /// Failure declaration deadline, ms; 0 turns it off.
+        #[arg(long)]
+        fail_after_ms: Option<u64>,
     },
     /// Remove the group; its frames are dropped and counted.
     Delete { group: u32 },
@@ -133,6 +140,10 @@ fn main() -> ExitCode {
 
 fn us_to_ns(us: Option<u64>) -> Option<u64> {
     us.map(|u| u.saturating_mul(1000))
+}
+
+fn ms_to_ns(ms: Option<u64>) -> Option<u64> {
+    ms.map(|m| m.saturating_mul(1_000_000))
 }
 
 fn run(cli: Cli) -> Result<String, Fail> {
@@ -169,12 +180,14 @@ fn run(cli: Cli) -> Result<String, Fail> {
                 parent,
                 resend_timeout_us,
                 epoch,
+                fail_after_ms,
             } => Request::GroupCreate {
                 group,
                 children,
                 parent,
                 resend_timeout_ns: us_to_ns(resend_timeout_us),
                 epoch,
+                fail_after_ns: ms_to_ns(fail_after_ms),
             },
             GroupCmd::Reset { group, epoch } => Request::GroupReset { group, epoch },
             GroupCmd::Set {
@@ -183,12 +196,14 @@ fn run(cli: Cli) -> Result<String, Fail> {
                 parent,
                 root,
                 resend_timeout_us,
+                fail_after_ms,
             } => Request::GroupSet {
                 group,
                 children,
                 parent,
                 root,
                 resend_timeout_ns: us_to_ns(resend_timeout_us),
+                fail_after_ns: ms_to_ns(fail_after_ms),
             },
             GroupCmd::Delete { group } => Request::GroupDelete { group },
         },
@@ -344,7 +359,13 @@ fn human(reply: &Reply) -> String {
                 rows.push(("parent", p.clone()));
                 rows.push(("resend", timeout(r.resend_timeout_ns, &r.role)));
             }
+            if r.fail_after_ns != 0 {
+                rows.push(("fail after", format!("{} ms", r.fail_after_ns as f64 / 1e6)));
+            }
             rows.push(("phase", g.phase.clone()));
+            if let Some(f) = &g.failed {
+                rows.push(("failed", format!("{f} (reset the group to recover)")));
+            }
             rows.push(("seq", g.seq.map_or("-".to_string(), |q| q.to_string())));
             rows.push((
                 "arrived",

@@ -45,6 +45,10 @@ pub enum Request {
         /// The run of the group; the switch's default (1) when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         epoch: Option<u32>,
+        /// Failure declaration: a child silent this long after its first sibling reported is
+        /// declared failed and the group aborted. Absent or 0: never.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fail_after_ns: Option<u64>,
     },
     /// A new run of the group: state back to unknown, a new epoch (the previous + 1 unless
     /// given).
@@ -65,6 +69,9 @@ pub enum Request {
         root: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resend_timeout_ns: Option<u64>,
+        /// Failure declaration deadline; 0 turns it off.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fail_after_ns: Option<u64>,
     },
     /// Remove a group: its frames are dropped and counted (`drop_unknown_group`).
     GroupDelete { group: u32 },
@@ -128,6 +135,8 @@ impl Response {
 /// What a successful request returns.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+// One reply per request on the management path: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Reply {
     Groups {
         /// The table's capacity: groups `0..capacity` can exist.
@@ -170,6 +179,23 @@ pub struct GroupRegisters {
     /// Intermediate re-send timeout (0 at the root).
     pub resend_timeout_ns: u64,
     pub epoch: u32,
+    /// Intermediate: the cap of the re-send backoff (0: no backoff).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resend_max_ns: u64,
+    /// Intermediate: re-send jitter, percent of the wait.
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    pub resend_jitter_pct: u8,
+    /// Failure declaration deadline (0: never).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fail_after_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_zero_u8(v: &u8) -> bool {
+    *v == 0
 }
 
 /// Consecutive group numbers with the same registers.
@@ -189,8 +215,11 @@ pub struct GroupInfo {
     pub group: u32,
     #[serde(flatten)]
     pub registers: GroupRegisters,
-    /// `unknown`, `collecting` or `awaiting_release`.
+    /// `unknown`, `collecting`, `awaiting_release` or `aborted`.
     pub phase: String,
+    /// Aborted: who was declared failed ("port P of switch MAC").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
     /// The current barrier's sequence number; none while `unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u32>,
@@ -283,6 +312,7 @@ mod tests {
             parent: Some("p0".into()),
             resend_timeout_ns: Some(500_000),
             epoch: Some(3),
+            fail_after_ns: None,
         });
         round_trip_request(Request::GroupCreate {
             group: 0,
@@ -290,6 +320,7 @@ mod tests {
             parent: None,
             resend_timeout_ns: None,
             epoch: None,
+            fail_after_ns: None,
         });
         round_trip_request(Request::GroupReset {
             group: 1,
@@ -305,6 +336,7 @@ mod tests {
             parent: None,
             root: true,
             resend_timeout_ns: Some(1),
+            fail_after_ns: None,
         });
         round_trip_request(Request::GroupDelete { group: 3 });
         round_trip_request(Request::Stats {});
@@ -326,6 +358,7 @@ mod tests {
                 parent: Some("p0".into()),
                 resend_timeout_ns: Some(500_000),
                 epoch: Some(3),
+                fail_after_ns: None,
             }
         );
         assert_eq!(
@@ -378,6 +411,9 @@ mod tests {
             parent: Some("up".into()),
             resend_timeout_ns: 1_000_000,
             epoch: 4,
+            resend_max_ns: 8_000_000,
+            resend_jitter_pct: 20,
+            fail_after_ns: 0,
         };
         for resp in [
             Response::error("group 9 is not configured"),
@@ -391,6 +427,7 @@ mod tests {
                     group: 7,
                     registers: regs.clone(),
                     phase: "collecting".into(),
+                    failed: None,
                     seq: Some(12),
                     arrived: vec!["d1".into()],
                     completions: 12,

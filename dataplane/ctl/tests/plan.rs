@@ -205,6 +205,7 @@ impl Fabric {
                         }
                     }
                     Action::ArmTimer { .. } => {}
+                    Action::SendAbort { .. } => panic!("the plan sets no failure deadline"),
                 }
             }
         }

@@ -6,7 +6,7 @@
 use crate::records::{Record, RecordSink};
 use crate::transport::Transport;
 use barrier_protocol::backoff::Backoff;
-use barrier_protocol::leaf::{Leaf, LeafConfig, LeafSend, LeafState};
+use barrier_protocol::leaf::{Leaf, LeafConfig, LeafError, LeafSend, LeafState};
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{Epoch, GroupId, Seq, Time, MAX_GROUPS};
 use std::collections::BTreeMap;
@@ -103,6 +103,23 @@ pub enum Error {
         /// The barrier it waits for.
         seq: u32,
     },
+    /// A switch declared a member of the group failed and aborted the group's run: no
+    /// barrier of this epoch will complete. Management resets the group (a new epoch) and the
+    /// leaves join the new run.
+    #[error(
+        "aborted: group {group} barrier seq {seq} cannot complete: port {port} of switch \
+         {switch} was declared failed (the group needs a reset, a new epoch)"
+    )]
+    Aborted {
+        /// The group.
+        group: u32,
+        /// The barrier the abort named.
+        seq: u32,
+        /// The declaring switch's id (the MAC address of its first port).
+        switch: MacAddr,
+        /// The silent child's port at that switch.
+        port: u8,
+    },
     /// The transport failed (socket error, peer gone).
     #[error("transport: {0}")]
     Io(#[from] io::Error),
@@ -118,12 +135,14 @@ pub struct Stats {
     /// Releases that ended a barrier.
     pub releases: u64,
     /// Releases the leaf ignored: duplicates, for a barrier other than the current one, or of
-    /// another epoch.
+    /// another epoch; and aborts it ignored (repeated, or of another epoch).
     pub stale_releases: u64,
     /// Well-formed barrier frames not for this session (another group, or a reduce).
     pub foreign_frames: u64,
     /// Frames that failed to parse as barrier frames.
     pub bad_frames: u64,
+    /// Aborts of an open group's run (at most one per group and epoch).
+    pub aborts: u64,
 }
 
 struct Slot {
@@ -243,6 +262,14 @@ impl<T: Transport> Session<T> {
         &self.cfg
     }
 
+    /// Ends the session and hands its transport back, e.g. to open a session in a group's
+    /// new epoch after an abort ([`Error::Aborted`]). Records buffered for a sink are flushed
+    /// first as far as possible.
+    pub fn into_transport(mut self) -> T {
+        let _ = self.flush_records();
+        self.transport
+    }
+
     /// The transport, e.g. to install a loss filter in a test.
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.transport
@@ -276,9 +303,14 @@ impl<T: Transport> Session<T> {
             .groups
             .get_mut(&group)
             .ok_or(Error::UnknownGroup(group))?;
-        let send = slot.leaf.arrive(t).map_err(|_| Error::AlreadyWaiting {
-            group,
-            seq: slot.leaf.seq().0,
+        let send = slot.leaf.arrive(t).map_err(|e| match e {
+            LeafError::AlreadyWaiting(seq) => Error::AlreadyWaiting { group, seq: seq.0 },
+            LeafError::Aborted { seq, failure } => Error::Aborted {
+                group,
+                seq: seq.0,
+                switch: failure.switch,
+                port: failure.port,
+            },
         })?;
         slot.first_reduce_ns = t.nanos();
         slot.resends = 0;
@@ -319,6 +351,7 @@ impl<T: Transport> Session<T> {
         if let Some(r) = self.take_done(group)? {
             return Ok(Some(r));
         }
+        self.check_aborted(group)?;
         let t = now();
         let slot = self.slot(group)?;
         let waited = Duration::from_nanos(t.nanos().saturating_sub(slot.first_reduce_ns));
@@ -369,6 +402,20 @@ impl<T: Transport> Session<T> {
             if let Some(r) = self.take_done(group)? {
                 return Ok(r);
             }
+            self.check_aborted(group)?;
+        }
+    }
+
+    /// [`Error::Aborted`] when the group's run was aborted.
+    fn check_aborted(&self, group: u32) -> Result<(), Error> {
+        match self.slot(group)?.leaf.state() {
+            LeafState::Aborted { seq, failure } => Err(Error::Aborted {
+                group,
+                seq: seq.0,
+                switch: failure.switch,
+                port: failure.port,
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -445,7 +492,7 @@ impl<T: Transport> Session<T> {
                 return;
             }
         };
-        if repr.kind != Kind::Release {
+        if repr.kind == Kind::Reduce {
             self.stats.foreign_frames += 1;
             return;
         }
@@ -453,6 +500,13 @@ impl<T: Transport> Session<T> {
             self.stats.foreign_frames += 1;
             return;
         };
+        if let Kind::Abort(failure) = repr.kind {
+            match slot.leaf.on_abort(repr.epoch, repr.seq, failure) {
+                Some(_) => self.stats.aborts += 1,
+                None => self.stats.stale_releases += 1,
+            }
+            return;
+        }
         match slot.leaf.on_release(t, repr.epoch, repr.seq) {
             Some(released) => {
                 self.stats.releases += 1;

@@ -145,7 +145,7 @@ mod tests {
                 c.bump(o);
             }
         }
-        assert_eq!(c.values(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        assert_eq!(c.values(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
         assert_eq!(c.get(Outcome::Rejected(Reject::OtherEpoch)), 11);
         assert_eq!(c.get(Outcome::Rejected(Reject::NotTheParent)), 8);
         assert_eq!(

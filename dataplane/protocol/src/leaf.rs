@@ -3,7 +3,7 @@
 //! sequence number stop the timer and advance. Pure state machine, time passed in.
 
 use crate::backoff::Backoff;
-use crate::wire::{Flags, FrameRepr, Kind, MacAddr};
+use crate::wire::{Failure, Flags, FrameRepr, Kind, MacAddr};
 use crate::{Epoch, GroupId, Seq, Time};
 
 /// A leaf's configuration for one group.
@@ -34,6 +34,14 @@ pub enum LeafState {
         since: Time,
         /// When to re-send.
         deadline: Time,
+    },
+    /// The group's run was aborted: a switch declared `failure`. Every barrier of this epoch
+    /// fails from now on; management resets the group (a new epoch) and a new leaf joins it.
+    Aborted {
+        /// The barrier the abort named.
+        seq: Seq,
+        /// Who was declared failed.
+        failure: Failure,
     },
 }
 
@@ -75,12 +83,31 @@ pub struct Released {
     pub waited_ns: u64,
 }
 
-/// Misuse of the leaf API.
+/// The group's run ended without a release: a switch declared a member failed.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub struct Aborted {
+    /// The barrier the abort named (the one the declaring switch was gathering).
+    pub seq: Seq,
+    /// The barrier this leaf was waiting on, if it was waiting.
+    pub waiting: Option<Seq>,
+    /// Who was declared failed.
+    pub failure: Failure,
+}
+
+/// Misuse of the leaf API, or a group that can no longer synchronize.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash, thiserror::Error)]
 pub enum LeafError {
     /// `arrive` while already waiting on a barrier.
     #[error("already waiting on barrier {0:?}")]
     AlreadyWaiting(Seq),
+    /// `arrive` after the group's run was aborted.
+    #[error("barrier {seq:?} was aborted: {failure} failed")]
+    Aborted {
+        /// The barrier the abort named.
+        seq: Seq,
+        /// Who was declared failed.
+        failure: Failure,
+    },
 }
 
 /// One leaf in one group.
@@ -148,8 +175,10 @@ impl Leaf {
 
     /// The barrier point is reached: returns the reduce to send and starts the timer.
     pub fn arrive(&mut self, now: Time) -> Result<LeafSend, LeafError> {
-        if let LeafState::Waiting { seq, .. } = self.state {
-            return Err(LeafError::AlreadyWaiting(seq));
+        match self.state {
+            LeafState::Waiting { seq, .. } => return Err(LeafError::AlreadyWaiting(seq)),
+            LeafState::Aborted { seq, failure } => return Err(LeafError::Aborted { seq, failure }),
+            LeafState::Working => {}
         }
         self.attempt = 0;
         self.state = LeafState::Waiting {
@@ -189,6 +218,26 @@ impl Leaf {
         }
     }
 
+    /// An abort of barrier `seq` of `epoch` arrived, naming `failure`. In this leaf's epoch it
+    /// ends the run: a wait in progress ends with the returned [`Aborted`], the timer stops,
+    /// and every later `arrive` fails. Another epoch's abort, or a second one, is ignored.
+    pub fn on_abort(&mut self, epoch: Epoch, seq: Seq, failure: Failure) -> Option<Aborted> {
+        if epoch != self.cfg.epoch {
+            return None;
+        }
+        let waiting = match self.state {
+            LeafState::Aborted { .. } => return None,
+            LeafState::Waiting { seq, .. } => Some(seq),
+            LeafState::Working => None,
+        };
+        self.state = LeafState::Aborted { seq, failure };
+        Some(Aborted {
+            seq,
+            waiting,
+            failure,
+        })
+    }
+
     /// Checks the timer: if waiting and the deadline has passed, returns the reduce to re-send
     /// and restarts the timer from `now`.
     pub fn poll(&mut self, now: Time) -> Option<LeafSend> {
@@ -215,7 +264,7 @@ impl Leaf {
     pub fn next_deadline(&self) -> Option<Time> {
         match self.state {
             LeafState::Waiting { deadline, .. } => Some(deadline),
-            LeafState::Working => None,
+            LeafState::Working | LeafState::Aborted { .. } => None,
         }
     }
 }
@@ -291,6 +340,43 @@ mod tests {
         assert_eq!(l.poll(Time(1_000_000)), None, "timer stopped");
         // the next barrier uses the next sequence number
         assert_eq!(l.arrive(Time(70)).unwrap().seq, Seq(1));
+    }
+
+    #[test]
+    fn an_abort_of_its_epoch_ends_the_wait_and_every_later_barrier() {
+        let failure = Failure {
+            switch: MacAddr([2, 0, 0, 0, 0, 9]),
+            port: 2,
+        };
+        let mut l = leaf();
+        l.arrive(Time(0)).unwrap();
+        assert_eq!(l.on_abort(Epoch(5), Seq(0), failure), None, "other epoch");
+        assert_eq!(
+            l.on_abort(E, Seq(0), failure),
+            Some(Aborted {
+                seq: Seq(0),
+                waiting: Some(Seq(0)),
+                failure
+            })
+        );
+        assert_eq!(l.on_abort(E, Seq(0), failure), None, "only once");
+        assert_eq!(l.next_deadline(), None);
+        assert_eq!(l.poll(Time(1_000_000)), None, "no more re-sends");
+        assert_eq!(l.on_release(Time(5), E, Seq(0)), None);
+        assert_eq!(
+            l.arrive(Time(10)),
+            Err(LeafError::Aborted {
+                seq: Seq(0),
+                failure
+            })
+        );
+        // a leaf between barriers learns it too
+        let mut idle = leaf();
+        assert_eq!(
+            idle.on_abort(E, Seq(3), failure).map(|a| a.waiting),
+            Some(None)
+        );
+        assert!(idle.arrive(Time(0)).is_err());
     }
 
     #[test]

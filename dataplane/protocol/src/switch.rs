@@ -7,8 +7,10 @@
 
 use core::fmt;
 
-use crate::wire::{FrameRepr, Kind};
-use crate::{Epoch, PortIdx, PortSet, Seq};
+use crate::backoff::Backoff;
+pub use crate::wire::Failure;
+use crate::wire::{FrameRepr, Kind, MacAddr};
+use crate::{Epoch, GroupId, PortIdx, PortSet, Seq};
 
 /// Where this switch sits in the group's tree.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
@@ -35,6 +37,13 @@ pub struct GroupConfig {
     /// The group's current run, assigned by management: frames of any other epoch are
     /// rejected ([`Reject::OtherEpoch`]).
     pub epoch: Epoch,
+    /// Intermediate: how the re-sends after the first wait back off (doubling up to a cap,
+    /// per-group jitter). [`Backoff::FIXED`]: every `resend_timeout_ns`.
+    pub backoff: Backoff,
+    /// Failure declaration: a child that has not reported the current barrier this many
+    /// nanoseconds after the first of its siblings did is declared failed, and the group is
+    /// aborted ([`Phase::Aborted`]). 0: never.
+    pub fail_after_ns: u64,
 }
 
 /// A configuration that cannot describe a barrier tree.
@@ -56,6 +65,8 @@ impl GroupConfig {
             children,
             resend_timeout_ns: 0,
             epoch: Epoch::DEFAULT,
+            backoff: Backoff::FIXED,
+            fail_after_ns: 0,
         }
     }
 
@@ -67,6 +78,8 @@ impl GroupConfig {
             children,
             resend_timeout_ns,
             epoch: Epoch::DEFAULT,
+            backoff: Backoff::FIXED,
+            fail_after_ns: 0,
         }
     }
 
@@ -74,6 +87,29 @@ impl GroupConfig {
     #[must_use]
     pub const fn with_epoch(self, epoch: Epoch) -> Self {
         GroupConfig { epoch, ..self }
+    }
+
+    /// The same registers with re-sends backing off by `backoff`.
+    #[must_use]
+    pub const fn with_backoff(self, backoff: Backoff) -> Self {
+        GroupConfig { backoff, ..self }
+    }
+
+    /// The same registers declaring a child failed after `fail_after_ns` (0: never).
+    #[must_use]
+    pub const fn with_fail_after(self, fail_after_ns: u64) -> Self {
+        GroupConfig {
+            fail_after_ns,
+            ..self
+        }
+    }
+
+    /// Every member port: the children and, at an intermediate, the parent.
+    pub const fn members(&self) -> PortSet {
+        match self.role {
+            Role::Root => self.children,
+            Role::Intermediate { parent } => self.children.union(PortSet::single(parent)),
+        }
     }
 
     /// Children non-empty, parent not a child.
@@ -113,6 +149,10 @@ pub enum Phase {
     /// Intermediate only: every child reduced `seq`, the reduce went to the parent, waiting
     /// for the release (the re-send timer runs).
     AwaitingRelease,
+    /// Barrier `seq` cannot complete in this epoch: a switch declared a child failed
+    /// ([`GroupState::failure`] says which). Every member frame is answered with the abort
+    /// until management resets the group (a new epoch).
+    Aborted,
 }
 
 impl Phase {
@@ -121,15 +161,26 @@ impl Phase {
             Phase::Unknown => 0,
             Phase::Collecting => 1,
             Phase::AwaitingRelease => 2,
+            Phase::Aborted => 3,
         }
     }
 
     const fn from_bits(b: u128) -> Phase {
         match b & 0b11 {
+            0 => Phase::Unknown,
             1 => Phase::Collecting,
             2 => Phase::AwaitingRelease,
-            // 3 is never written; reading it as Unknown is the safe choice (adopt afresh)
-            _ => Phase::Unknown,
+            _ => Phase::Aborted,
+        }
+    }
+
+    /// A stable snake_case name.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Phase::Unknown => "unknown",
+            Phase::Collecting => "collecting",
+            Phase::AwaitingRelease => "awaiting_release",
+            Phase::Aborted => "aborted",
         }
     }
 }
@@ -140,7 +191,8 @@ impl Phase {
 pub struct GroupState {
     /// The current barrier's sequence number (meaningless in [`Phase::Unknown`]).
     pub seq: Seq,
-    /// Children whose reduce for `seq` was recorded since `seq` became current.
+    /// Children whose reduce for `seq` was recorded since `seq` became current. In
+    /// [`Phase::Aborted`] these bits hold the failure instead ([`GroupState::aborted`]).
     pub arrived: PortSet,
     /// Where the barrier stands.
     pub phase: Phase,
@@ -188,6 +240,58 @@ impl GroupState {
     }
 }
 
+/// Where [`GroupState::aborted`] keeps its failure in the `arrived` word: the switch id in
+/// bits 0..48, the port in 48..56, "the parent knows" in bit 56.
+const ABORT_PORT_SHIFT: u32 = 48;
+const ABORT_PARENT_KNOWS: u64 = 1 << 56;
+
+impl GroupState {
+    /// Barrier `seq` aborted because of `failure`; `parent_knows`: the parent has the abort
+    /// (it came from there, or the parent answered ours), so the re-sends upward stop.
+    pub const fn aborted(seq: Seq, failure: Failure, parent_knows: bool) -> GroupState {
+        let m = failure.switch.0;
+        let id = (m[0] as u64) << 40
+            | (m[1] as u64) << 32
+            | (m[2] as u64) << 24
+            | (m[3] as u64) << 16
+            | (m[4] as u64) << 8
+            | m[5] as u64;
+        let knows = if parent_knows { ABORT_PARENT_KNOWS } else { 0 };
+        GroupState {
+            seq,
+            arrived: PortSet(id | (failure.port as u64) << ABORT_PORT_SHIFT | knows),
+            phase: Phase::Aborted,
+        }
+    }
+
+    /// The children recorded for `seq`: `arrived`, or none when aborted (whose `arrived`
+    /// bits hold the failure).
+    pub const fn arrivals(&self) -> PortSet {
+        match self.phase {
+            Phase::Aborted => PortSet::empty(),
+            _ => self.arrived,
+        }
+    }
+
+    /// Who was declared failed, when the group is aborted.
+    pub const fn failure(&self) -> Option<Failure> {
+        if !matches!(self.phase, Phase::Aborted) {
+            return None;
+        }
+        let w = self.arrived.0;
+        let b = w.to_be_bytes();
+        Some(Failure {
+            switch: MacAddr([b[2], b[3], b[4], b[5], b[6], b[7]]),
+            port: (w >> ABORT_PORT_SHIFT) as u8,
+        })
+    }
+
+    /// Aborted and the parent has the abort.
+    const fn parent_knows(&self) -> bool {
+        matches!(self.phase, Phase::Aborted) && self.arrived.0 & ABORT_PARENT_KNOWS != 0
+    }
+}
+
 impl Default for GroupState {
     fn default() -> Self {
         Self::fresh()
@@ -215,6 +319,17 @@ pub enum Event {
         /// The frame's sequence number.
         seq: Seq,
     },
+    /// An abort of barrier `seq` of epoch `epoch` arrived on `port`.
+    Abort {
+        /// Ingress port.
+        port: PortIdx,
+        /// The frame's epoch.
+        epoch: Epoch,
+        /// The aborted barrier.
+        seq: Seq,
+        /// Who was declared failed.
+        failure: Failure,
+    },
 }
 
 impl Event {
@@ -224,6 +339,12 @@ impl Event {
         match kind {
             Kind::Reduce => Event::Reduce { port, epoch, seq },
             Kind::Release => Event::Release { port, epoch, seq },
+            Kind::Abort(failure) => Event::Abort {
+                port,
+                epoch,
+                seq,
+                failure,
+            },
         }
     }
 
@@ -234,10 +355,29 @@ impl Event {
         Event::new(frame.kind, port, frame.epoch, frame.seq)
     }
 
+    /// The same event, as if its frame carried `epoch`.
+    #[must_use]
+    pub const fn with_epoch(self, epoch: Epoch) -> Event {
+        match self {
+            Event::Reduce { port, seq, .. } => Event::Reduce { port, epoch, seq },
+            Event::Release { port, seq, .. } => Event::Release { port, epoch, seq },
+            Event::Abort {
+                port, seq, failure, ..
+            } => Event::Abort {
+                port,
+                epoch,
+                seq,
+                failure,
+            },
+        }
+    }
+
     /// The frame's epoch.
     pub const fn epoch(&self) -> Epoch {
         match *self {
-            Event::Reduce { epoch, .. } | Event::Release { epoch, .. } => epoch,
+            Event::Reduce { epoch, .. }
+            | Event::Release { epoch, .. }
+            | Event::Abort { epoch, .. } => epoch,
         }
     }
 }
@@ -263,14 +403,49 @@ pub enum Action {
         /// Set the RETRANSMIT flag.
         retransmit: bool,
     },
-    /// Intermediate: call `on_timer(seq)` after `after_ns` nanoseconds. Arming again replaces
+    /// Send an abort of barrier `seq`, naming `failure`, on every port in `ports`.
+    SendAbort {
+        /// The aborted barrier.
+        seq: Seq,
+        /// Egress ports.
+        ports: PortSet,
+        /// Who was declared failed.
+        failure: Failure,
+    },
+    /// Call `on_timer` with this timer after `after_ns` nanoseconds. Arming again replaces
     /// nothing: a stale timer is harmless because `on_timer` checks the state.
     ArmTimer {
         /// The barrier the timer belongs to.
         seq: Seq,
         /// Delay in nanoseconds.
         after_ns: u64,
+        /// What the timer is for.
+        timer: Timer,
     },
+}
+
+/// What a timer is for.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub enum Timer {
+    /// Intermediate: re-send the reduce (or, aborted, the abort) to the parent; `attempt`
+    /// re-sends of it came before (the backoff's attempt number).
+    Resend {
+        /// Re-sends so far.
+        attempt: u32,
+    },
+    /// Failure declaration: the children that have not reported the barrier by now fail.
+    Deadline,
+}
+
+/// A timer that fired: the group, the barrier and the timer armed for it.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub struct Fired {
+    /// The group.
+    pub group: GroupId,
+    /// The barrier the timer was armed for.
+    pub seq: Seq,
+    /// What it is for.
+    pub timer: Timer,
 }
 
 /// The most actions one event can produce: a re-sent release, a reduce and a timer.
@@ -377,12 +552,19 @@ pub enum Outcome {
     AheadRelease,
     /// The frame does not belong to this group's tree; nothing changed.
     Rejected(Reject),
+    /// An abort from a member aborted the group here; it was passed on to the rest of the
+    /// tree.
+    Aborted,
+    /// A frame for an aborted group: a reduce or an abort from a child is answered with the
+    /// abort, the rest changes nothing.
+    AfterAbort,
 }
 
 /// Why an event was rejected.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub enum Reject {
-    /// A reduce from a port that is not in the child-port register.
+    /// A reduce from a port that is not in the child-port register, or an abort from a port
+    /// that is neither a child nor the parent.
     NotAChild,
     /// A release from a port other than the parent port, or any release at the root.
     NotTheParent,
@@ -393,7 +575,7 @@ pub enum Reject {
 
 impl Outcome {
     /// Every outcome, for counter arrays ([`Outcome::index`] order).
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 13] = [
         Outcome::Recorded,
         Outcome::Duplicate,
         Outcome::Completed,
@@ -405,6 +587,8 @@ impl Outcome {
         Outcome::AheadReduce,
         Outcome::AheadRelease,
         Outcome::Rejected(Reject::OtherEpoch),
+        Outcome::Aborted,
+        Outcome::AfterAbort,
     ];
 
     /// Dense index into [`Outcome::ALL`].
@@ -421,6 +605,8 @@ impl Outcome {
             Outcome::AheadReduce => 8,
             Outcome::AheadRelease => 9,
             Outcome::Rejected(Reject::OtherEpoch) => 10,
+            Outcome::Aborted => 11,
+            Outcome::AfterAbort => 12,
         }
     }
 
@@ -438,6 +624,8 @@ impl Outcome {
             Outcome::AheadReduce => "ahead_reduce",
             Outcome::AheadRelease => "ahead_release",
             Outcome::Rejected(Reject::OtherEpoch) => "other_epoch",
+            Outcome::Aborted => "aborted",
+            Outcome::AfterAbort => "after_abort",
         }
     }
 }
@@ -452,7 +640,7 @@ impl Outcome {
 /// "Behind" is neither equal nor ahead (so `s + 2^31` is behind, see [`Seq::is_ahead_of`]).
 /// `docs/protocol.md` gives the safety argument and its assumptions.
 pub fn on_event(cfg: &GroupConfig, st: GroupState, ev: Event) -> (GroupState, Outcome, Actions) {
-    use Phase::{AwaitingRelease, Collecting, Unknown};
+    use Phase::{Aborted, AwaitingRelease, Collecting, Unknown};
     let mut acts = Actions::in_epoch(cfg.epoch);
     let s = st.seq;
     let (next, outcome) = match (ev, st.phase) {
@@ -465,6 +653,61 @@ pub fn on_event(cfg: &GroupConfig, st: GroupState, ev: Event) -> (GroupState, Ou
         // Membership: a release at the root, or from any port but `parent`. Nothing changes.
         (Event::Release { port, .. }, _) if cfg.parent() != Some(port) => {
             (st, Outcome::Rejected(Reject::NotTheParent))
+        }
+        // Membership: an abort from a port that is neither a child nor the parent.
+        (Event::Abort { port, .. }, _) if !cfg.members().contains(port) => {
+            (st, Outcome::Rejected(Reject::NotAChild))
+        }
+        // Aborted, row "reduce from a child": answer with the abort, to that child only.
+        (Event::Reduce { port, .. }, Aborted) => {
+            push_abort(st, PortSet::single(port), &mut acts);
+            (st, Outcome::AfterAbort)
+        }
+        // Aborted, row "abort from the parent": the parent has it; upward re-sends stop.
+        (Event::Abort { .. }, Aborted) if ev_from_parent(cfg, ev) => {
+            let failure = st.failure().expect("aborted state has a failure");
+            (
+                GroupState::aborted(st.seq, failure, true),
+                Outcome::AfterAbort,
+            )
+        }
+        // Aborted, row "abort from a child": answer with the abort (the child's re-sends
+        // upward stop on it).
+        (Event::Abort { port, .. }, Aborted) => {
+            push_abort(st, PortSet::single(port), &mut acts);
+            (st, Outcome::AfterAbort)
+        }
+        // Aborted, row "release": nothing (no barrier of this epoch completes any more).
+        (Event::Release { .. }, Aborted) => (st, Outcome::AfterAbort),
+        // Any other state, row "abort from a member": the group is aborted here. Pass it on:
+        // from the parent, to every child; from a child, to every member, the sender
+        // included (that answer tells it the abort arrived), and an intermediate keeps
+        // re-sending it upward until the parent answers.
+        (
+            Event::Abort {
+                port,
+                seq: t,
+                failure,
+                ..
+            },
+            Unknown | Collecting | AwaitingRelease,
+        ) => {
+            let from_parent = cfg.parent() == Some(port);
+            let next = GroupState::aborted(t, failure, from_parent || cfg.parent().is_none());
+            let ports = if from_parent {
+                cfg.children
+            } else {
+                cfg.members()
+            };
+            push_abort(next, ports, &mut acts);
+            if !next.parent_knows() {
+                acts.push(Action::ArmTimer {
+                    seq: t,
+                    after_ns: cfg.resend_timeout_ns,
+                    timer: Timer::Resend { attempt: 0 },
+                });
+            }
+            (next, Outcome::Aborted)
         }
         // Known, row "reduce s from a child not yet recorded | Collecting" (claim 6, row 2):
         // record it; the last child completes the barrier.
@@ -563,6 +806,29 @@ pub fn on_event(cfg: &GroupConfig, st: GroupState, ev: Event) -> (GroupState, Ou
     (next, outcome, acts)
 }
 
+/// The abort of an aborted state `st` (its barrier and failure), to `ports`.
+fn push_abort(st: GroupState, ports: PortSet, acts: &mut Actions) {
+    if let Some(failure) = st.failure() {
+        if !ports.is_empty() {
+            acts.push(Action::SendAbort {
+                seq: st.seq,
+                ports,
+                failure,
+            });
+        }
+    }
+}
+
+/// True when `ev` came in on the parent port.
+fn ev_from_parent(cfg: &GroupConfig, ev: Event) -> bool {
+    let port = match ev {
+        Event::Reduce { port, .. } | Event::Release { port, .. } | Event::Abort { port, .. } => {
+            port
+        }
+    };
+    cfg.parent() == Some(port)
+}
+
 /// Claim 6, row 1's answer: the release of `s - 1`, re-sent to `port` only.
 const fn resend_previous(s: Seq, port: PortIdx) -> Action {
     Action::SendRelease {
@@ -594,6 +860,14 @@ fn complete_if_last(
     acts: &mut Actions,
 ) -> (GroupState, Outcome) {
     if !cfg.children.is_subset_of(st.arrived) {
+        // The first child of this barrier starts the failure-declaration deadline.
+        if cfg.fail_after_ns > 0 && st.arrived.len() == 1 {
+            acts.push(Action::ArmTimer {
+                seq: st.seq,
+                after_ns: cfg.fail_after_ns,
+                timer: Timer::Deadline,
+            });
+        }
         return (st, Outcome::Recorded);
     }
     match cfg.role {
@@ -619,6 +893,7 @@ fn complete_if_last(
             acts.push(Action::ArmTimer {
                 seq: st.seq,
                 after_ns: cfg.resend_timeout_ns,
+                timer: Timer::Resend { attempt: 0 },
             });
             (
                 GroupState {
@@ -647,25 +922,70 @@ fn forward_release(cfg: &GroupConfig, t: Seq, acts: &mut Actions) -> (GroupState
     (next, Outcome::Released)
 }
 
-/// The re-send timer armed for `seq` expired. An intermediate still waiting for the release of
-/// `seq` re-sends its reduce (claim 3) and re-arms; in any other state the timer is stale and
-/// does nothing. Never changes the state.
-pub fn on_timer(cfg: &GroupConfig, state: GroupState, seq: Seq) -> (GroupState, Actions) {
+/// A timer armed for barrier `fired.seq` expired; `me` is this switch's id (named in the aborts
+/// it declares). Stale timers (the group moved on) do nothing.
+///
+/// - [`Timer::Resend`]: an intermediate still waiting for the release of `seq` re-sends its
+///   reduce (claim 3); one that aborted `seq` and has no answer from its parent re-sends the
+///   abort. Either way it re-arms, the wait backing off by [`GroupConfig::backoff`].
+/// - [`Timer::Deadline`]: while barrier `seq` is still being gathered and some child has
+///   reported it, the children that have not are declared failed: the group is aborted,
+///   naming the lowest such port, and the abort goes to every member (and, at an
+///   intermediate, keeps going up until the parent answers).
+pub fn on_timer(
+    cfg: &GroupConfig,
+    state: GroupState,
+    fired: Fired,
+    me: MacAddr,
+) -> (GroupState, Actions) {
     let mut acts = Actions::in_epoch(cfg.epoch);
-    if let Role::Intermediate { parent } = cfg.role {
-        if state.phase == Phase::AwaitingRelease && state.seq == seq {
+    let seq = fired.seq;
+    if state.seq != seq {
+        return (state, acts);
+    }
+    let rearm = |attempt: u32| Action::ArmTimer {
+        seq,
+        after_ns: cfg
+            .backoff
+            .delay_ns(cfg.resend_timeout_ns, fired.group, cfg.epoch, seq, attempt),
+        timer: Timer::Resend { attempt },
+    };
+    match (fired.timer, state.phase, cfg.role) {
+        (Timer::Resend { attempt }, Phase::AwaitingRelease, Role::Intermediate { parent }) => {
             acts.push(Action::SendReduce {
                 seq,
                 port: parent,
                 retransmit: true,
             });
-            acts.push(Action::ArmTimer {
-                seq,
-                after_ns: cfg.resend_timeout_ns,
-            });
+            acts.push(rearm(attempt.saturating_add(1)));
+            (state, acts)
         }
+        (Timer::Resend { attempt }, Phase::Aborted, Role::Intermediate { parent })
+            if !state.parent_knows() =>
+        {
+            push_abort(state, PortSet::single(parent), &mut acts);
+            acts.push(rearm(attempt.saturating_add(1)));
+            (state, acts)
+        }
+        (Timer::Deadline, Phase::Collecting | Phase::Unknown, _)
+            if !state.arrived.is_empty() && !cfg.children.is_subset_of(state.arrived) =>
+        {
+            let silent = cfg.children.iter().find(|p| !state.arrived.contains(*p));
+            let port = silent.map_or(0, PortIdx::get);
+            let failure = Failure { switch: me, port };
+            let next = GroupState::aborted(seq, failure, cfg.parent().is_none());
+            push_abort(next, cfg.members(), &mut acts);
+            if !next.parent_knows() {
+                acts.push(Action::ArmTimer {
+                    seq,
+                    after_ns: cfg.resend_timeout_ns,
+                    timer: Timer::Resend { attempt: 0 },
+                });
+            }
+            (next, acts)
+        }
+        _ => (state, acts),
     }
-    (state, acts)
 }
 
 #[cfg(test)]
@@ -697,6 +1017,14 @@ mod tests {
             seq: Seq(seq),
             arrived: ports(arrived),
             phase,
+        }
+    }
+    const ME: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xaa]);
+    fn resend(seq: Seq) -> Fired {
+        Fired {
+            group: GroupId(0),
+            seq,
+            timer: Timer::Resend { attempt: 0 },
         }
     }
     fn acts(a: &Actions) -> Vec<Action> {
@@ -789,7 +1117,8 @@ mod tests {
                 },
                 Action::ArmTimer {
                     seq: Seq(9),
-                    after_ns: 500
+                    after_ns: 500,
+                    timer: Timer::Resend { attempt: 0 },
                 },
             ]
         );
@@ -924,7 +1253,8 @@ mod tests {
                 },
                 Action::ArmTimer {
                     seq: Seq(6),
-                    after_ns: 100
+                    after_ns: 100,
+                    timer: Timer::Resend { attempt: 0 },
                 },
             ]
         );
@@ -987,18 +1317,7 @@ mod tests {
     /// A frame of another epoch changes nothing, whatever it says, in every phase.
     #[test]
     fn other_epoch_is_rejected_in_every_phase() {
-        let other = |ev: Event| match ev {
-            Event::Reduce { port, seq, .. } => Event::Reduce {
-                port,
-                epoch: Epoch(7),
-                seq,
-            },
-            Event::Release { port, seq, .. } => Event::Release {
-                port,
-                epoch: Epoch(7),
-                seq,
-            },
-        };
+        let other = |ev: Event| ev.with_epoch(Epoch(7));
         for (cfg, s) in [
             (ROOT3, GroupState::fresh()),
             (ROOT3, st(5, &[1, 2], Phase::Collecting)),
@@ -1078,7 +1397,7 @@ mod tests {
     fn timer_resends_only_while_awaiting_that_seq() {
         let cfg = mid3();
         let s = st(9, &[1, 2, 3], Phase::AwaitingRelease);
-        let (n, a) = on_timer(&cfg, s, Seq(9));
+        let (n, a) = on_timer(&cfg, s, resend(Seq(9)), ME);
         assert_eq!(n, s);
         assert_eq!(
             acts(&a),
@@ -1090,27 +1409,251 @@ mod tests {
                 },
                 Action::ArmTimer {
                     seq: Seq(9),
-                    after_ns: 500
+                    after_ns: 500,
+                    timer: Timer::Resend { attempt: 1 },
                 },
             ]
         );
-        assert!(on_timer(&cfg, s, Seq(8)).1.is_empty(), "stale timer");
         assert!(
-            on_timer(&cfg, st(10, &[], Phase::Collecting), Seq(9))
+            on_timer(&cfg, s, resend(Seq(8)), ME).1.is_empty(),
+            "stale timer"
+        );
+        assert!(
+            on_timer(&cfg, st(10, &[], Phase::Collecting), resend(Seq(9)), ME)
                 .1
                 .is_empty(),
             "released"
         );
         assert!(
-            on_timer(&cfg, GroupState::fresh(), Seq(9)).1.is_empty(),
+            on_timer(&cfg, GroupState::fresh(), resend(Seq(9)), ME)
+                .1
+                .is_empty(),
             "restarted"
         );
         assert!(
-            on_timer(&ROOT3, st(9, &[1], Phase::Collecting), Seq(9))
+            on_timer(&ROOT3, st(9, &[1], Phase::Collecting), resend(Seq(9)), ME)
                 .1
                 .is_empty(),
             "root"
         );
+    }
+
+    // --- failure declaration ---
+
+    fn abort(port: u8, seq: u32, failure: Failure) -> Event {
+        Event::Abort {
+            port: p(port),
+            epoch: Epoch::DEFAULT,
+            seq: Seq(seq),
+            failure,
+        }
+    }
+    fn deadline(seq: u32) -> Fired {
+        Fired {
+            group: GroupId(0),
+            seq: Seq(seq),
+            timer: Timer::Deadline,
+        }
+    }
+    const F: Failure = Failure {
+        switch: MacAddr([2, 0, 0, 0, 0, 0x77]),
+        port: 5,
+    };
+
+    #[test]
+    fn the_first_arrival_starts_the_deadline_and_a_silent_child_is_declared_at_the_root() {
+        let cfg = ROOT3.with_fail_after(1_000);
+        let (s1, o, a) = on_event(&cfg, st(4, &[], Phase::Collecting), red(3, 4));
+        assert_eq!(o, Outcome::Recorded);
+        assert_eq!(
+            acts(&a),
+            vec![Action::ArmTimer {
+                seq: Seq(4),
+                after_ns: 1_000,
+                timer: Timer::Deadline
+            }]
+        );
+        // the second arrival does not arm it again
+        let (s2, _, a) = on_event(&cfg, s1, red(1, 4));
+        assert!(a.is_empty());
+        // ports 1 and 3 reported, 2 did not: it is declared, the abort goes to every child
+        let (s3, a) = on_timer(&cfg, s2, deadline(4), ME);
+        let failure = Failure {
+            switch: ME,
+            port: 2,
+        };
+        assert_eq!(s3, GroupState::aborted(Seq(4), failure, true));
+        assert_eq!(s3.failure(), Some(failure));
+        assert_eq!(s3.arrivals(), PortSet::empty());
+        assert_eq!(
+            acts(&a),
+            vec![Action::SendAbort {
+                seq: Seq(4),
+                ports: ports(&[1, 2, 3]),
+                failure
+            }]
+        );
+        // no deadline without the register, and none for a barrier already complete
+        assert!(on_event(&ROOT3, st(4, &[], Phase::Collecting), red(3, 4))
+            .2
+            .is_empty());
+        assert!(
+            on_timer(&cfg, st(5, &[1], Phase::Collecting), deadline(4), ME)
+                .1
+                .is_empty()
+        );
+        assert!(
+            on_timer(&cfg, st(4, &[], Phase::Collecting), deadline(4), ME)
+                .1
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_aborted_group_answers_reduces_with_the_abort_and_never_releases() {
+        let cfg = ROOT3.with_fail_after(1_000);
+        let ab = GroupState::aborted(Seq(4), F, true);
+        for seq in [3, 4, 5, 900] {
+            let (n, o, a) = on_event(&cfg, ab, red(2, seq));
+            assert_eq!((n, o), (ab, Outcome::AfterAbort));
+            assert_eq!(
+                acts(&a),
+                vec![Action::SendAbort {
+                    seq: Seq(4),
+                    ports: ports(&[2]),
+                    failure: F
+                }]
+            );
+        }
+        // another epoch and non-members stay rejected
+        assert_eq!(
+            on_event(&cfg, ab, red(2, 4).with_epoch(Epoch(9))).1,
+            Outcome::Rejected(Reject::OtherEpoch)
+        );
+        assert_eq!(
+            on_event(&cfg, ab, abort(7, 4, F)).1,
+            Outcome::Rejected(Reject::NotAChild)
+        );
+        // a reset (configure: fresh state) is the way out
+        assert_eq!(
+            on_event(&cfg, GroupState::fresh(), red(1, 0)).1,
+            Outcome::Recorded
+        );
+    }
+
+    #[test]
+    fn an_intermediate_tells_its_parent_until_the_parent_answers() {
+        let cfg = mid3().with_fail_after(1_000);
+        let (s1, _, _) = on_event(&cfg, st(0, &[], Phase::Collecting), red(1, 0));
+        let (s2, a) = on_timer(&cfg, s1, deadline(0), ME);
+        assert_eq!(s2.phase, Phase::Aborted);
+        let failure = Failure {
+            switch: ME,
+            port: 2,
+        };
+        assert_eq!(
+            acts(&a),
+            vec![
+                Action::SendAbort {
+                    seq: Seq(0),
+                    ports: ports(&[0, 1, 2, 3]),
+                    failure
+                },
+                Action::ArmTimer {
+                    seq: Seq(0),
+                    after_ns: 500,
+                    timer: Timer::Resend { attempt: 0 }
+                },
+            ]
+        );
+        // no answer: the abort goes up again
+        let (s3, a) = on_timer(&cfg, s2, resend(Seq(0)), ME);
+        assert_eq!(s3, s2);
+        assert_eq!(
+            acts(&a)[0],
+            Action::SendAbort {
+                seq: Seq(0),
+                ports: ports(&[0]),
+                failure
+            }
+        );
+        // the parent answers with the abort: the re-sends stop
+        let (s4, o, a) = on_event(&cfg, s3, abort(0, 0, failure));
+        assert_eq!(o, Outcome::AfterAbort);
+        assert!(a.is_empty());
+        assert!(on_timer(&cfg, s4, resend(Seq(0)), ME).1.is_empty());
+        assert_eq!(s4.failure(), Some(failure));
+    }
+
+    #[test]
+    fn an_abort_from_a_member_aborts_and_travels_on() {
+        // from the parent: to every child, the parent already knows
+        let (n, o, a) = on_event(&mid3(), st(2, &[1], Phase::Collecting), abort(0, 2, F));
+        assert_eq!(
+            (n, o),
+            (GroupState::aborted(Seq(2), F, true), Outcome::Aborted)
+        );
+        assert_eq!(
+            acts(&a),
+            vec![Action::SendAbort {
+                seq: Seq(2),
+                ports: ports(&[1, 2, 3]),
+                failure: F
+            }]
+        );
+        // from a child at an intermediate waiting for its release: to every member, the sender
+        // included (its answer), and up again until the parent answers
+        let (n, o, a) = on_event(
+            &mid3(),
+            st(2, &[1, 2, 3], Phase::AwaitingRelease),
+            abort(3, 2, F),
+        );
+        assert_eq!(
+            (n, o),
+            (GroupState::aborted(Seq(2), F, false), Outcome::Aborted)
+        );
+        assert_eq!(a.len(), 2);
+        assert_eq!(
+            a.get(0),
+            Some(&Action::SendAbort {
+                seq: Seq(2),
+                ports: ports(&[0, 1, 2, 3]),
+                failure: F
+            })
+        );
+        // a root that restarted (Unknown) aborts too, and answers the sender
+        let (n, o, a) = on_event(&ROOT3, GroupState::fresh(), abort(1, 7, F));
+        assert_eq!((n.phase, o), (Phase::Aborted, Outcome::Aborted));
+        assert_eq!(
+            acts(&a),
+            vec![Action::SendAbort {
+                seq: Seq(7),
+                ports: ports(&[1, 2, 3]),
+                failure: F
+            }]
+        );
+        // a release after the abort changes nothing
+        let ab = GroupState::aborted(Seq(2), F, true);
+        assert_eq!(
+            on_event(&mid3(), ab, rel(0, 2)),
+            (ab, Outcome::AfterAbort, Actions::new())
+        );
+    }
+
+    #[test]
+    fn the_failure_survives_the_state_word() {
+        let f = Failure {
+            switch: MacAddr([0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54]),
+            port: 63,
+        };
+        for knows in [false, true] {
+            let s = GroupState::aborted(Seq(u32::MAX), f, knows);
+            let back = GroupState::from_bits(s.to_bits());
+            assert_eq!(back, s);
+            assert_eq!(back.failure(), Some(f));
+            assert_eq!(back.parent_knows(), knows);
+        }
+        assert_eq!(st(1, &[1], Phase::Collecting).failure(), None);
     }
 
     // --- restart rules ---

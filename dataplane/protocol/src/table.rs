@@ -10,10 +10,12 @@
 use core::fmt;
 use core::sync::atomic::Ordering::SeqCst;
 
+use crate::backoff::Backoff;
 use crate::switch::{
-    self, bits, Actions, ConfigError, Event, GroupConfig, GroupState, Outcome, Role,
+    self, bits, Actions, ConfigError, Event, Fired, GroupConfig, GroupState, Outcome, Role,
 };
-use crate::{Epoch, GroupId, PortIdx, PortSet, Seq};
+use crate::wire::MacAddr;
+use crate::{Epoch, GroupId, PortIdx, PortSet};
 
 #[cfg(not(loom))]
 mod sync {
@@ -126,6 +128,23 @@ struct Slot {
     timeout: AtomicU64,
     /// The group's epoch (low 32 bits).
     epoch: AtomicU64,
+    /// The re-send backoff: cap in ns (bits 0..56), jitter percent (bits 56..64).
+    backoff: AtomicU64,
+    /// Failure declaration deadline, ns (0: never).
+    fail_after: AtomicU64,
+}
+
+const JITTER_SHIFT: u32 = 56;
+
+fn backoff_word(b: Backoff) -> u64 {
+    b.max_ns.min((1 << JITTER_SHIFT) - 1) | u64::from(b.jitter_pct) << JITTER_SHIFT
+}
+
+fn backoff_of_word(w: u64) -> Backoff {
+    Backoff {
+        max_ns: w & ((1 << JITTER_SHIFT) - 1),
+        jitter_pct: (w >> JITTER_SHIFT) as u8,
+    }
 }
 
 impl Slot {
@@ -136,6 +155,8 @@ impl Slot {
             children: AtomicU64::new(0),
             timeout: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
+            backoff: AtomicU64::new(0),
+            fail_after: AtomicU64::new(0),
         }
     }
 
@@ -154,6 +175,8 @@ impl Slot {
             let children = self.children.load(SeqCst);
             let timeout = self.timeout.load(SeqCst);
             let epoch = self.epoch.load(SeqCst);
+            let backoff = self.backoff.load(SeqCst);
+            let fail_after = self.fail_after.load(SeqCst);
             // seqlock-style validation: the fields belong to generation `m` only if no
             // configure started meanwhile
             if self.meta.load(SeqCst) != m {
@@ -172,6 +195,8 @@ impl Slot {
                     children: PortSet(children),
                     resend_timeout_ns: timeout,
                     epoch: Epoch(epoch as u32),
+                    backoff: backoff_of_word(backoff),
+                    fail_after_ns: fail_after,
                 },
             ));
         }
@@ -218,6 +243,8 @@ impl Slot {
             self.children.store(cfg.children.0, SeqCst);
             self.timeout.store(cfg.resend_timeout_ns, SeqCst);
             self.epoch.store(u64::from(cfg.epoch.0), SeqCst);
+            self.backoff.store(backoff_word(cfg.backoff), SeqCst);
+            self.fail_after.store(cfg.fail_after_ns, SeqCst);
             meta |= CONFIGURED;
             match cfg.role {
                 Role::Root => meta |= ROOT,
@@ -227,6 +254,8 @@ impl Slot {
             self.children.store(0, SeqCst);
             self.timeout.store(0, SeqCst);
             self.epoch.store(0, SeqCst);
+            self.backoff.store(0, SeqCst);
+            self.fail_after.store(0, SeqCst);
         }
         self.meta.store(meta, SeqCst);
     }
@@ -376,17 +405,18 @@ impl GroupTable {
         }
     }
 
-    /// The re-send timer armed for `seq` fired (see [`switch::on_timer`]). Empty when the
-    /// group is unknown, unconfigured, or no longer waiting on `seq`.
-    pub fn on_timer(&self, group: GroupId, seq: Seq) -> Actions {
-        let Ok(slot) = self.slot(group) else {
+    /// A timer armed for the group fired (see [`switch::on_timer`]); `me` is this switch's
+    /// id, named in the aborts it declares. Empty when the group is unconfigured or the timer
+    /// is stale.
+    pub fn on_timer(&self, fired: Fired, me: MacAddr) -> Actions {
+        let Ok(slot) = self.slot(fired.group) else {
             return Actions::new();
         };
         loop {
             let Some((s, cfg)) = slot.snapshot() else {
                 return Actions::new();
             };
-            let (next, actions) = switch::on_timer(&cfg, GroupState::from_bits(s), seq);
+            let (next, actions) = switch::on_timer(&cfg, GroupState::from_bits(s), fired, me);
             let new = next.to_bits() | (s & STATE_GEN_MASK);
             if new == s || slot.state.compare_exchange(s, new).is_ok() {
                 return actions;
@@ -423,6 +453,17 @@ impl GroupTable {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::switch::Timer;
+    use crate::Seq;
+
+    const ME: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xaa]);
+    fn resend(group: GroupId, seq: Seq) -> Fired {
+        Fired {
+            group,
+            seq,
+            timer: Timer::Resend { attempt: 0 },
+        }
+    }
     use crate::switch::{Action, Phase, Reject};
     use crate::MAX_GROUPS;
     use std::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicUsize, Ordering};
@@ -548,12 +589,13 @@ mod tests {
             a.get(1),
             Some(&Action::ArmTimer {
                 seq: Seq(0),
-                after_ns: 777
+                after_ns: 777,
+                timer: Timer::Resend { attempt: 0 },
             })
         );
         assert_eq!(t.state(g).unwrap().phase, Phase::AwaitingRelease);
-        assert_eq!(t.on_timer(g, Seq(0)).len(), 2);
-        assert!(t.on_timer(g, Seq(1)).is_empty());
+        assert_eq!(t.on_timer(resend(g, Seq(0)), ME).len(), 2);
+        assert!(t.on_timer(resend(g, Seq(1)), ME).is_empty());
         assert_eq!(
             t.apply(
                 g,
@@ -588,8 +630,8 @@ mod tests {
         assert_eq!(t.state(g), Some(GroupState::fresh()));
         t.remove(g).unwrap();
         assert_eq!(t.apply(g, ev), Err(TableError::NotConfigured(g)));
-        assert!(t.on_timer(g, Seq(0)).is_empty());
-        assert!(t.on_timer(GroupId(99), Seq(0)).is_empty());
+        assert!(t.on_timer(resend(g, Seq(0)), ME).is_empty());
+        assert!(t.on_timer(resend(GroupId(99), Seq(0)), ME).is_empty());
         // other groups untouched
         assert_eq!(t.config(GroupId(2)), None);
     }
@@ -810,6 +852,7 @@ mod tests {
                                 }
                                 Action::SendReduce { port, .. } => assert_eq!(port, p(9)),
                                 Action::ArmTimer { after_ns, .. } => assert_eq!(after_ns, 5),
+                                Action::SendAbort { .. } => panic!("no abort configured"),
                             }
                         }
                         n = n.wrapping_add(1);

@@ -33,7 +33,7 @@ pub mod field {
     pub const MAGIC: usize = 14;
     /// Header version, 2.
     pub const VERSION: usize = 15;
-    /// Kind: 1 reduce, 2 release.
+    /// Kind: 1 reduce, 2 release, 3 abort.
     pub const KIND: usize = 16;
     /// Flags: bit0 RETRANSMIT, bit1 HAS_TIMESTAMP.
     pub const FLAGS: usize = 17;
@@ -43,8 +43,15 @@ pub mod field {
     pub const EPOCH: Field = 22..26;
     /// Sequence number, u32.
     pub const SEQ: Field = 26..30;
-    /// Transmit timestamp, u64 nanoseconds; 0 unless HAS_TIMESTAMP.
+    /// Transmit timestamp, u64 nanoseconds; 0 unless HAS_TIMESTAMP. An abort has no
+    /// timestamp: these bytes carry its failure ([`ABORT_SWITCH`], [`ABORT_PORT`], a zero byte).
     pub const TX_TIMESTAMP: Field = 30..38;
+    /// Abort: the declaring switch's id (the MAC address of its first port).
+    pub const ABORT_SWITCH: Field = 30..36;
+    /// Abort: the failed child's port at the declaring switch.
+    pub const ABORT_PORT: usize = 36;
+    /// Abort: reserved, zero.
+    pub const ABORT_RESERVED: usize = 37;
     /// Header checksum, u16: the Internet checksum (RFC 1071) over [`CHECKSUMMED`], this
     /// field taken as zero. Veth and other software links have no FCS, so without it a flipped
     /// group or sequence bit would reach the protocol as a real barrier event.
@@ -125,31 +132,65 @@ impl fmt::Debug for MacAddr {
     }
 }
 
-/// The two frame kinds of the method: reduce (规约包, child to parent) and release
-/// (分发包, parent to children).
+/// The frame kinds: the two of the method, reduce (规约包, child to parent) and release
+/// (分发包, parent to children), and netbarrier's abort, which tells a group's tree that a
+/// switch declared one of its children failed (`docs/protocol.md`, "Failure declaration").
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub enum Kind {
     /// "I and everything below me reached barrier `seq`" (child → parent).
     Reduce,
     /// "Barrier `seq` is complete, continue" (parent → children).
     Release,
+    /// "Barrier `seq` cannot complete: this child failed" (any member → its tree). The
+    /// failure travels in the bytes a reduce or release uses for its timestamp.
+    Abort(Failure),
+}
+
+/// Who was declared failed: the port `port` of the switch whose id is `switch` (the MAC
+/// address of that switch's first port), which stayed silent while its siblings reported.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub struct Failure {
+    /// The declaring switch's id.
+    pub switch: MacAddr,
+    /// The silent child's port at that switch.
+    pub port: u8,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "port {} of switch {}", self.port, self.switch)
+    }
 }
 
 impl Kind {
-    /// The wire code.
+    /// The wire code: 1 reduce, 2 release, 3 abort.
     pub const fn to_u8(self) -> u8 {
         match self {
             Kind::Reduce => 1,
             Kind::Release => 2,
+            Kind::Abort(_) => 3,
         }
     }
 
-    /// `None` for the reserved codes (0, 3..=255).
+    /// The wire code of an abort.
+    pub const ABORT_CODE: u8 = 3;
+
+    /// Reduce or release for their codes; `None` for abort (its failure comes from the frame:
+    /// [`FrameRepr::parse`]) and for the reserved codes (0, 4..=255).
     pub const fn from_u8(v: u8) -> Option<Kind> {
         match v {
             1 => Some(Kind::Reduce),
             2 => Some(Kind::Release),
             _ => None,
+        }
+    }
+
+    /// A stable name for counters and logs.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Kind::Reduce => "reduce",
+            Kind::Release => "release",
+            Kind::Abort(_) => "abort",
         }
     }
 }
@@ -259,7 +300,8 @@ pub enum ParseError {
     /// Header version other than 2 (version 1 frames, without an epoch, included).
     #[error("unsupported header version")]
     BadVersion,
-    /// Kind other than reduce (1) or release (2).
+    /// Kind other than reduce (1), release (2) or abort (3), or an abort with a timestamp
+    /// flag or a non-zero reserved byte.
     #[error("unknown frame kind")]
     BadKind,
     /// A reserved flag bit is set.
@@ -417,6 +459,21 @@ impl<T: AsRef<[u8]>> Frame<T> {
         u64::from_be_bytes(self.b()[field::TX_TIMESTAMP].try_into().unwrap())
     }
 
+    /// An abort's failure: switch id and port (meaningful only for kind 3).
+    pub fn abort_failure(&self) -> Failure {
+        let mut switch = [0u8; 6];
+        switch.copy_from_slice(&self.b()[field::ABORT_SWITCH]);
+        Failure {
+            switch: MacAddr(switch),
+            port: self.b()[field::ABORT_PORT],
+        }
+    }
+
+    /// An abort's reserved byte.
+    pub fn abort_reserved(&self) -> u8 {
+        self.b()[field::ABORT_RESERVED]
+    }
+
     /// The header checksum field as stored.
     pub fn checksum(&self) -> u16 {
         u16::from_be_bytes(self.b()[field::CHECKSUM].try_into().unwrap())
@@ -503,6 +560,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
         self.bm()[field::TX_TIMESTAMP].copy_from_slice(&v.to_be_bytes());
     }
 
+    /// Writes an abort's failure (and a zero reserved byte) over the timestamp bytes.
+    pub fn set_abort_failure(&mut self, failure: Failure) {
+        self.bm()[field::ABORT_SWITCH].copy_from_slice(&failure.switch.0);
+        self.bm()[field::ABORT_PORT] = failure.port;
+        self.bm()[field::ABORT_RESERVED] = 0;
+    }
+
     /// Sets the checksum field as given (tests use it to store a wrong one).
     pub fn set_checksum(&mut self, v: u16) {
         self.bm()[field::CHECKSUM].copy_from_slice(&v.to_be_bytes());
@@ -571,8 +635,17 @@ impl FrameRepr {
         if f.version() != VERSION {
             return Err(ParseError::BadVersion);
         }
-        let kind = Kind::from_u8(f.kind_raw()).ok_or(ParseError::BadKind)?;
         let flags = Flags::from_bits(f.flags_raw()).ok_or(ParseError::ReservedFlags)?;
+        let kind = match Kind::from_u8(f.kind_raw()) {
+            Some(kind) => kind,
+            None if f.kind_raw() == Kind::ABORT_CODE
+                && !flags.contains(Flags::HAS_TIMESTAMP)
+                && f.abort_reserved() == 0 =>
+            {
+                Kind::Abort(f.abort_failure())
+            }
+            None => return Err(ParseError::BadKind),
+        };
         let group = f.group();
         if group >= MAX_GROUPS {
             return Err(ParseError::GroupOutOfRange);
@@ -596,7 +669,8 @@ impl FrameRepr {
     }
 
     /// Writes the frame into `buf[..FRAME_LEN]` (checksum filled, padding zeroed) and returns
-    /// [`FRAME_LEN`].
+    /// [`FRAME_LEN`]. An abort carries its failure where others carry a timestamp, so its
+    /// `tx_timestamp` is not written (and parses back as `None`).
     ///
     /// # Panics
     /// If `buf` is shorter than [`FRAME_LEN`], or `group` is not below [`MAX_GROUPS`] (such a
@@ -615,7 +689,11 @@ impl FrameRepr {
         f.set_magic(MAGIC);
         f.set_version(VERSION);
         f.set_kind_raw(self.kind.to_u8());
-        let flags = match self.tx_timestamp {
+        let ts = match self.kind {
+            Kind::Abort(_) => None,
+            _ => self.tx_timestamp,
+        };
+        let flags = match ts {
             Some(_) => self.flags.with(Flags::HAS_TIMESTAMP),
             None => self.flags.without(Flags::HAS_TIMESTAMP),
         };
@@ -623,7 +701,10 @@ impl FrameRepr {
         f.set_group(self.group.0);
         f.set_epoch(self.epoch.0);
         f.set_seq(self.seq.0);
-        f.set_tx_timestamp(self.tx_timestamp.unwrap_or(0));
+        f.set_tx_timestamp(ts.unwrap_or(0));
+        if let Kind::Abort(failure) = self.kind {
+            f.set_abort_failure(failure);
+        }
         f.clear_padding();
         f.fill_checksum();
         FRAME_LEN
@@ -768,7 +849,7 @@ mod tests {
         assert_eq!(with(15, 3), Err(ParseError::BadVersion));
         assert_eq!(with(15, 0), Err(ParseError::BadVersion));
         assert_eq!(with(16, 0), Err(ParseError::BadKind));
-        assert_eq!(with(16, 3), Err(ParseError::BadKind));
+        assert_eq!(with(16, 4), Err(ParseError::BadKind));
         assert_eq!(with(17, 0x04), Err(ParseError::ReservedFlags));
         assert_eq!(with(17, 0x80), Err(ParseError::ReservedFlags));
         // group = 0x0010_0007 >= 2^20
@@ -958,6 +1039,42 @@ mod tests {
     }
 
     #[test]
+    fn abort_bytes_exact_and_checked() {
+        let failure = Failure {
+            switch: MacAddr([0x02, 0, 0, 0, 0x0a, 0x01]),
+            port: 3,
+        };
+        let a = FrameRepr {
+            kind: Kind::Abort(failure),
+            tx_timestamp: Some(99), // not written: the failure takes these bytes
+            ..reduce()
+        };
+        let b = a.to_bytes();
+        assert_eq!(b[16], 3);
+        assert_eq!(b[17], 0, "no HAS_TIMESTAMP on an abort");
+        assert_eq!(&b[30..38], &[0x02, 0, 0, 0, 0x0a, 0x01, 3, 0]);
+        let p = FrameRepr::parse(&b).unwrap();
+        assert_eq!(p.kind, Kind::Abort(failure));
+        assert_eq!(p.tx_timestamp, None);
+        assert_eq!(failure.to_string(), "port 3 of switch 02:00:00:00:0a:01");
+        // a timestamp flag or a reserved byte makes it unknown
+        for (idx, val) in [(17usize, 0x02u8), (37, 1)] {
+            let mut bad = b;
+            bad[idx] = val;
+            Frame::new_unchecked(&mut bad[..]).fill_checksum();
+            assert_eq!(
+                FrameRepr::parse(&bad),
+                Err(ParseError::BadKind),
+                "byte {idx}"
+            );
+        }
+        let mut four = b;
+        four[16] = 4;
+        Frame::new_unchecked(&mut four[..]).fill_checksum();
+        assert_eq!(FrameRepr::parse(&four), Err(ParseError::BadKind));
+    }
+
+    #[test]
     fn mac_display() {
         assert_eq!(MacAddr([2, 0, 0, 0, 0, 1]).to_string(), "02:00:00:00:00:01");
         assert!(MacAddr::BROADCAST.is_multicast());
@@ -967,31 +1084,46 @@ mod tests {
         (
             any::<[u8; 6]>(),
             any::<[u8; 6]>(),
-            prop_oneof![Just(Kind::Reduce), Just(Kind::Release)],
+            prop_oneof![
+                Just(Kind::Reduce),
+                Just(Kind::Release),
+                (any::<[u8; 6]>(), any::<u8>()).prop_map(|(m, port)| Kind::Abort(Failure {
+                    switch: MacAddr(m),
+                    port
+                })),
+            ],
             any::<bool>(),
             0..MAX_GROUPS,
             any::<u32>(),
             any::<u32>(),
             proptest::option::of(any::<u64>()),
         )
-            .prop_map(|(d, s, kind, rt, g, e, q, ts)| FrameRepr {
-                dst: MacAddr(d),
-                src: MacAddr(s),
-                kind,
-                flags: if rt {
-                    Flags::RETRANSMIT
+            .prop_map(|(d, s, kind, rt, g, e, q, ts)| {
+                // an abort has no timestamp
+                let ts = if matches!(kind, Kind::Abort(_)) {
+                    None
                 } else {
-                    Flags::empty()
+                    ts
+                };
+                FrameRepr {
+                    dst: MacAddr(d),
+                    src: MacAddr(s),
+                    kind,
+                    flags: if rt {
+                        Flags::RETRANSMIT
+                    } else {
+                        Flags::empty()
+                    }
+                    .with(if ts.is_some() {
+                        Flags::HAS_TIMESTAMP
+                    } else {
+                        Flags::empty()
+                    }),
+                    group: GroupId(g),
+                    epoch: Epoch(e),
+                    seq: Seq(q),
+                    tx_timestamp: ts,
                 }
-                .with(if ts.is_some() {
-                    Flags::HAS_TIMESTAMP
-                } else {
-                    Flags::empty()
-                }),
-                group: GroupId(g),
-                epoch: Epoch(e),
-                seq: Seq(q),
-                tx_timestamp: ts,
             })
     }
 

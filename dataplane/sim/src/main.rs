@@ -157,6 +157,14 @@ struct RunArgs {
     /// Intermediate switches' re-send timeout, ns [default: the leaves'].
     #[arg(long)]
     switch_timeout_ns: Option<u64>,
+    /// Intermediates double their re-send wait after each re-send of a barrier, up to this many
+    /// ns (0: no doubling).
+    #[arg(long, default_value_t = 0)]
+    switch_backoff_max_ns: u64,
+    /// Intermediates shorten each re-send wait by up to this many percent, per group and
+    /// barrier (0..=50).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=50))]
+    switch_jitter_pct: u8,
     /// Liveness window: stuck when nothing progresses this long after the last fault, ns
     /// [default: 100 re-send timeouts plus the longest compute time].
     #[arg(long)]
@@ -298,6 +306,10 @@ fn run(a: RunArgs) -> ExitCode {
             jitter_pct: a.leaf_jitter_pct,
         },
         switch_timeout_ns: a.switch_timeout_ns,
+        switch_backoff: barrier_protocol::backoff::Backoff {
+            max_ns: a.switch_backoff_max_ns,
+            jitter_pct: a.switch_jitter_pct,
+        },
         stall_ns: a.stall_ns,
         first_seq: a.first_seq,
         broken: a.broken_switch,

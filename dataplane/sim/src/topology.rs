@@ -5,6 +5,7 @@
 //! with it).
 
 use crate::rng::Rng;
+use barrier_protocol::backoff::Backoff;
 use barrier_protocol::switch::{GroupConfig, Role};
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, MAX_GROUPS, MAX_PORTS};
 use serde::Serialize;
@@ -416,7 +417,13 @@ impl Topology {
 
     /// The group plans: group 0 spans every leaf; each further group is a random non-empty
     /// subset (drawn from `seed`), so switches see groups with different child-port sets.
-    pub fn plan_groups(&self, groups: u32, seed: u64, resend_timeout_ns: u64) -> Vec<GroupPlan> {
+    pub fn plan_groups(
+        &self,
+        groups: u32,
+        seed: u64,
+        resend_timeout_ns: u64,
+        backoff: Backoff,
+    ) -> Vec<GroupPlan> {
         let mut rng = Rng::stream(seed, 0x6209);
         (0..groups.max(1))
             .map(|g| {
@@ -435,7 +442,7 @@ impl Topology {
                     }
                     m
                 };
-                let switch_configs = self.group_configs(&members, resend_timeout_ns);
+                let switch_configs = self.group_configs(&members, resend_timeout_ns, backoff);
                 GroupPlan {
                     id,
                     members,
@@ -446,7 +453,12 @@ impl Topology {
     }
 
     /// The child-port and parent-port registers of every switch for a group with these members.
-    fn group_configs(&self, members: &[u32], resend_timeout_ns: u64) -> Vec<(u32, GroupConfig)> {
+    fn group_configs(
+        &self,
+        members: &[u32],
+        resend_timeout_ns: u64,
+        backoff: Backoff,
+    ) -> Vec<(u32, GroupConfig)> {
         let mut has = vec![false; self.switches.len()];
         let mut children: Vec<PortSet> = vec![PortSet::empty(); self.switches.len()];
         for &m in members {
@@ -474,6 +486,8 @@ impl Topology {
                         children: children[s],
                         resend_timeout_ns,
                         epoch: Epoch::DEFAULT,
+                        backoff,
+                        fail_after_ns: 0,
                     },
                 )
             })
@@ -636,7 +650,7 @@ mod tests {
             max_leaves: 40,
         })
         .unwrap();
-        let plans = t.plan_groups(4, 1, 1000);
+        let plans = t.plan_groups(4, 1, 1000, Backoff::FIXED);
         assert_eq!(plans[0].members.len(), t.leaves.len());
         for plan in &plans {
             // Every member's switch lists its port; every configured switch validates.

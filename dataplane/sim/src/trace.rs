@@ -147,13 +147,6 @@ pub fn fmt_time(t: Time) -> String {
     format!("{}.{:03}µs", ns / 1_000, ns % 1_000)
 }
 
-fn kind_name(k: Kind) -> &'static str {
-    match k {
-        Kind::Reduce => "reduce",
-        Kind::Release => "release",
-    }
-}
-
 pub fn format_entry(e: &TraceEntry) -> String {
     let body = match e.what {
         TraceWhat::Send {
@@ -166,7 +159,7 @@ pub fn format_entry(e: &TraceEntry) -> String {
             fate,
         } => format!(
             "{from} -> {to}: {} {group:?} seq {}{} [{}]",
-            kind_name(kind),
+            kind.name(),
             seq.0,
             if retransmit { " (retransmit)" } else { "" },
             match fate {
@@ -186,8 +179,8 @@ pub fn format_entry(e: &TraceEntry) -> String {
             group,
             seq,
         } => match port {
-            Some(p) => format!("{to} <- {p:?}: {} {group:?} seq {}", kind_name(kind), seq.0),
-            None => format!("{to} <- {} {group:?} seq {}", kind_name(kind), seq.0),
+            Some(p) => format!("{to} <- {p:?}: {} {group:?} seq {}", kind.name(), seq.0),
+            None => format!("{to} <- {} {group:?} seq {}", kind.name(), seq.0),
         },
         TraceWhat::Control {
             switch,
@@ -258,7 +251,7 @@ pub fn format_entry(e: &TraceEntry) -> String {
             seq,
         } => format!(
             "sw{switch} {group:?}: BROKEN RULE {kind:?} applies to the {} seq {} from {port:?}",
-            kind_name(kind_of_frame),
+            kind_of_frame.name(),
             seq.0
         ),
         TraceWhat::Restart { switch } => {

@@ -7,6 +7,7 @@ use crate::spec::{
     ControlSpec, Device, GroupBlock, LcoreSpec, MempoolSpec, MetricsSpec, PortSpec, RxLcore,
     SwitchSpec,
 };
+use barrier_protocol::backoff::Backoff;
 use barrier_protocol::switch::{GroupConfig, Role};
 use barrier_protocol::{Epoch, PortIdx, PortSet};
 use serde::Deserialize;
@@ -272,6 +273,9 @@ struct RawGroup {
     children: Vec<String>,
     parent: Option<String>,
     resend_timeout_us: Option<u64>,
+    resend_max_us: Option<u64>,
+    resend_jitter_pct: Option<u8>,
+    fail_after_ms: Option<u64>,
     epoch: Option<u32>,
 }
 
@@ -897,6 +901,33 @@ fn validate_groups(
             Some(t) => t,
             None => DEFAULT_RESEND_TIMEOUT_US,
         };
+        if role == Role::Root {
+            for (k, set) in [
+                ("resend_max_us", g.resend_max_us.is_some()),
+                ("resend_jitter_pct", g.resend_jitter_pct.is_some()),
+            ] {
+                if set {
+                    return Err(ConfigError::new(
+                        format!("{key}.{k}"),
+                        "a root does not re-send (re-send settings are for intermediates)",
+                    ));
+                }
+            }
+        }
+        let max_us = g.resend_max_us.unwrap_or(0);
+        if max_us != 0 && max_us < timeout_us {
+            return Err(ConfigError::new(
+                format!("{key}.resend_max_us"),
+                format!("the cap {max_us} us is below resend_timeout_us ({timeout_us} us)"),
+            ));
+        }
+        let jitter_pct = g.resend_jitter_pct.unwrap_or(0);
+        if jitter_pct > 50 {
+            return Err(ConfigError::new(
+                format!("{key}.resend_jitter_pct"),
+                format!("{jitter_pct}: jitter is at most 50 (percent of the wait)"),
+            ));
+        }
         groups.push(GroupBlock {
             numbers,
             config: GroupConfig {
@@ -904,6 +935,11 @@ fn validate_groups(
                 children,
                 resend_timeout_ns: timeout_us.saturating_mul(1000),
                 epoch: g.epoch.map_or(Epoch::DEFAULT, Epoch),
+                backoff: Backoff {
+                    max_ns: max_us.saturating_mul(1000),
+                    jitter_pct,
+                },
+                fail_after_ns: g.fail_after_ms.unwrap_or(0).saturating_mul(1_000_000),
             },
         });
     }
@@ -985,6 +1021,42 @@ children = ["d0", "d1", "up"]
             e.reason
         );
         assert!(e.to_string().contains(key));
+    }
+
+    #[test]
+    fn backoff_and_failure_declaration_registers() {
+        let text = GOOD.replacen(
+            "resend_timeout_us = 200",
+            "resend_timeout_us = 200\nresend_max_us = 3200\nresend_jitter_pct = 25\nfail_after_ms = 750",
+            1,
+        );
+        let c = parse(&text).unwrap();
+        let g = c.groups[0].config;
+        assert_eq!(
+            g.backoff,
+            Backoff {
+                max_ns: 3_200_000,
+                jitter_pct: 25
+            }
+        );
+        assert_eq!(g.fail_after_ns, 750_000_000);
+        // defaults: a fixed period, never declare
+        let d = parse(GOOD).unwrap().groups[1].config;
+        assert_eq!((d.backoff, d.fail_after_ns), (Backoff::FIXED, 0));
+        let with = |extra: &str| GOOD.replacen("resend_timeout_us = 200", extra, 1);
+        let e = parse(&with("resend_timeout_us = 200\nresend_jitter_pct = 51")).unwrap_err();
+        assert_eq!(e.key, "groups[0].resend_jitter_pct");
+        assert!(e.line.is_some(), "{e}");
+        let e = parse(&with("resend_timeout_us = 200\nresend_max_us = 100")).unwrap_err();
+        assert_eq!(e.key, "groups[0].resend_max_us");
+        let e = parse(&GOOD.replacen(
+            "children = [\"d0\", \"d1\", \"up\"]",
+            "children = [\"d0\", \"d1\", \"up\"]\nresend_max_us = 5000",
+            1,
+        ))
+        .unwrap_err();
+        assert_eq!(e.key, "groups[1].resend_max_us");
+        assert!(e.reason.contains("root"), "{e}");
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub struct RxCounters {
     pub frames: AtomicU64,
     pub reduce_in: AtomicU64,
     pub release_in: AtomicU64,
+    pub abort_in: AtomicU64,
     /// What the group table decided for each barrier frame, one cell per `Outcome`.
     pub outcomes: OutcomeCounts,
     /// Frames the parser refused, one cell per `ParseError`.
@@ -40,6 +41,7 @@ enum RxCell {
     Frames,
     ReduceIn,
     ReleaseIn,
+    AbortIn,
     Outcome(Outcome),
     Parse(ParseError),
     UnknownGroup,
@@ -51,7 +53,7 @@ enum RxCell {
 /// than taken from `Outcome::name` (`completions` for `Completed`, `drop_not_a_child` for
 /// `Rejected(NotAChild)`, ...); a parse error is `drop_` and its `ParseError::reason`. A test
 /// checks that every outcome and every parse error is listed exactly once.
-const RX_LAYOUT: [(&str, RxCell); 25] = [
+const RX_LAYOUT: [(&str, RxCell); 28] = [
     ("discarded_at_start", RxCell::DiscardedAtStart),
     ("frames", RxCell::Frames),
     ("reduce_in", RxCell::ReduceIn),
@@ -64,6 +66,9 @@ const RX_LAYOUT: [(&str, RxCell); 25] = [
     ("stale_release", RxCell::Outcome(Outcome::StaleRelease)),
     ("ahead_reduce", RxCell::Outcome(Outcome::AheadReduce)),
     ("ahead_release", RxCell::Outcome(Outcome::AheadRelease)),
+    ("abort_in", RxCell::AbortIn),
+    ("aborted", RxCell::Outcome(Outcome::Aborted)),
+    ("after_abort", RxCell::Outcome(Outcome::AfterAbort)),
     ("drop_too_short", RxCell::Parse(ParseError::TooShort)),
     ("drop_not_barrier", RxCell::Parse(ParseError::NotBarrier)),
     ("drop_bad_magic", RxCell::Parse(ParseError::BadMagic)),
@@ -113,6 +118,7 @@ impl RxCounters {
             RxCell::Frames => &self.frames,
             RxCell::ReduceIn => &self.reduce_in,
             RxCell::ReleaseIn => &self.release_in,
+            RxCell::AbortIn => &self.abort_in,
             RxCell::Outcome(o) => &self.outcomes[o],
             RxCell::Parse(e) => &self.parse_drops[e],
             RxCell::UnknownGroup => &self.drop_unknown_group,
@@ -135,6 +141,7 @@ counter_set! {
         frames_out,
         reduce_out,
         release_out,
+        abort_out,
         retransmits_out,
         /// `tx_burst` took fewer frames than offered; the rest stayed first in line.
         tx_full_waits,
@@ -152,6 +159,8 @@ counter_set! {
         timers_armed,
         timers_fired,
         timer_resends,
+        /// Failure declarations: a group aborted because a child stayed silent.
+        declared,
     }
 }
 
@@ -277,6 +286,9 @@ mod tests {
                 "stale_release",
                 "ahead_reduce",
                 "ahead_release",
+                "abort_in",
+                "aborted",
+                "after_abort",
                 "drop_too_short",
                 "drop_not_barrier",
                 "drop_bad_magic",
@@ -315,7 +327,7 @@ mod tests {
         let want: Vec<u64> = (1..=RX_LAYOUT.len() as u64).collect();
         assert_eq!(c.values(), want);
         assert_eq!(c.outcomes.get(Outcome::Completed), 6);
-        assert_eq!(c.parse_drops.get(ParseError::BadChecksum), 20);
+        assert_eq!(c.parse_drops.get(ParseError::BadChecksum), 23);
     }
 
     #[test]

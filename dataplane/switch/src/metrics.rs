@@ -88,7 +88,11 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
         "Barrier frames received (parsed), by port and kind.",
     );
     for (p, name) in stats.port_names.iter().enumerate() {
-        for (kind, counter) in [("reduce", "reduce_in"), ("release", "release_in")] {
+        for (kind, counter) in [
+            ("reduce", "reduce_in"),
+            ("release", "release_in"),
+            ("abort", "abort_in"),
+        ] {
             let v = rx_index(counter).map_or(0, |i| per_port[p][i]);
             let _ = writeln!(
                 out,
@@ -105,7 +109,11 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
     );
     for (p, name) in stats.port_names.iter().enumerate() {
         let v = stats.tx[p].values();
-        for (kind, counter) in [("reduce", "reduce_out"), ("release", "release_out")] {
+        for (kind, counter) in [
+            ("reduce", "reduce_out"),
+            ("release", "release_out"),
+            ("abort", "abort_out"),
+        ] {
             let n = tx_index(counter).map_or(0, |i| v[i]);
             let _ = writeln!(
                 out,
@@ -136,7 +144,7 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
         "What the group table made of received frames, and RX-side waits, by event.",
     );
     for (i, n) in RxCounters::NAMES.iter().enumerate() {
-        if n.starts_with("drop_") || ["frames", "reduce_in", "release_in"].contains(n) {
+        if n.starts_with("drop_") || ["frames", "reduce_in", "release_in", "abort_in"].contains(n) {
             continue;
         }
         let _ = writeln!(out, "barrier_rx_events_total{{event=\"{n}\"}} {}", total[i]);
@@ -150,7 +158,7 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
     for (p, name) in stats.port_names.iter().enumerate() {
         let v = stats.tx[p].values();
         for (i, n) in TxCounters::NAMES.iter().enumerate() {
-            if ["frames_out", "reduce_out", "release_out"].contains(n) {
+            if ["frames_out", "reduce_out", "release_out", "abort_out"].contains(n) {
                 continue;
             }
             let _ = writeln!(

@@ -105,6 +105,7 @@ impl<Q: RxQueue> RxPoller<Q> {
         let kind_in = match repr.kind {
             Kind::Reduce => &c.reduce_in,
             Kind::Release => &c.release_in,
+            Kind::Abort(_) => &c.abort_in,
         };
         bump(kind_in, 1);
         let ev = Event::from_frame(&repr, self.port);

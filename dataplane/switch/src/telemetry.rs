@@ -158,14 +158,6 @@ fn port_names(stats: &SwitchStats, set: PortSet) -> String {
         .join(",")
 }
 
-fn phase_name(p: Phase) -> &'static str {
-    match p {
-        Phase::Unknown => "unknown",
-        Phase::Collecting => "collecting",
-        Phase::AwaitingRelease => "awaiting_release",
-    }
-}
-
 /// `/barrier/group,N`: one group's configuration, state and counters; `None` for a number that
 /// does not parse or a group that is not configured (DPDK answers the command with null).
 pub fn group_entries(
@@ -184,15 +176,16 @@ pub fn group_entries(
             ("intermediate", port_names(stats, PortSet::single(parent)))
         }
     };
-    let known = state.phase != Phase::Unknown || !state.arrived.is_empty();
-    let missing = PortSet(cfg.children.0 & !state.arrived.0);
+    let arrived = state.arrivals();
+    let known = state.phase != Phase::Unknown || !arrived.is_empty();
+    let missing = PortSet(cfg.children.0 & !arrived.0);
     let mut out = vec![
         ("group".into(), u(u64::from(n))),
         ("epoch".into(), u(u64::from(cfg.epoch.0))),
         ("role".into(), s(role)),
         ("parent".into(), s(&parent)),
         ("children".into(), s(&port_names(stats, cfg.children))),
-        ("phase".into(), s(phase_name(state.phase))),
+        ("phase".into(), s(state.phase.name())),
         // In `unknown` with nothing heard, seq means nothing: say so rather than print 0.
         (
             "seq".into(),
@@ -202,7 +195,11 @@ pub fn group_entries(
                 s("none")
             },
         ),
-        ("arrived".into(), s(&port_names(stats, state.arrived))),
+        ("arrived".into(), s(&port_names(stats, arrived))),
+        (
+            "failed".into(),
+            s(&state.failure().map(|f| f.to_string()).unwrap_or_default()),
+        ),
         ("missing".into(), s(&port_names(stats, missing))),
         (
             "completions".into(),

@@ -161,6 +161,7 @@ fn groups_are_managed_on_a_running_switch() {
             parent: None,
             resend_timeout_ns: None,
             epoch: Some(3),
+            fail_after_ns: None,
         })
         .unwrap();
     assert!(
@@ -192,6 +193,7 @@ fn groups_are_managed_on_a_running_switch() {
         parent: None,
         root: false,
         resend_timeout_ns: None,
+        fail_after_ns: None,
     })
     .unwrap();
     leaf0.send(&reduce_in(leaf0.mac(), 9, 3, 3)).unwrap();
@@ -207,6 +209,7 @@ fn groups_are_managed_on_a_running_switch() {
         parent: None,
         root: false,
         resend_timeout_ns: None,
+        fail_after_ns: None,
     })
     .unwrap();
     let r = c
@@ -232,6 +235,7 @@ fn groups_are_managed_on_a_running_switch() {
                 parent: None,
                 resend_timeout_ns: None,
                 epoch: None,
+                fail_after_ns: None,
             },
             "outside the table",
         ),
@@ -242,6 +246,7 @@ fn groups_are_managed_on_a_running_switch() {
                 parent: None,
                 resend_timeout_ns: None,
                 epoch: None,
+                fail_after_ns: None,
             },
             "unknown port \"leaf7\"",
         ),
@@ -287,6 +292,7 @@ fn groups_are_managed_on_a_running_switch() {
         parent: None,
         resend_timeout_ns: None,
         epoch: None,
+        fail_after_ns: None,
     })
     .unwrap();
     let r = c.request(&Request::WriteBack {}).unwrap();

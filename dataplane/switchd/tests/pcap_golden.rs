@@ -93,7 +93,7 @@ fn golden_pcap() {
     let mut bad_version = reduce(1, 0);
     bad_version[15] = 9;
     let mut bad_kind = reduce(1, 0);
-    bad_kind[16] = 3;
+    bad_kind[16] = 4;
     let mut reserved_flags = reduce(1, 0);
     reserved_flags[17] = 0x80;
     let mut group_out_of_range = reduce(1, 0);

@@ -6,6 +6,7 @@
 
 use crate::error::DemoError;
 use crate::leafhost::{LeafLink, LeafPoller, LeafReport};
+use barrier_protocol::backoff::Backoff;
 use barrier_protocol::switch::{GroupConfig, Role};
 use barrier_protocol::{Epoch, PortIdx, PortSet};
 use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
@@ -214,6 +215,8 @@ where
                 children: PortSet(children),
                 resend_timeout_ns: opts.switch_timeout_ns,
                 epoch: Epoch::DEFAULT,
+                backoff: Backoff::FIXED,
+                fail_after_ns: 0,
             },
         };
         let table = Arc::new(build_table(&[spec])?);

@@ -30,7 +30,11 @@ typedef enum barrier_status {
     BARRIER_EBUSY = -5,       /* group already added, or already waiting at its barrier */
     BARRIER_EPERM = -6,       /* not permitted: raw sockets need CAP_NET_RAW */
     BARRIER_ENODEV = -7,      /* no such network interface */
-    BARRIER_EINTERNAL = -8    /* a bug in libbarrier (caught panic); the handle may be unusable */
+    BARRIER_EINTERNAL = -8,   /* a bug in libbarrier (caught panic); the handle may be unusable */
+    BARRIER_EABORTED = -9     /* the group's run was aborted: a switch declared a member failed
+                               * (barrier_leaf_last_error names the switch and port); no barrier
+                               * of this epoch completes: management resets the group, and the
+                               * job reopens the leaf in the new epoch */
 } barrier_status;
 
 /* An open leaf: one interface, a set of groups. */

@@ -36,6 +36,8 @@ pub mod status {
     pub const ENODEV: c_int = -7;
     /// Caught panic.
     pub const EINTERNAL: c_int = -8;
+    /// The group's run was aborted: a switch declared a member failed.
+    pub const EABORTED: c_int = -9;
 }
 
 /// `barrier_leaf_options` of barrier.h.
@@ -216,6 +218,7 @@ fn error_status(e: &Error) -> c_int {
         Error::UnknownGroup(_) => status::ENOGROUP,
         Error::GroupAlreadyOpen(_) | Error::AlreadyWaiting { .. } => status::EBUSY,
         Error::GroupOutOfRange(_) => status::EINVAL,
+        Error::Aborted { .. } => status::EABORTED,
         Error::Open { source, .. } => io_status(source),
         Error::Io(io) => io_status(io),
     }
@@ -538,6 +541,7 @@ pub extern "C" fn barrier_strerror(code: c_int) -> *const c_char {
         status::EPERM => c"operation not permitted (raw sockets need CAP_NET_RAW)",
         status::ENODEV => c"no such network interface",
         status::EINTERNAL => c"internal error in libbarrier",
+        status::EABORTED => c"the group's run was aborted: a switch declared a member failed",
         _ => c"unknown barrier status code",
     };
     s.as_ptr()
@@ -787,6 +791,54 @@ mod tests {
                 assert!(rec.resends >= 1);
                 stop.store(true, Ordering::Relaxed);
             });
+            barrier_leaf_close(leaf);
+        }
+    }
+
+    #[test]
+    fn an_abort_is_its_own_status_naming_the_switch_and_port() {
+        let (mut ports, hub) = loopback::star(1);
+        let cfg = Config {
+            resend_timeout: Duration::from_millis(1),
+            ..Config::default()
+        };
+        let session = Session::new(
+            Box::new(ports.remove(0)) as Box<dyn Transport + Send>,
+            cfg,
+            &[4],
+        )
+        .unwrap();
+        let leaf = BarrierLeaf::from_session(session).into_raw();
+        // A switch declared port 2 of 02:00:00:00:0a:01 failed: its abort is waiting.
+        use barrier_protocol::wire::{Failure, Flags, FrameRepr, Kind};
+        let abort = FrameRepr {
+            dst: MacAddr::BROADCAST,
+            src: MacAddr([2, 0, 0, 0, 0x0a, 1]),
+            kind: Kind::Abort(Failure {
+                switch: MacAddr([2, 0, 0, 0, 0x0a, 1]),
+                port: 2,
+            }),
+            flags: Flags::empty(),
+            group: barrier_protocol::GroupId(4),
+            epoch: Epoch::DEFAULT,
+            seq: Seq(0),
+            tx_timestamp: None,
+        };
+        assert!(hub.send(0, &abort.to_bytes()));
+        // SAFETY: live handle, this thread only; closed once at the end.
+        unsafe {
+            assert_eq!(
+                barrier_leaf_wait(leaf, 4, 5_000_000, ptr::null_mut()),
+                status::EABORTED
+            );
+            assert!(
+                last_error().contains("port 2 of switch 02:00:00:00:0a:01"),
+                "{}",
+                last_error()
+            );
+            assert!(strerror(status::EABORTED).contains("aborted"));
+            // final for the epoch: the next barrier fails the same way, without waiting
+            assert_eq!(barrier_leaf_arrive(leaf, 4), status::EABORTED);
             barrier_leaf_close(leaf);
         }
     }

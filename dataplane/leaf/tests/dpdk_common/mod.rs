@@ -128,6 +128,18 @@ pub struct Bed {
 /// Builds the bed: leaf `i` gets a cable with `losses[i]` when that is `Some`, a direct ring
 /// pair otherwise.
 pub fn build(eal: &Eal, pool: &Mempool, group: u32, losses: Vec<Option<LossFn>>) -> Bed {
+    build_with(eal, pool, group, losses, |c| c)
+}
+
+/// [`build`] with the root's group configuration changed by `config` (failure declaration,
+/// epoch, ...). The switch's table is `bed.stats.table`, for management operations mid-test.
+pub fn build_with(
+    eal: &Eal,
+    pool: &Mempool,
+    group: u32,
+    losses: Vec<Option<LossFn>>,
+    config: impl FnOnce(GroupConfig) -> GroupConfig,
+) -> Bed {
     let n = losses.len();
     let mut leaves = Vec::new();
     let mut ios = Vec::new();
@@ -178,7 +190,7 @@ pub fn build(eal: &Eal, pool: &Mempool, group: u32, losses: Vec<Option<LossFn>>)
         s
     });
     table
-        .configure(GroupId(group), GroupConfig::root(children))
+        .configure(GroupId(group), config(GroupConfig::root(children)))
         .unwrap();
     let clock = Clock::new();
     let sw = build_switch("root", SWITCH_MAC, ios, Arc::new(table), clock.now_ns());

@@ -85,6 +85,9 @@ pub struct SimConfig {
     pub leaf_backoff: Backoff,
     /// Intermediate re-send timeout; `None`: same as the leaf's.
     pub switch_timeout_ns: Option<u64>,
+    /// The intermediates' re-send policy beyond the first wait (the group's `backoff`
+    /// register). `Backoff::FIXED`: every wait is the timeout.
+    pub switch_backoff: Backoff,
     /// Liveness: a barrier is stuck when nothing progresses for this long after the last
     /// fault. `None`: 100 re-send timeouts plus the longest compute time.
     pub stall_ns: Option<u64>,
@@ -122,6 +125,7 @@ impl Default for SimConfig {
             leaf_timeout_ns: None,
             leaf_backoff: Backoff::FIXED,
             switch_timeout_ns: None,
+            switch_backoff: Backoff::FIXED,
             stall_ns: None,
             first_seq: 0,
             broken: None,

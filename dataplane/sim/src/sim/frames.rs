@@ -57,6 +57,7 @@ impl Sim<'_> {
         match kind {
             Kind::Reduce => self.frames.reduces_sent += 1,
             Kind::Release => self.frames.releases_sent += 1,
+            Kind::Abort(_) => {}
         }
         let tx = self.net.transmit(now, link, dir, self.faults_active);
         let fate = if tx.queue_full {

@@ -30,7 +30,7 @@ use crate::rng::Rng;
 use crate::topology::{Dir, NodeRef, Topology};
 use crate::trace::{Trace, TraceWhat};
 use barrier_protocol::leaf::{Leaf, LeafConfig};
-use barrier_protocol::switch::{Action, GroupConfig, GroupState};
+use barrier_protocol::switch::{Action, GroupConfig, GroupState, Timer};
 use barrier_protocol::wire::FRAME_LEN;
 use barrier_protocol::{Epoch, GroupId, Seq, Time};
 use config::{round_trip_ns, timeouts};
@@ -57,6 +57,7 @@ enum Ev {
         switch: u32,
         slot: u16,
         seq: Seq,
+        timer: Timer,
         epoch: u32,
     },
     /// `scheduled`: given by time in the configuration, carried out even after faults stop.
@@ -185,7 +186,8 @@ impl<'a> Sim<'a> {
         // The longest re-send wait: the timeouts, or the leaves' backoff cap when it is longer.
         let longest_wait = leaf_timeout_ns
             .max(switch_timeout_ns)
-            .max(cfg.leaf_backoff.max_ns);
+            .max(cfg.leaf_backoff.max_ns)
+            .max(cfg.switch_backoff.max_ns);
         let stall_ns = cfg.stall_ns.unwrap_or(
             100 * longest_wait
                     + cfg.compute.worst_ns()
@@ -210,7 +212,7 @@ impl<'a> Sim<'a> {
             .collect();
         let net = Network::new(cfg.link, topo.links.len(), |l| link_faults[l], cfg.seed);
 
-        let plans = topo.plan_groups(cfg.groups, cfg.seed, switch_timeout_ns);
+        let plans = topo.plan_groups(cfg.groups, cfg.seed, switch_timeout_ns, cfg.switch_backoff);
         let mut switches: Vec<SwitchSim> = (0..topo.switches.len())
             .map(|_| SwitchSim {
                 groups: Vec::new(),
@@ -419,8 +421,9 @@ impl<'a> Sim<'a> {
                 switch,
                 slot,
                 seq,
+                timer,
                 epoch,
-            } => self.switch_timer(now, switch, slot, seq, epoch),
+            } => self.switch_timer(now, switch, slot, seq, timer, epoch),
             Ev::Restart { switch, scheduled } => self.restart(now, switch, scheduled),
             Ev::Outage { link, duration } => {
                 if !self.faults_active {

@@ -297,7 +297,7 @@ mod tests {
             "{\"recorded\":0,\"duplicate\":0,\"completed\":1,\"released\":0,\"stale_reduce\":0,\
              \"stale_release\":0,\"rejected_not_a_child\":0,\"rejected_not_the_parent\":1,\
              \"ahead_reduce\":0,\"ahead_release\":0,\"rejected_other_epoch\":0,\
-             \"switch_timer_fired\":0}"
+             \"aborted\":0,\"after_abort\":0,\"switch_timer_fired\":0}"
         );
     }
 }

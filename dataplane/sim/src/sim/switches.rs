@@ -7,8 +7,8 @@ use super::{Ev, Sim, ViolationKind};
 use crate::broken;
 use crate::topology::NodeRef;
 use crate::trace::TraceWhat;
-use barrier_protocol::switch::{self, Action, Event, GroupState, Outcome};
-use barrier_protocol::wire::Kind;
+use barrier_protocol::switch::{self, Action, Event, Fired, GroupState, Outcome, Timer};
+use barrier_protocol::wire::{Kind, MacAddr};
 use barrier_protocol::{GroupId, PortIdx, Seq, Time};
 
 impl Sim<'_> {
@@ -121,16 +121,26 @@ impl Sim<'_> {
                         self.switch_send(now, switch, p, Kind::Release, gid, seq, retransmit);
                     }
                 }
-                Action::ArmTimer { seq, after_ns } => {
+                Action::ArmTimer {
+                    seq,
+                    after_ns,
+                    timer,
+                } => {
                     self.queue.push(
                         now + after_ns,
                         Ev::SwitchTimer {
                             switch,
                             slot,
                             seq,
+                            timer,
                             epoch,
                         },
                     );
+                }
+                Action::SendAbort { .. } => {
+                    // the simulator configures no failure declaration (fail_after 0)
+                    let msg = format!("sw{switch} sends an abort, but no deadline is configured");
+                    self.violation(now, ViolationKind::Model, msg, vec![]);
                 }
             }
         }
@@ -167,13 +177,27 @@ impl Sim<'_> {
 
     /// The re-send timer `switch` armed for group slot `slot` and barrier `seq` fired (claim
     /// 3). A timer armed before a restart (another `epoch`) died with the state.
-    pub(super) fn switch_timer(&mut self, now: Time, switch: u32, slot: u16, seq: Seq, epoch: u32) {
+    pub(super) fn switch_timer(
+        &mut self,
+        now: Time,
+        switch: u32,
+        slot: u16,
+        seq: Seq,
+        timer: Timer,
+        epoch: u32,
+    ) {
         let sw = &mut self.switches[switch as usize];
         if sw.epoch != epoch {
             return; // armed before a restart: the restart dropped it
         }
         let g = &mut sw.groups[slot as usize];
-        let (state, actions) = switch::on_timer(&g.cfg, g.state, seq);
+        let fired = Fired {
+            group: self.groups[g.group as usize].id,
+            seq,
+            timer,
+        };
+        let me = MacAddr([2, 0, 0, 0, (switch >> 8) as u8, switch as u8]);
+        let (state, actions) = switch::on_timer(&g.cfg, g.state, fired, me);
         g.state = state;
         let gi = g.group;
         self.outcomes.switch_timer_fired += 1;

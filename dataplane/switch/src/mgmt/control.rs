@@ -82,12 +82,14 @@ impl Control {
                 parent,
                 resend_timeout_ns,
                 epoch,
+                fail_after_ns,
             } => self.create(
                 group,
                 &children,
                 parent.as_deref(),
                 resend_timeout_ns,
                 epoch,
+                fail_after_ns,
             ),
             Request::GroupReset { group, epoch } => self.reset(group, epoch),
             Request::GroupSet {
@@ -96,12 +98,14 @@ impl Control {
                 parent,
                 root,
                 resend_timeout_ns,
+                fail_after_ns,
             } => self.set(
                 group,
                 children.as_deref(),
                 parent.as_deref(),
                 root,
                 resend_timeout_ns,
+                fail_after_ns,
             ),
             Request::GroupDelete { group } => self.delete(group),
             Request::Stats {} => Ok(self.stats()),
@@ -210,6 +214,9 @@ impl Control {
                 Role::Intermediate { .. } => cfg.resend_timeout_ns,
             },
             epoch: cfg.epoch.get(),
+            resend_max_ns: cfg.backoff.max_ns,
+            resend_jitter_pct: cfg.backoff.jitter_pct,
+            fail_after_ns: cfg.fail_after_ns,
         }
     }
 
@@ -228,6 +235,7 @@ impl Control {
         parent: Option<&str>,
         timeout_ns: Option<u64>,
         epoch: Option<u32>,
+        fail_after_ns: Option<u64>,
     ) -> Result<Reply, String> {
         let g = self.in_table(group)?;
         if self.table().config(g).is_some() {
@@ -255,6 +263,7 @@ impl Control {
                 GroupConfig::intermediate(p, kids, Self::timeout(timeout_ns)?)
             }
         };
+        let cfg = cfg.with_fail_after(fail_after_ns.unwrap_or(0));
         let epoch = epoch.unwrap_or(DEFAULT_EPOCH);
         self.install(g, cfg, epoch)?;
         tracing::info!(group, epoch, "control: group created");
@@ -288,10 +297,18 @@ impl Control {
         parent: Option<&str>,
         root: bool,
         timeout_ns: Option<u64>,
+        fail_after_ns: Option<u64>,
     ) -> Result<Reply, String> {
         let (g, old) = self.configured(group)?;
-        if children.is_none() && parent.is_none() && !root && timeout_ns.is_none() {
-            return Err("nothing to change: give children, parent, root or a timeout".into());
+        if children.is_none()
+            && parent.is_none()
+            && !root
+            && timeout_ns.is_none()
+            && fail_after_ns.is_none()
+        {
+            return Err(
+                "nothing to change: give children, parent, root, a timeout or fail_after".into(),
+            );
         }
         if root && parent.is_some() {
             return Err("root and parent exclude each other".into());
@@ -328,9 +345,10 @@ impl Control {
                     (None, Role::Intermediate { .. }) => old.resend_timeout_ns,
                     (None, Role::Root) => Self::timeout(None)?,
                 };
-                GroupConfig::intermediate(p, kids, t)
+                GroupConfig::intermediate(p, kids, t).with_backoff(old.backoff)
             }
         };
+        let cfg = cfg.with_fail_after(fail_after_ns.unwrap_or(old.fail_after_ns));
         let epoch = self.epoch(group);
         self.install(g, cfg, epoch)?;
         tracing::info!(group, epoch, "control: group changed");
@@ -359,18 +377,15 @@ impl Control {
             .table()
             .state(g)
             .ok_or_else(|| format!("group {group} is not configured"))?;
-        let phase = match st.phase {
-            Phase::Unknown => "unknown",
-            Phase::Collecting => "collecting",
-            Phase::AwaitingRelease => "awaiting_release",
-        };
+        let phase = st.phase.name();
         Ok(Reply::Group {
             group: GroupInfo {
                 group,
                 registers: self.registers(&cfg),
                 phase: phase.into(),
+                failed: st.failure().map(|f| f.to_string()),
                 seq: (st.phase != Phase::Unknown).then_some(st.seq.0),
-                arrived: st.arrived.iter().map(|p| self.port_name(p)).collect(),
+                arrived: st.arrivals().iter().map(|p| self.port_name(p)).collect(),
                 completions: self.stats.groups.completions(group),
                 resends: self.stats.groups.resends(group),
                 stragglers: self.stragglers(group),
@@ -550,6 +565,21 @@ impl Control {
                 t.insert(
                     "resend_timeout_us",
                     value((regs.resend_timeout_ns / 1000) as i64),
+                );
+                if regs.resend_max_ns != 0 {
+                    t.insert("resend_max_us", value((regs.resend_max_ns / 1000) as i64));
+                }
+                if regs.resend_jitter_pct != 0 {
+                    t.insert(
+                        "resend_jitter_pct",
+                        value(i64::from(regs.resend_jitter_pct)),
+                    );
+                }
+            }
+            if regs.fail_after_ns != 0 {
+                t.insert(
+                    "fail_after_ms",
+                    value((regs.fail_after_ns / 1_000_000) as i64),
                 );
             }
             if cfg.epoch != Epoch::DEFAULT {

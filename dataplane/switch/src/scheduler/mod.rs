@@ -19,10 +19,10 @@ use crate::counters::{bump, GroupCounters, SchedCounters, TxCounters};
 use crate::io::{TxBlocked, TxQueue, BURST};
 use crate::poll::Poller;
 use crate::rx::{Msg, MsgRing, Tally};
-use barrier_protocol::switch::Action;
+use barrier_protocol::switch::{Action, Fired, Timer};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
-use barrier_protocol::{GroupId, Seq};
+use barrier_protocol::GroupId;
 use barrier_runtime::wheel::TimerWheel;
 use round_robin::{PendingFrame, Pushed, RoundRobin};
 use std::sync::Arc;
@@ -45,8 +45,10 @@ pub struct SchedPoller<T: TxQueue> {
     table: Arc<GroupTable>,
     ports: Vec<TxPort<T>>,
     sched: RoundRobin,
-    wheel: TimerWheel<(GroupId, Seq)>,
-    fired: Vec<(GroupId, Seq)>,
+    wheel: TimerWheel<Fired>,
+    fired: Vec<Fired>,
+    /// This switch's id in the aborts it declares: its first port's MAC address.
+    me: MacAddr,
     counters: Arc<SchedCounters>,
     groups: Arc<GroupCounters>,
 }
@@ -61,7 +63,9 @@ impl<T: TxQueue> SchedPoller<T> {
         now_ns: u64,
     ) -> Self {
         let n = ports.len();
+        let me = MacAddr(ports.first().map_or([0; 6], |p| p.src_mac));
         SchedPoller {
+            me,
             rings,
             table,
             ports,
@@ -126,10 +130,32 @@ impl<T: TxQueue> SchedPoller<T> {
                     );
                 }
             }
-            Action::ArmTimer { seq, after_ns } => {
+            Action::SendAbort {
+                seq,
+                ports,
+                failure,
+            } => {
+                for p in ports.iter() {
+                    self.enqueue(
+                        p.get() as usize,
+                        group,
+                        PendingFrame {
+                            kind: Kind::Abort(failure),
+                            epoch: msg.epoch,
+                            seq,
+                            retransmit: false,
+                        },
+                    );
+                }
+            }
+            Action::ArmTimer {
+                seq,
+                after_ns,
+                timer,
+            } => {
                 bump(&self.counters.timers_armed, 1);
                 self.wheel
-                    .arm((group, seq), now_ns.saturating_add(after_ns));
+                    .arm(Fired { group, seq, timer }, now_ns.saturating_add(after_ns));
             }
         }
     }
@@ -174,6 +200,7 @@ impl<T: TxQueue> SchedPoller<T> {
                         match send.kind {
                             Kind::Reduce => bump(&c.reduce_out, 1),
                             Kind::Release => bump(&c.release_out, 1),
+                            Kind::Abort(_) => bump(&c.abort_out, 1),
                         }
                         if send.retransmit {
                             bump(&c.retransmits_out, 1);
@@ -220,9 +247,18 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
         if !self.wheel.is_empty() {
             let mut fired = std::mem::take(&mut self.fired);
             self.wheel.advance(now_ns, &mut fired);
-            for &(group, seq) in &fired {
+            for &f in &fired {
+                let group = f.group;
                 bump(&self.counters.timers_fired, 1);
-                let actions = self.table.on_timer(group, seq);
+                let actions = self.table.on_timer(f, self.me);
+                if f.timer == Timer::Deadline && !actions.is_empty() {
+                    bump(&self.counters.declared, 1);
+                    tracing::warn!(
+                        group = group.0,
+                        seq = f.seq.0,
+                        "failure declared: a child stayed silent; the group is aborted until reset"
+                    );
+                }
                 for action in actions.iter() {
                     if matches!(action, Action::SendReduce { .. }) {
                         bump(&self.counters.timer_resends, 1);
@@ -259,6 +295,7 @@ mod tests {
     use super::*;
     use crate::io::{mem_wire, MemRx, RxQueue};
     use barrier_protocol::switch::GroupConfig;
+    use barrier_protocol::Seq;
     use barrier_protocol::{Epoch, PortIdx, PortSet};
 
     fn setup(
