@@ -302,7 +302,10 @@ mod tests {
                 let got = calls.0.lock().unwrap().clone();
                 assert_eq!(got.len(), header + i + 1, "{format:?}");
                 let line = String::from_utf8(got.last().unwrap().clone()).unwrap();
-                assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "{line:?}");
+                assert!(
+                    line.ends_with('\n') && line.matches('\n').count() == 1,
+                    "{line:?}"
+                );
                 assert_eq!(parse_records(&line).unwrap(), vec![*r]);
             }
             // Nothing was held back for the flush.
