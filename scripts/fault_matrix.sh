@@ -115,6 +115,11 @@ if rec:
     recover = "; ".join(parts)
 else:
     recover = f"no fault event; longest stall {j['gap_max_ms']:.0f} ms"
+if j.get("linkemu"):
+    e = j["linkemu"]
+    d = max(e["departed"], 1)
+    recover += (f" (emulators: {e['reordered']} of {e['departed']} frames reordered, {e['held_back']} held back, "
+                f"delay mean {e['sum_delay_ns'] / d / 1000:.0f} µs, sent late by {e['sum_late_ns'] / d / 1000:.0f} µs mean)")
 if missing:
     recover += f"; **{len(missing)} fault(s) never recovered**"
 ok = j["check_ok"] and j["early_releases"] == 0 and rc == 0 and not missing and j["completed"] > 0

@@ -52,6 +52,12 @@
 #                                     (SIGTERM), reset the group to the next epoch on every
 #                                     switch (barrierctl, leaf-most first), start every leaf
 #                                     again in it from sequence 0 (records/epoch<N>/)
+#   --linkemu LIST      put the link emulator (barrier-linkemu, dataplane/testbed) in the middle
+#                       of the links above these nodes (e.g. s1,s2): a namespace e<node> between
+#                       the two ends, the emulator's two net_af_packet ports on its veths
+#   --linkemu-args ARGS its options (e.g. "--delay-us 200 --jitter-us 150 --reorder 0.1");
+#                       its counters at exit go to linkemu-<node>.log/.json
+#   --linkemu-cmd CMD   the emulator command (default: built in target/, or PATH)
 #   --telemetry         the switches serve DPDK telemetry (/var/run/dpdk/<namespace>/
 #                       dpdk_telemetry.v2; scripts/soak.sh samples it)
 #   --duration S        (with --supervise) stop the leaves (SIGTERM) S seconds after they
@@ -68,7 +74,7 @@ root_dir=$(dirname "$here")
 source "$here/lib/netns.sh"
 
 fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 corrupt_xor=0xFF links=all resend_us=1000
-supervise=0 telemetry=0 events=() duration_s=0 restart_list="" restarts=20 restart_gap_ms=200 first_job=0 same_epoch=0 leaf_stagger_ms=0 ctl_cmd=""
+supervise=0 telemetry=0 linkemu_list="" linkemu_args="" linkemu_cmd="" events=() duration_s=0 restart_list="" restarts=20 restart_gap_ms=200 first_job=0 same_epoch=0 leaf_stagger_ms=0 ctl_cmd=""
 switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 switch_idle=auto timeout_s=300 out_dir="" dry_run=0 verbose=0
 
 usage() { awk 'NR >= 9 && !/^#/ { exit } NR >= 9 { sub(/^# ?/, ""); print }' "$0"; }
@@ -100,6 +106,9 @@ while [ $# -gt 0 ]; do
     --event) events+=("${2:?}"); shift 2 ;;
     --duration) duration_s=${2:?}; shift 2 ;;
     --telemetry) telemetry=1; shift ;;
+    --linkemu) linkemu_list=${2:?}; shift 2 ;;
+    --linkemu-args) linkemu_args=${2?}; shift 2 ;;
+    --linkemu-cmd) linkemu_cmd=${2:?}; shift 2 ;;
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --out) out_dir=${2:?}; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
@@ -148,6 +157,10 @@ if [ "$dry_run" = 0 ]; then
     || { echo "topo.sh: barrier-switch not found (build it, or pass --switch CMD)" >&2; exit 2; }
   [ -n "$leaf_cmd" ] || leaf_cmd=$(nb_find_program barrier-leaf) \
     || { echo "topo.sh: barrier-leaf not found (build it, or pass --leaf CMD)" >&2; exit 2; }
+  if [ -n "$linkemu_list" ]; then
+    [ -n "$linkemu_cmd" ] || linkemu_cmd=$(nb_find_program barrier-linkemu) \
+      || { echo "topo.sh: barrier-linkemu not found (build it: cargo build -p barrier-testbed, or pass --linkemu-cmd CMD)" >&2; exit 2; }
+  fi
   if [ "$need_ctl" = 1 ]; then
     [ -n "$ctl_cmd" ] || ctl_cmd=$(nb_find_program barrierctl) \
       || { echo "topo.sh: barrierctl not found (build it, or pass --barrierctl CMD)" >&2; exit 2; }
@@ -157,6 +170,8 @@ read -ra ctl_argv <<<"$ctl_cmd"
 read -ra switch_argv <<<"$switch_cmd"
 read -ra leaf_argv <<<"$leaf_cmd"
 read -ra leaf_extra <<<"$leaf_args"
+read -ra linkemu_argv <<<"$linkemu_cmd"
+read -ra linkemu_extra <<<"$linkemu_args"
 
 nb_init
 loss_ppm=$(nb_ppm "$loss")
@@ -204,10 +219,21 @@ if [ "$switch_idle" = auto ]; then
   nb_log "switch idle policy: $switch_idle ($((${#switches[@]} * switch_lcores)) switch loops on $(nproc) CPUs)"
 fi
 
+IFS=, read -ra emu_nodes <<<"$linkemu_list"
+for n in "${emu_nodes[@]}"; do
+  [[ " ${nodes[*]} " == *" $n "* ]] && [ "$n" != s ] || { echo "topo.sh: --linkemu: no link above '$n' (nodes ${nodes[*]}; the root has none)" >&2; exit 2; }
+done
 for n in "${nodes[@]}"; do nb_netns_add "$n"; done
 for n in "${nodes[@]}"; do
   [ "$n" = s ] && continue
-  nb_veth "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$(nb_ns "$n")" up
+  if [[ ",$linkemu_list," == *",$n,"* ]]; then
+    # parent's port <-> a [emulator namespace e<n>] b <-> the node's up
+    nb_netns_add "e$n"
+    nb_veth "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$(nb_ns "e$n")" a
+    nb_veth "$(nb_ns "e$n")" b "$(nb_ns "$n")" up
+  else
+    nb_veth "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$(nb_ns "$n")" up
+  fi
 done
 
 # ---- faults ------------------------------------------------------------------------------------
@@ -284,6 +310,7 @@ save_out() {
   [ -n "$out_dir" ] || return 0
   mkdir -p "$out_dir"
   cp -r "$NB_STATE_DIR"/*.toml "$NB_STATE_DIR"/*.log "$NB_STATE_DIR"/records "$out_dir"/ 2>/dev/null || true
+  cp "$NB_STATE_DIR"/linkemu-*.json "$out_dir"/ 2>/dev/null || true
   nb_log "configs, logs and records kept in $out_dir"
 }
 
@@ -309,6 +336,29 @@ for n in "${switches[@]}"; do
 done
 
 declare -A pid_of
+# The link emulators first: a link is whole once its emulator forwards.
+for n in "${emu_nodes[@]}"; do
+  nb_spawn "$(nb_ns "e$n")" "$NB_STATE_DIR/linkemu-$n.log" "${linkemu_argv[@]}" --a a --b b \
+    --stats-json "$NB_STATE_DIR/linkemu-$n.json" "${linkemu_extra[@]}" -- --no-huge -m 128 --no-shconf \
+    --no-pci --iova-mode=va --no-telemetry --log-level='*:warning' -l 0 --file-prefix "$(nb_ns "e$n")"
+  pid_of[e$n]=$NB_LAST_PID
+  for ((i = 0; i < 300; i++)); do
+    grep -q "^barrier-linkemu: ready" "$NB_STATE_DIR/linkemu-$n.log" && break
+    kill -0 "${pid_of[e$n]}" 2>/dev/null || { cat "$NB_STATE_DIR/linkemu-$n.log" >&2; echo "topo: FAIL the link emulator above $n exited" >&2; exit 1; }
+    sleep 0.1
+  done
+  grep -q "^barrier-linkemu: ready" "$NB_STATE_DIR/linkemu-$n.log" || { echo "topo: FAIL the link emulator above $n not ready in 30 s" >&2; exit 1; }
+done
+[ ${#emu_nodes[@]} -gt 0 ] && nb_log "link emulators on the links above ${emu_nodes[*]}: ${linkemu_args:-no shaping}"
+# stop_linkemus: SIGTERM each emulator; it writes its counters (log and JSON) and exits.
+stop_linkemus() {
+  local n
+  for n in "${emu_nodes[@]}"; do
+    nb_stop "${pid_of[e$n]}" 5
+    [ "$verbose" = 1 ] && { echo "---- linkemu $n"; grep -v "^barrier-linkemu: ready" "$NB_STATE_DIR/linkemu-$n.log"; }
+  done
+  return 0
+}
 for n in "${switches[@]}"; do
   nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
   pid_of[$n]=$NB_LAST_PID
@@ -548,6 +598,7 @@ if [ "$supervise" = 1 ]; then
   supervise
   elapsed=$(( $(date +%s) - start ))
   for n in "${switches[@]}"; do [ "${alive[$n]}" = 1 ] && nb_stop "${pid_of[$n]}" 5; done
+  stop_linkemus
   # Every job's records: no early release, no gap, --expect for the leaves that finished.
   check_ok=1
   : >"$NB_STATE_DIR/check.log"
@@ -599,6 +650,7 @@ nb_log "leaves done in ${elapsed} s"
 
 # Stop the switches before reading anything, so their logs hold their final counters.
 for n in "${switches[@]}"; do nb_stop "${pid_of[$n]}" 5; done
+stop_linkemus
 
 if [ "$verbose" = 1 ]; then
   for n in "${leaves[@]}"; do echo "---- leaf $n"; cat "$NB_STATE_DIR/$n.log"; done

@@ -111,6 +111,12 @@ def main():
                 "after_repair_s": None if resumed is None else round((resumed - repaired) / 1e9, 3),
             }
         )
+    emu = {"departed": 0, "reordered": 0, "held_back": 0, "dropped_full": 0, "sum_delay_ns": 0, "sum_late_ns": 0}
+    emu_files = sorted(glob.glob(os.path.join(args.out, "linkemu-*.json")))
+    for path in emu_files:
+        for direction in json.load(open(path)).values():
+            for k in emu:
+                emu[k] += direction.get(k, 0)
     stopped = sum(1 for _, w in events if w.startswith("stopped "))
     exits = [w for _, w in events if w.startswith("exit ")]
     out = {
@@ -124,6 +130,7 @@ def main():
         "recover": recover,
         "leaves_stopped": stopped,
         "exits": exits,
+        "linkemu": emu if emu_files else None,
     }
     json.dump(out, sys.stdout)
     print()
