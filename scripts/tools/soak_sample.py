@@ -12,8 +12,10 @@
       per series, leaving out the first minute (start-up): mean of the first and of the last
       quarter of the samples, their ratio, and whether the series is flat (memory: the last
       quarter's mean within 2% of the first's or within 1 MB, or growing by at most 64 kB a
-      minute within the last quarter; mbuf allocation failures: no more in the last quarter than in the first; a
-      counter of barriers: still growing at the same rate within 25%). Prints a Markdown table; exit 1 if a series is not flat.
+      minute within the last quarter; mbuf allocation failures: no more in the last quarter
+      than in the first; a counter of barriers: its rate in the last quarter at least 75% of
+      the first's, since on a shared machine it also rises and falls with the others' load).
+      Prints a Markdown table; exit 1 if a series is not flat.
 
 DPDK telemetry: a SOCK_SEQPACKET socket /var/run/dpdk/<file prefix>/dpdk_telemetry.v2; the
 server sends a JSON greeting, then answers each command with one JSON message.
@@ -150,7 +152,8 @@ def judge(args):
                 ra = (a[-1] - a[0]) / max(ta[-1] - ta[0], 1e-9)
                 rb = (b[-1] - b[0]) / max(tb[-1] - tb[0], 1e-9)
                 ratio = rb / ra if ra else float("inf") if rb else 1.0
-                flat = k.startswith("resends/") or 0.75 <= ratio <= 1.25
+                # Not slowing down (a shared machine speeds up as others finish).
+                flat = k.startswith("resends/") or ratio >= 0.75
                 name, fa, fb = f"{k} (per s)", f"{ra:.0f}", f"{rb:.0f}"
             else:
                 ma, mb = sum(a) / len(a), sum(b) / len(b)
