@@ -15,7 +15,7 @@
 #   --rows LIST    only these rows (comma-separated names: none,loss1,loss10,loss30,dup,corrupt,
 #                  delay,linkdown,inter,root,leaf)
 #   --out DIR      keep every row's topo.sh output under DIR/<row> (default: a temporary folder)
-#   --short        the CI selection: rows loss10,linkdown,inter,leaf at 4 s each, and exit 1
+#   --short        the CI selection: rows loss10,delay,linkdown,inter,leaf at 5 s each, and exit 1
 #                  unless every row completed barriers after its faults with no early release
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     *) echo "fault_matrix.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
-if [ "$short" = 1 ]; then duration=4; rows=${rows:-loss10,linkdown,inter,leaf}; fi
+if [ "$short" = 1 ]; then duration=5; rows=${rows:-loss10,delay,linkdown,inter,leaf}; fi
 [[ $duration =~ ^[1-9][0-9]*$ ]] || { echo "fault_matrix.sh: --duration wants whole seconds" >&2; exit 2; }
 [ -n "$out" ] || { out=$(mktemp -d /tmp/fault_matrix.XXXXXX); trap 'rm -rf "$out"' EXIT; }
 mkdir -p "$out"
@@ -57,7 +57,7 @@ args[inter]="--event $(d 0.25):restart:s1 --event $(d 0.5):restart:s1 --event $(
 label[root]="root SIGKILL + restart (3 times)"
 args[root]="--event $(d 0.25):restart:s --event $(d 0.5):restart:s --event $(d 0.75):restart:s"
 label[leaf]="leaf l1.1 SIGKILL, job restarted in a new epoch 1 s later"
-args[leaf]="--event $(d 0.4):kill:l1.1 --event $(awk -v t="$(d 0.4)" 'BEGIN { printf "%.2f", t + 1 }'):newjob"
+args[leaf]="--event $(d 0.3):kill:l1.1 --event $(awk -v t="$(d 0.3)" 'BEGIN { printf "%.2f", t + 1 }'):newjob"
 label[abort]="child failure declared (abort)"
 args[linkdown]="--event $(d 0.3):down:s1 --event $(awk -v t="$(d 0.3)" 'BEGIN { printf "%.2f", t + 0.5 }'):up:s1 --event $(d 0.6):down:l2.1 --event $(awk -v t="$(d 0.6)" 'BEGIN { printf "%.2f", t + 0.5 }'):up:l2.1"
 
