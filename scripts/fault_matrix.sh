@@ -59,6 +59,12 @@ args[root]="--event $(d 0.25):restart:s --event $(d 0.5):restart:s --event $(d 0
 label[leaf]="leaf l1.1 SIGKILL, job restarted in a new epoch 1 s later"
 args[leaf]="--event $(d 0.3):kill:l1.1 --event $(awk -v t="$(d 0.3)" 'BEGIN { printf "%.2f", t + 1 }'):newjob"
 label[abort]="child failure declared (abort)"
+# PENDING (issue 12, item 4, the failure declaration): this row prints "pending" until then. To
+# fill it: give args[abort] the events that make a child fail for good (e.g. "--event
+# $(d 0.3):kill:s1" with no restart, or a leaf killed with no new job), have topo.sh log the
+# abort each surviving leaf's wait returns ("exit <leaf> status N" is logged today; the leaf's
+# error names the failed switch and port), and report from the kill to the last leaf's abort as
+# its time to recover; then drop the "abort" case in the loop below.
 args[linkdown]="--event $(d 0.3):down:s1 --event $(awk -v t="$(d 0.3)" 'BEGIN { printf "%.2f", t + 0.5 }'):up:s1 --event $(d 0.6):down:l2.1 --event $(awk -v t="$(d 0.6)" 'BEGIN { printf "%.2f", t + 0.5 }'):up:l2.1"
 
 selected=("${order[@]}")

@@ -174,6 +174,12 @@ read -ra linkemu_argv <<<"$linkemu_cmd"
 read -ra linkemu_extra <<<"$linkemu_args"
 
 nb_init
+if [ "$telemetry" = 1 ]; then
+  # DPDK's telemetry removes its socket at exit after the switch has tried to remove its empty
+  # runtime folder (/var/run/dpdk/<file prefix>): the empty folders are removed here.
+  rm_telemetry_dirs() { local n; for n in "${switches[@]}"; do rmdir "/var/run/dpdk/$(nb_ns "$n")" 2>/dev/null || true; done; }
+  trap 'nb_cleanup; rm_telemetry_dirs' EXIT
+fi
 loss_ppm=$(nb_ppm "$loss")
 dup_ppm=$(nb_ppm "$dup")
 corrupt_ppm=$(nb_ppm "$corrupt")
