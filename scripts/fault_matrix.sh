@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     --rows) rows=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     --short) short=1; shift ;;
-    -h|--help) awk 'NR >= 14 && !/^#/ { exit } NR >= 14 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) awk 'NR >= 13 && !/^#/ { exit } NR >= 13 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "fault_matrix.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done

@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     --minutes) minutes=${2:?}; shift 2 ;;
     --every) every=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
-    -h|--help) awk 'NR >= 14 && !/^#/ { exit } NR >= 14 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) awk 'NR >= 13 && !/^#/ { exit } NR >= 13 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "soak.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
