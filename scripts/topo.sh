@@ -38,6 +38,30 @@
 #                       (outside the protocol's assumptions: shows what an epoch prevents)
 #   --leaf-stagger-ms MS  start the main job's leaves MS apart (default 0: together)
 #   --barrierctl CMD    the barrierctl command (default: built in target/, or PATH)
+#   --supervise         keep the tree when a member dies: a switch or leaf that exits is
+#                       reported (time, status, in events.log) and the run goes on; the records
+#                       of every job are checked at the end, a leaf that did not finish its
+#                       barriers counting as ended early (check_records.py --ended-early)
+#   --event T:ACTION[:NODE]  (with --supervise; repeatable) at T seconds after the leaves start:
+#                       kill:NODE     SIGKILL a switch or leaf, no restart
+#                       restart:NODE  SIGKILL a switch and start it again at once (its state
+#                                     is lost), wait for its ready line
+#                       start:NODE    start a switch killed before
+#                       down:NODE, up:NODE  set the link above NODE down/up (both veth ends)
+#                       newjob        a new job on the group: stop every leaf still running
+#                                     (SIGTERM), reset the group to the next epoch on every
+#                                     switch (barrierctl, leaf-most first), start every leaf
+#                                     again in it from sequence 0 (records/epoch<N>/)
+#   --linkemu LIST      put the link emulator (barrier-linkemu, dataplane/testbed) in the middle
+#                       of the links above these nodes (e.g. s1,s2): a namespace e<node> between
+#                       the two ends, the emulator's two net_af_packet ports on its veths
+#   --linkemu-args ARGS its options (e.g. "--delay-us 200 --jitter-us 150 --reorder 0.1");
+#                       its counters at exit go to linkemu-<node>.log/.json
+#   --linkemu-cmd CMD   the emulator command (default: built in target/, or PATH)
+#   --telemetry         the switches serve DPDK telemetry (/var/run/dpdk/<namespace>/
+#                       dpdk_telemetry.v2; scripts/soak.sh samples it)
+#   --duration S        (with --supervise) stop the leaves (SIGTERM) S seconds after they
+#                       start; the run's length, with --barriers set high
 #   --timeout S         give the leaves this long to finish (default 300)
 #   --out DIR           keep configs, logs and records in DIR
 #   --verbose           print the leaves' summaries and the switches' final counters
@@ -50,7 +74,7 @@ root_dir=$(dirname "$here")
 source "$here/lib/netns.sh"
 
 fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 corrupt_xor=0xFF links=all resend_us=1000
-restart_list="" restarts=20 restart_gap_ms=200 first_job=0 same_epoch=0 leaf_stagger_ms=0 ctl_cmd=""
+supervise=0 telemetry=0 linkemu_list="" linkemu_args="" linkemu_cmd="" events=() duration_s=0 restart_list="" restarts=20 restart_gap_ms=200 first_job=0 same_epoch=0 leaf_stagger_ms=0 ctl_cmd=""
 switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 switch_idle=auto timeout_s=300 out_dir="" dry_run=0 verbose=0
 
 usage() { awk 'NR >= 9 && !/^#/ { exit } NR >= 9 { sub(/^# ?/, ""); print }' "$0"; }
@@ -78,6 +102,13 @@ while [ $# -gt 0 ]; do
     --same-epoch) same_epoch=1; shift ;;
     --leaf-stagger-ms) leaf_stagger_ms=${2:?}; shift 2 ;;
     --barrierctl) ctl_cmd=${2:?}; shift 2 ;;
+    --supervise) supervise=1; shift ;;
+    --event) events+=("${2:?}"); shift 2 ;;
+    --duration) duration_s=${2:?}; shift 2 ;;
+    --telemetry) telemetry=1; shift ;;
+    --linkemu) linkemu_list=${2:?}; shift 2 ;;
+    --linkemu-args) linkemu_args=${2?}; shift 2 ;;
+    --linkemu-cmd) linkemu_cmd=${2:?}; shift 2 ;;
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --out) out_dir=${2:?}; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
@@ -106,6 +137,18 @@ fi
 [[ $restart_gap_ms =~ ^[0-9]+$ ]] || { echo "topo.sh: --restart-gap-ms wants a number" >&2; exit 2; }
 [[ $first_job =~ ^[0-9]+$ ]] || { echo "topo.sh: --first-job wants a number of barriers" >&2; exit 2; }
 [[ $leaf_stagger_ms =~ ^[0-9]+$ ]] || { echo "topo.sh: --leaf-stagger-ms wants a number" >&2; exit 2; }
+[[ $duration_s =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "topo.sh: --duration wants seconds" >&2; exit 2; }
+if [ "$supervise" = 0 ] && { [ ${#events[@]} -gt 0 ] || [ "$duration_s" != 0 ]; }; then
+  echo "topo.sh: --event and --duration need --supervise" >&2; exit 2
+fi
+[ "$supervise" = 1 ] && [ -n "$restart_list" ] && { echo "topo.sh: --restart is for unsupervised runs; use --event T:restart:NODE" >&2; exit 2; }
+need_ctl=0
+[ "$first_job" -gt 0 ] && [ "$same_epoch" = 0 ] && need_ctl=1
+for e in "${events[@]}"; do
+  [[ $e =~ ^[0-9]+(\.[0-9]+)?:(kill|restart|start|down|up):[a-z0-9.]+$|^[0-9]+(\.[0-9]+)?:newjob$ ]] \
+    || { echo "topo.sh: --event '$e': want T:kill|restart|start|down|up:NODE or T:newjob" >&2; exit 2; }
+  [[ $e == *:newjob ]] && need_ctl=1
+done
 [[ $switch_lcores =~ ^[12]$ ]] || { echo "topo.sh: --switch-lcores is 1 or 2" >&2; exit 2; }
 [[ $switch_idle =~ ^(auto|spin|yield|sleep(:[1-9][0-9]*)?)$ ]] || { echo "topo.sh: --switch-idle is auto, spin, yield, sleep or sleep:US" >&2; exit 2; }
 
@@ -114,7 +157,11 @@ if [ "$dry_run" = 0 ]; then
     || { echo "topo.sh: barrier-switch not found (build it, or pass --switch CMD)" >&2; exit 2; }
   [ -n "$leaf_cmd" ] || leaf_cmd=$(nb_find_program barrier-leaf) \
     || { echo "topo.sh: barrier-leaf not found (build it, or pass --leaf CMD)" >&2; exit 2; }
-  if [ "$first_job" -gt 0 ] && [ "$same_epoch" = 0 ]; then
+  if [ -n "$linkemu_list" ]; then
+    [ -n "$linkemu_cmd" ] || linkemu_cmd=$(nb_find_program barrier-linkemu) \
+      || { echo "topo.sh: barrier-linkemu not found (build it: cargo build -p barrier-testbed, or pass --linkemu-cmd CMD)" >&2; exit 2; }
+  fi
+  if [ "$need_ctl" = 1 ]; then
     [ -n "$ctl_cmd" ] || ctl_cmd=$(nb_find_program barrierctl) \
       || { echo "topo.sh: barrierctl not found (build it, or pass --barrierctl CMD)" >&2; exit 2; }
   fi
@@ -123,8 +170,16 @@ read -ra ctl_argv <<<"$ctl_cmd"
 read -ra switch_argv <<<"$switch_cmd"
 read -ra leaf_argv <<<"$leaf_cmd"
 read -ra leaf_extra <<<"$leaf_args"
+read -ra linkemu_argv <<<"$linkemu_cmd"
+read -ra linkemu_extra <<<"$linkemu_args"
 
 nb_init
+if [ "$telemetry" = 1 ]; then
+  # DPDK's telemetry removes its socket at exit after the switch has tried to remove its empty
+  # runtime folder (/var/run/dpdk/<file prefix>): the empty folders are removed here.
+  rm_telemetry_dirs() { local n; for n in "${switches[@]}"; do rmdir "/var/run/dpdk/$(nb_ns "$n")" 2>/dev/null || true; done; }
+  trap 'nb_cleanup; rm_telemetry_dirs' EXIT
+fi
 loss_ppm=$(nb_ppm "$loss")
 dup_ppm=$(nb_ppm "$dup")
 corrupt_ppm=$(nb_ppm "$corrupt")
@@ -156,16 +211,35 @@ IFS=, read -ra restart_nodes <<<"$restart_list"
 for n in "${restart_nodes[@]}"; do
   [[ " ${switches[*]} " == *" $n "* ]] || { echo "topo.sh: --restart: no switch '$n' (switches: ${switches[*]})" >&2; exit 2; }
 done
+for e in "${events[@]}"; do
+  IFS=: read -r _ act n <<<"$e"
+  case $act in
+    kill) [[ " ${nodes[*]} " == *" $n "* ]] || { echo "topo.sh: --event $e: no node '$n' (${nodes[*]})" >&2; exit 2; } ;;
+    restart|start) [[ " ${switches[*]} " == *" $n "* ]] || { echo "topo.sh: --event $e: no switch '$n' (${switches[*]})" >&2; exit 2; } ;;
+    down|up) [[ " ${nodes[*]} " == *" $n "* ]] && [ "$n" != s ] || { echo "topo.sh: --event $e: no link above '$n' (nodes ${nodes[*]}; the root has none)" >&2; exit 2; } ;;
+  esac
+done
 nb_log "tree ${fanout}: switches ${switches[*]}; leaves ${leaves[*]}"
 if [ "$switch_idle" = auto ]; then
   if (( ${#switches[@]} * switch_lcores > $(nproc) )); then switch_idle=sleep; else switch_idle=spin; fi
   nb_log "switch idle policy: $switch_idle ($((${#switches[@]} * switch_lcores)) switch loops on $(nproc) CPUs)"
 fi
 
+IFS=, read -ra emu_nodes <<<"$linkemu_list"
+for n in "${emu_nodes[@]}"; do
+  [[ " ${nodes[*]} " == *" $n "* ]] && [ "$n" != s ] || { echo "topo.sh: --linkemu: no link above '$n' (nodes ${nodes[*]}; the root has none)" >&2; exit 2; }
+done
 for n in "${nodes[@]}"; do nb_netns_add "$n"; done
 for n in "${nodes[@]}"; do
   [ "$n" = s ] && continue
-  nb_veth "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$(nb_ns "$n")" up
+  if [[ ",$linkemu_list," == *",$n,"* ]]; then
+    # parent's port <-> a [emulator namespace e<n>] b <-> the node's up
+    nb_netns_add "e$n"
+    nb_veth "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$(nb_ns "e$n")" a
+    nb_veth "$(nb_ns "e$n")" b "$(nb_ns "$n")" up
+  else
+    nb_veth "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$(nb_ns "$n")" up
+  fi
 done
 
 # ---- faults ------------------------------------------------------------------------------------
@@ -199,7 +273,7 @@ write_switch_config() {
   {
     echo "# barrier-switch $name, generated by scripts/topo.sh (namespace $(nb_ns "$name"))"
     echo "[eal]"
-    echo "args = [\"--lcores\", \"$lcores\", \"--no-huge\", \"-m\", \"256\", \"--no-shconf\", \"--file-prefix\", \"$(nb_ns "$name")\", \"--no-pci\", \"--iova-mode=va\", \"--no-telemetry\"]"
+    echo "args = [\"--lcores\", \"$lcores\", \"--no-huge\", \"-m\", \"256\", \"--no-shconf\", \"--file-prefix\", \"$(nb_ns "$name")\", \"--no-pci\", \"--iova-mode=va\"$([ "$telemetry" = 1 ] || echo ', "--no-telemetry"')]"
     echo
     echo "[switch]"
     printf 'mac = "02:00:00:%02x:%02x:01"\n' $(( $(printf '%s\n' "${switches[@]}" | grep -nxF -- "$name" | cut -d: -f1) )) 0
@@ -228,7 +302,7 @@ write_switch_config() {
       echo "resend_timeout_us = $resend_us"
     fi
     printf 'children = [%s]\n' "$(printf '"%s", ' ${children_of[$name]} | sed 's/, $//')"
-    if [ "$first_job" -gt 0 ] && [ "$same_epoch" = 0 ]; then
+    if [ "$need_ctl" = 1 ]; then
       echo
       echo "[control]"
       echo "socket = \"$NB_STATE_DIR/$name.sock\""
@@ -242,6 +316,7 @@ save_out() {
   [ -n "$out_dir" ] || return 0
   mkdir -p "$out_dir"
   cp -r "$NB_STATE_DIR"/*.toml "$NB_STATE_DIR"/*.log "$NB_STATE_DIR"/records "$out_dir"/ 2>/dev/null || true
+  cp "$NB_STATE_DIR"/linkemu-*.json "$out_dir"/ 2>/dev/null || true
   nb_log "configs, logs and records kept in $out_dir"
 }
 
@@ -267,6 +342,29 @@ for n in "${switches[@]}"; do
 done
 
 declare -A pid_of
+# The link emulators first: a link is whole once its emulator forwards.
+for n in "${emu_nodes[@]}"; do
+  nb_spawn "$(nb_ns "e$n")" "$NB_STATE_DIR/linkemu-$n.log" "${linkemu_argv[@]}" --a a --b b \
+    --stats-json "$NB_STATE_DIR/linkemu-$n.json" "${linkemu_extra[@]}" -- --no-huge -m 128 --no-shconf \
+    --no-pci --iova-mode=va --no-telemetry --log-level='*:warning' -l 0 --file-prefix "$(nb_ns "e$n")"
+  pid_of[e$n]=$NB_LAST_PID
+  for ((i = 0; i < 300; i++)); do
+    grep -q "^barrier-linkemu: ready" "$NB_STATE_DIR/linkemu-$n.log" && break
+    kill -0 "${pid_of[e$n]}" 2>/dev/null || { cat "$NB_STATE_DIR/linkemu-$n.log" >&2; echo "topo: FAIL the link emulator above $n exited" >&2; exit 1; }
+    sleep 0.1
+  done
+  grep -q "^barrier-linkemu: ready" "$NB_STATE_DIR/linkemu-$n.log" || { echo "topo: FAIL the link emulator above $n not ready in 30 s" >&2; exit 1; }
+done
+[ ${#emu_nodes[@]} -gt 0 ] && nb_log "link emulators on the links above ${emu_nodes[*]}: ${linkemu_args:-no shaping}"
+# stop_linkemus: SIGTERM each emulator; it writes its counters (log and JSON) and exits.
+stop_linkemus() {
+  local n
+  for n in "${emu_nodes[@]}"; do
+    nb_stop "${pid_of[e$n]}" 5
+    [ "$verbose" = 1 ] && { echo "---- linkemu $n"; grep -v "^barrier-linkemu: ready" "$NB_STATE_DIR/linkemu-$n.log"; }
+  done
+  return 0
+}
 for n in "${switches[@]}"; do
   nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
   pid_of[$n]=$NB_LAST_PID
@@ -371,6 +469,163 @@ stagger_note=""
 [ "$leaf_stagger_ms" -gt 0 ] && stagger_note=", started $leaf_stagger_ms ms apart"
 nb_log "leaves running: ${leaves[*]} ($barriers barriers on group $group, epoch $epoch$stagger_note)"
 
+# ---- supervised run ------------------------------------------------------------------------------
+# now_ns: CLOCK_MONOTONIC nanoseconds (the clock of the leaves' records), from bash's
+# EPOCHREALTIME and the offset between the two clocks measured once.
+mono_offset_ns=$(python3 -c 'import time; print(time.monotonic_ns() - time.time_ns())')
+now_ns() { local r=${EPOCHREALTIME/./}; echo $(( r * 1000 + mono_offset_ns )); }
+# event WHAT...: one line "<monotonic ns> WHAT..." in events.log, and on stderr.
+event() {
+  local t; t=$(now_ns)
+  echo "$t $*" >>"$NB_STATE_DIR/events.log"
+  nb_log "event +$(( (t - run_start_ns) / 1000000 )) ms: $*"
+}
+
+# supervise: the leaves of job 1 run; events are applied on time; every member's exit is
+# reported once; the run ends when no leaf runs and no event is left, or at --duration.
+supervise() {
+  local -a ev_t=() ev_act=() ev_node=() order
+  local e i t act n rc now_ms stopped=0 job_dir=$NB_STATE_DIR/records
+  declare -gA alive=() ended_early=()
+  jobs_dirs=("$job_dir") job_epochs=("$epoch")
+  for n in "${nodes[@]}"; do alive[$n]=1; done
+  # Events in time order (stable for equal times).
+  mapfile -t order < <(for i in "${!events[@]}"; do echo "${events[$i]%%:*} $i"; done | sort -s -n -k1,1 | awk '{print $2}')
+  for i in "${order[@]}"; do
+    IFS=: read -r t act n <<<"${events[$i]}"
+    ev_t+=("$(awk -v t="$t" 'BEGIN { printf "%d", t * 1000 }')") ev_act+=("$act") ev_node+=("${n:-}")
+  done
+  local next=0
+  while true; do
+    now_ms=$(( ($(now_ns) - run_start_ns) / 1000000 ))
+    while [ "$next" -lt ${#ev_t[@]} ] && [ "${ev_t[$next]}" -le "$now_ms" ]; do
+      apply_event "${ev_act[$next]}" "${ev_node[$next]}"
+      next=$((next + 1))
+    done
+    for n in "${nodes[@]}"; do
+      [ "${alive[$n]}" = 1 ] || continue
+      kill -0 "${pid_of[$n]}" 2>/dev/null && continue
+      rc=0; wait "${pid_of[$n]}" 2>/dev/null || rc=$?
+      alive[$n]=0
+      if [[ $n == l* ]]; then
+        if [ "$rc" = 0 ]; then event "done $n"; else event "exit $n status $rc"; ended_early[$job_dir/$n]=1; fi
+      else
+        event "exit $n status $rc (the tree goes on without it)"
+      fi
+    done
+    local running=0
+    for n in "${leaves[@]}"; do [ "${alive[$n]}" = 1 ] && running=$((running + 1)); done
+    if [ "$running" = 0 ]; then
+      if [ "$next" -lt ${#ev_t[@]} ]; then
+        fail "the leaves ended before event $((next + 1)) of ${#ev_t[@]} (${ev_act[$next]} at $((ev_t[next])) ms): raise --barriers or --duration"
+      fi
+      break
+    fi
+    if [ "$duration_s" != 0 ] && [ "$stopped" = 0 ] && [ "$now_ms" -ge "$(awk -v t="$duration_s" 'BEGIN { printf "%d", t * 1000 }')" ]; then
+      event "stop leaves (--duration $duration_s s)"
+      stop_leaves
+      stopped=1
+      continue
+    fi
+    [ "$now_ms" -le $((timeout_s * 1000)) ] || { stop_leaves; fail "leaves not done after ${timeout_s} s"; }
+    sleep 0.05
+  done
+}
+
+# stop_leaves: SIGTERM every running leaf (it writes its records and summary, then exits);
+# each counts as ended early.
+stop_leaves() {
+  local n rc
+  for n in "${leaves[@]}"; do [ "${alive[$n]}" = 1 ] && kill -TERM "${pid_of[$n]}" 2>/dev/null; done
+  for n in "${leaves[@]}"; do
+    [ "${alive[$n]}" = 1 ] || continue
+    nb_stop "${pid_of[$n]}" 5
+    rc=0; wait "${pid_of[$n]}" 2>/dev/null || rc=$?
+    alive[$n]=0
+    ended_early[${jobs_dirs[-1]}/$n]=1
+    event "stopped $n"
+  done
+}
+
+apply_event() { # ACTION NODE
+  local act=$1 n=$2 ns peer i
+  case $act in
+    kill)
+      kill -KILL "${pid_of[$n]}" 2>/dev/null || true
+      wait "${pid_of[$n]}" 2>/dev/null || true
+      alive[$n]=0
+      [[ $n == l* ]] && ended_early[${jobs_dirs[-1]}/$n]=1
+      event "kill $n"
+      ;;
+    restart|start)
+      if [ "$act" = restart ]; then
+        kill -KILL "${pid_of[$n]}" 2>/dev/null || true
+        wait "${pid_of[$n]}" 2>/dev/null || true
+        event "kill $n"
+      fi
+      restarts_done=$((restarts_done + 1))
+      mv "$NB_STATE_DIR/$n.log" "$NB_STATE_DIR/$n.run$restarts_done.log"
+      nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
+      pid_of[$n]=$NB_LAST_PID
+      alive[$n]=1
+      wait_ready "$n"
+      event "ready $n"
+      ;;
+    down|up)
+      ip -n "$(nb_ns "${parent_of[$n]}")" link set dev "${port_in_parent[$n]}" "$act" \
+        && ip -n "$(nb_ns "$n")" link set dev up "$act" || fail "cannot set the link above $n $act"
+      event "link $act ${parent_of[$n]}-$n"
+      ;;
+    newjob)
+      event "newjob: stopping the leaves of epoch $epoch"
+      stop_leaves
+      epoch=$((epoch + 1))
+      for ((i = ${#switches[@]} - 1; i >= 0; i--)); do
+        n=${switches[$i]}
+        [ "${alive[$n]}" = 1 ] || continue
+        "${ctl_argv[@]}" --socket "$NB_STATE_DIR/$n.sock" group reset "$group" --epoch "$epoch" >>"$NB_STATE_DIR/reset.log" 2>&1 \
+          || { cat "$NB_STATE_DIR/reset.log" >&2; fail "barrierctl group reset on $n"; }
+      done
+      event "reset group $group to epoch $epoch"
+      for n in "${leaves[@]}"; do mv "$NB_STATE_DIR/$n.log" "$NB_STATE_DIR/$n.epoch$((epoch - 1)).log"; done
+      jobs_dirs+=("$NB_STATE_DIR/records/epoch$epoch") job_epochs+=("$epoch")
+      start_leaves "$barriers" "$epoch" "${jobs_dirs[-1]}" 0
+      for n in "${leaves[@]}"; do alive[$n]=1; done
+      event "newjob: leaves started in epoch $epoch"
+      ;;
+  esac
+}
+
+if [ "$supervise" = 1 ]; then
+  run_start_ns=$(now_ns)
+  : >"$NB_STATE_DIR/events.log"
+  event "leaves started in epoch $epoch"
+  restarts_done=0
+  supervise
+  elapsed=$(( $(date +%s) - start ))
+  for n in "${switches[@]}"; do [ "${alive[$n]}" = 1 ] && nb_stop "${pid_of[$n]}" 5; done
+  stop_linkemus
+  # Every job's records: no early release, no gap, --expect for the leaves that finished.
+  check_ok=1
+  : >"$NB_STATE_DIR/check.log"
+  for j in "${!jobs_dirs[@]}"; do
+    dir=${jobs_dirs[$j]} records=() early_args=()
+    for n in "${leaves[@]}"; do
+      records+=("$dir/$n.csv")
+      [ "${ended_early[$dir/$n]:-0}" = 1 ] && early_args+=(--ended-early "$n")
+      [ -e "$dir/$n.csv" ] || : >"$dir/$n.csv" # killed before its first write
+    done
+    echo "== job $((j + 1)) (epoch ${job_epochs[$j]}, ${dir#"$NB_STATE_DIR"/})" >>"$NB_STATE_DIR/check.log"
+    python3 "$here/tools/check_records.py" --expect "$barriers" "${early_args[@]}" "${records[@]}" >>"$NB_STATE_DIR/check.log" 2>&1 || check_ok=0
+  done
+  cat "$NB_STATE_DIR/check.log"
+  records_checked=1
+  [ "$check_ok" = 1 ] || fail "leaf records show an early release, a gap or a bad line (above)"
+  save_out
+  echo "topo: ok (supervised): ${#jobs_dirs[@]} job(s), ${#events[@]} event(s), ${#leaves[@]} leaves, ${#switches[@]} switches (fanout $fanout, loss $loss, dup $dup, corrupt $corrupt on ${#faulty_links[@]} links) in ${elapsed} s; events.log and check.log in ${out_dir:-the state directory}"
+  exit 0
+fi
+
 # Switch restarts while the leaves run: SIGKILL (no shutdown, state lost), start again at once.
 if [ ${#restart_nodes[@]} -gt 0 ]; then
   leaves_alive() { local n; for n in "${leaves[@]}"; do kill -0 "${pid_of[$n]}" 2>/dev/null || return 1; done; }
@@ -401,6 +656,7 @@ nb_log "leaves done in ${elapsed} s"
 
 # Stop the switches before reading anything, so their logs hold their final counters.
 for n in "${switches[@]}"; do nb_stop "${pid_of[$n]}" 5; done
+stop_linkemus
 
 if [ "$verbose" = 1 ]; then
   for n in "${leaves[@]}"; do echo "---- leaf $n"; cat "$NB_STATE_DIR/$n.log"; done

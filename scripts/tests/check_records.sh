@@ -57,5 +57,46 @@ expect short_run fail "2 barriers recorded, expected 5" "$work/json" --expect 5
 mkdir -p "$work/nohdr"; echo "0,1,2" >"$work/nohdr/a.csv"
 expect no_header fail "no header row" "$work/nohdr"
 
+# A leaf killed mid-write: its file ends in a partial line. The cut release "70" of barrier 2
+# would read as an early release (70 < 900) if it were taken as a record; it is dropped, the
+# whole records are checked, the later barrier is unchecked at that leaf, --expect spares it.
+write "$work/cut" a "0,100,300" "1,400,700" "2,800,1000"
+{ echo "seq,first_reduce_ns,release_ns"; printf '0,200,310\n1,650,690\n2,900,70'; } >"$work/cut/b.csv"
+expect truncated_last_line pass "b: ended early (partial last line '2,900,70' dropped); 2 whole records, checked up to sequence 1" "$work/cut" --expect 3
+expect truncated_tail_unchecked pass "b: 1 later barrier(s) of the others unchecked at this leaf (sequences 2..2)" "$work/cut" --expect 3
+
+# ... but what it does hold is still checked: an early release before the cut is found.
+write "$work/cutearly" a "0,100,300" "1,400,640" "2,800,1000"
+{ echo "seq,first_reduce_ns,release_ns"; printf '0,200,310\n1,650,690\n2,9'; } >"$work/cutearly/b.csv"
+expect truncated_still_checked fail "sequence 1: a leaf was released 10 ns before" "$work/cutearly"
+
+# A JSON-lines file cut in the middle of an object.
+mkdir -p "$work/cutjson"
+printf '%s\n' '{"seq": 5, "first_reduce_ns": 10, "release_ns": 20}' '{"seq": 6, "first_reduce_ns": 30, "release_ns": 40}' >"$work/cutjson/a.jsonl"
+printf '%s\n%s' '{"seq": 5, "first_reduce_ns": 15, "release_ns": 25}' '{"seq": 6, "first_re' >"$work/cutjson/b.jsonl"
+expect truncated_json pass "b: ended early" "$work/cutjson" --expect 2
+
+# A bad line in the middle is a real defect, cut end or not.
+write "$work/corrupt" a "0,100,300" "1,400,700" "2,800,1000"
+write "$work/corrupt" b "0,200,310" "1,6x0,690" "2,900,1100"
+expect corrupt_middle fail "b.csv: bad record line: 1,6x0,690" "$work/corrupt"
+{ echo "seq,first_reduce_ns,release_ns"; printf '0,200,310\n1,6x0,690\n2,9'; } >"$work/corrupt/b.csv"
+expect corrupt_middle_and_cut fail "bad record line: 1,6x0,690" "$work/corrupt"
+mkdir -p "$work/corruptjson"
+printf '%s\n' '{"seq": 5, "first_reduce_ns": 15' '{"seq": 6, "first_reduce_ns": 35, "release_ns": 45}' >"$work/corruptjson/b.jsonl"
+expect corrupt_middle_json fail "bad JSON record line" "$work/corruptjson"
+
+# A gap before the cut is still a missing barrier.
+write "$work/cutgap" a "0,100,300" "1,400,700" "2,800,1000"
+{ echo "seq,first_reduce_ns,release_ns"; printf '0,200,310\n2,900,1100\n3,9'; } >"$work/cutgap/b.csv"
+expect truncated_with_gap fail "b: no record of sequence(s) [1]" "$work/cutgap"
+
+# A leaf stopped between two records (whole lines, as barrier-leaf writes them): short unless
+# named with --ended-early.
+write "$work/killed" a "0,100,300" "1,400,700" "2,800,1000"
+write "$work/killed" b "0,200,310" "1,650,690"
+expect killed_not_named fail "b: no record of sequence(s) [2]" "$work/killed" --expect 3
+expect killed_named pass "b: ended early (--ended-early); 2 whole records" "$work/killed" --expect 3 --ended-early b
+
 echo "check_records: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -56,7 +56,7 @@ pub mod report;
 mod session;
 pub mod transport;
 
-pub use records::{Record, RecordFormat, RecordSink};
+pub use records::{Durability, Record, RecordFormat, RecordSink};
 pub use session::{now, Config, Error, Session, Stats};
 pub use transport::Transport;
 

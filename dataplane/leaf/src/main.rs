@@ -16,7 +16,7 @@
 use std::ffi::OsString;
 
 use barrier_leaf::report::{LatencyRecorder, Summary};
-use barrier_leaf::{Config, RecordSink, Session, Transport};
+use barrier_leaf::{Config, Durability, RecordSink, Session, Transport};
 use barrier_protocol::backoff::Backoff;
 use barrier_protocol::wire::MacAddr;
 use barrier_protocol::{Epoch, Seq};
@@ -117,6 +117,11 @@ struct Cli {
     /// JSON lines for *.json / *.jsonl, CSV otherwise [default: no records].
     #[arg(long)]
     records: Option<PathBuf>,
+    /// Keep records in an 8 KiB buffer until the end of the run instead of writing each one
+    /// through to the kernel at its release (the default, so that a leaf killed with SIGKILL
+    /// leaves every completed barrier's record, in whole lines). For measuring what that costs.
+    #[arg(long, requires = "records")]
+    records_buffered: bool,
 }
 
 fn parse_mac(s: &str) -> Result<MacAddr, String> {
@@ -310,7 +315,12 @@ fn run_barriers<T: Transport>(
     }
     leaf.set_interrupt_flag(Arc::clone(&stop));
     if let Some(path) = &cli.records {
-        leaf.set_record_sink(RecordSink::create(path)?);
+        let durability = if cli.records_buffered {
+            Durability::Buffered
+        } else {
+            Durability::PerRecord
+        };
+        leaf.set_record_sink(RecordSink::create_with(path, durability)?);
     }
     let mut lat = LatencyRecorder::default();
     let mut error = None;

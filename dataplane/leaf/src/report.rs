@@ -159,13 +159,14 @@ impl fmt::Display for Summary {
         )?;
         write!(
             f,
-            "frames: {} reduces, {} re-sends, {} releases, {} stale releases, {} foreign, {} bad",
+            "frames: {} reduces, {} re-sends, {} releases, {} stale releases, {} foreign, {} bad, {} link errors",
             self.stats.reduces,
             self.stats.resends,
             self.stats.releases,
             self.stats.stale_releases,
             self.stats.foreign_frames,
-            self.stats.bad_frames
+            self.stats.bad_frames,
+            self.stats.link_errors
         )?;
         if let Some(e) = &self.error {
             write!(f, "\nerror: {e}")?;

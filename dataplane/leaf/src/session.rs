@@ -143,6 +143,10 @@ pub struct Stats {
     pub bad_frames: u64,
     /// Aborts of an open group's run (at most one per group and epoch).
     pub aborts: u64,
+    /// Errors of a link that was down or full (ENETDOWN, ENXIO, ENOBUFS, EAGAIN): a reduce
+    /// the link refused counts as lost (the re-send timer sends it again), a receive that
+    /// reported the link going down is passed over.
+    pub link_errors: u64,
 }
 
 struct Slot {
@@ -459,8 +463,15 @@ impl<T: Transport> Session<T> {
         let mut handled = 0;
         while handled < RX_BATCH {
             let timeout = if handled == 0 { wait } else { Duration::ZERO };
-            let Some(n) = self.transport.recv(&mut self.rx[..], timeout)? else {
-                break;
+            let n = match self.transport.recv(&mut self.rx[..], timeout) {
+                Ok(Some(n)) => n,
+                Ok(None) => break,
+                // The socket reports a link that went down once; frames resume when it is up.
+                Err(e) if is_transient_link_error(&e) => {
+                    self.stats.link_errors += 1;
+                    break;
+                }
+                Err(e) => return Err(e.into()),
             };
             handled += 1;
             let t = now();
@@ -532,7 +543,26 @@ impl<T: Transport> Session<T> {
         let repr = send.frame(self.src, self.cfg.dst, tx_timestamp);
         let mut buf = [0u8; FRAME_LEN];
         let n = repr.emit(&mut buf);
-        self.transport.send(&buf[..n])?;
-        Ok(())
+        match self.transport.send(&buf[..n]) {
+            Ok(()) => Ok(()),
+            // A link taken down (or a queue full) loses this frame like a lossy link would:
+            // the re-send timer tries again, and the barrier's timeout bounds the wait.
+            Err(e) if is_transient_link_error(&e) => {
+                self.stats.link_errors += 1;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
+}
+
+/// Errors of a link that recovers: down (ENETDOWN, ENXIO while its device is gone) or full
+/// (ENOBUFS, EAGAIN).
+fn is_transient_link_error(e: &io::Error) -> bool {
+    const ENXIO: i32 = 6;
+    const EAGAIN: i32 = 11;
+    const ENETDOWN: i32 = 100;
+    const ENOBUFS: i32 = 105;
+    matches!(e.raw_os_error(), Some(ENXIO | EAGAIN | ENETDOWN | ENOBUFS))
+        || e.kind() == io::ErrorKind::WouldBlock
 }

@@ -376,3 +376,51 @@ fn records_go_to_the_sink() {
     let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
     assert_eq!(barrier_leaf::records::parse_records(&text).unwrap(), out[0]);
 }
+
+/// A port whose link is "down" for its first `down_sends` sends: they fail with ENETDOWN, as an
+/// AF_PACKET socket's do on an interface set down (`ip link set ... down`).
+struct FlappingPort {
+    port: Port,
+    down_sends: u32,
+}
+
+impl Transport for FlappingPort {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        if self.down_sends > 0 {
+            self.down_sends -= 1;
+            return Err(io::Error::from_raw_os_error(100)); // ENETDOWN
+        }
+        self.port.send(frame)
+    }
+    fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<usize>> {
+        self.port.recv(buf, timeout)
+    }
+    fn mac(&self) -> MacAddr {
+        self.port.mac()
+    }
+}
+
+#[test]
+fn a_link_down_loses_frames_and_the_barrier_completes_when_it_is_up() {
+    let (ports, hub) = loopback::star(2);
+    let mut ports = ports.into_iter();
+    let (a, b) = (ports.next().unwrap(), ports.next().unwrap());
+    let leaves: Vec<LeafFn<'_, (Vec<Record>, Stats)>> = vec![
+        Box::new(move || {
+            let port = FlappingPort {
+                port: a,
+                down_sends: 3,
+            };
+            let mut leaf = Session::new(port, cfg(), &[9]).unwrap();
+            let recs = (0..5).map(|_| leaf.wait(9).unwrap()).collect();
+            (recs, leaf.stats())
+        }),
+        Box::new(move || run_leaf(b, 9, 5, cfg())),
+    ];
+    let (out, _) = with_root(root_for(9, 2), hub, leaves);
+    let (recs, stats) = &out[0];
+    assert_eq!(recs.len(), 5);
+    assert_eq!(stats.link_errors, 3, "{stats:?}");
+    assert!(stats.resends >= 3, "{stats:?}");
+    assert_no_early_release(&[out[0].0.clone(), out[1].0.clone()]);
+}

@@ -12,6 +12,7 @@
 //! | `mini_root` | a one-switch tree on the protocol's real logic, for leaf tests and examples (loopback hub or raw sockets) |
 //! | `reflector` | a minimal reference system under test for the generator and its benchmark |
 //! | `netns` | throw-away network namespaces with veth pairs (root and iproute2) |
+//! | `linkemu` | the queue of `barrier-linkemu`, the link emulator (delay, jitter, reordering, counted) |
 #![forbid(unsafe_code)]
 
 pub mod demo;
@@ -20,6 +21,7 @@ pub mod error;
 pub mod fairness;
 pub mod fleet;
 pub mod leafhost;
+pub mod linkemu;
 pub mod mini_root;
 pub mod netns;
 pub mod reflector;
