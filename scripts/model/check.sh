@@ -125,7 +125,9 @@ run broken-stale-answer-current  safety assert "$S1 -DBROKEN_STALE_ANSWER_CURREN
 if [ "$mode" != bounded ]; then
   run broken-adopt-known-faulty  safety assert "-DK=1 -DM=7 -DF=5 -DEPOCHS=1 -DCAP=1 -DFAULTY -DBROKEN_ADOPT_KNOWN" "$BFS" ""
   run broken-no-intermediate-timer progress cycle "$S1 -DPROGRESS -DFAULTS=1 -DBROKEN_NO_INTERMEDIATE_TIMER" "$PROG" "-l -m1000000"
-  run no-quiet-time              progress cycle "$S1 -DPROGRESS -DFAULTS=2 -DNO_QUIET_TIME" "$PROG" "-l -m1000000"
+  # the stall needs a switch two barriers behind the root: K=2, and old reduces still in
+  # flight behind newer ones on the leaves' links (CAP=2 up); one fault, the restart
+  run no-quiet-time              progress cycle "-DK=2 -DM=7 -DF=5 -DEPOCHS=1 -DCAP=2 -DCAPDN=1 -DPROGRESS -DFAULTS=1 -DNO_QUIET_TIME" "$PROG" "-l -m2000000 -w26"
 fi
 
 # the correct model
