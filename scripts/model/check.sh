@@ -12,7 +12,7 @@
 #
 # Environment: NB_SPIN_LIMIT (seconds per run, default 600), NB_SPIN_TRAILS (where the
 # replayed trails of violations go, default /tmp/nb-spin-trails), NB_SPIN_MEM (MB pan may
-# use, default 4096), NB_SPIN_KEEP=1 keeps the work folder.
+# use, default 8192; big-progress needs 3.6 GB), NB_SPIN_KEEP=1 keeps the work folder.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 command -v spin >/dev/null || { echo "check.sh: spin not installed (scripts/setup.sh)" >&2; exit 1; }
@@ -32,10 +32,11 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 limit="${NB_SPIN_LIMIT:-600}"
-mem="${NB_SPIN_MEM:-4096}"
+mem="${NB_SPIN_MEM:-8192}"
 trails="${NB_SPIN_TRAILS:-/tmp/nb-spin-trails}"
 
 fail=0
+ran=0
 t_start=$SECONDS
 
 # run NAME PROPERTY EXPECT SPIN_DEFS GCC_DEFS PAN_ARGS
@@ -46,6 +47,7 @@ t_start=$SECONDS
 run() {
   local name=$1 prop=$2 expect=$3 sdefs=$4 gdefs=$5 pargs=$6
   if [ "$mode" = only ] && [ "$name" != "$only" ]; then return; fi
+  ran=$((ran + 1))
   local d="$work/$name"
   mkdir -p "$d" && cp "$here/barrier.pml" "$d/"
   local t0=$SECONDS
@@ -147,6 +149,7 @@ if [ "$mode" != bounded ]; then
 fi
 
 echo
+if [ "$ran" = 0 ]; then echo "check.sh: no configuration named '$only'" >&2; exit 2; fi
 echo "check.sh: $((SECONDS - t_start)) s in all"
 if [ "$fail" = 0 ]; then echo "check.sh: every result as expected"; else echo "check.sh: UNEXPECTED results" >&2; fi
 exit "$fail"
