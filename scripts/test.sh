@@ -30,6 +30,11 @@ echo "== loom (model-checked interleavings of the group table)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p barrier-protocol --release --lib --tests loom -- --test-threads=1
 
+echo "== model check"
+# spin on scripts/model/barrier.pml: two broken variants that must fail, the small tree's
+# exhaustive safety and progress runs (docs/reliability.md, "Model checking"); about 1 minute
+bash scripts/model/check.sh --bounded
+
 echo "== doc tests"
 # dpdk-sys has doctest = false (its doc comments are DPDK's C documentation), but an explicit
 # --doc run ignores that, so leave it out here.
