@@ -31,6 +31,8 @@ pub struct RxCounters {
     pub drop_unknown_group: AtomicU64,
     /// The ring to the scheduler was full: the RX lcore waited for room.
     pub ring_full_waits: AtomicU64,
+    /// Barrier frames over the port's policer rate (`crate::policer`), dropped before the table.
+    pub drop_policed: AtomicU64,
 }
 
 /// Where a printed RX counter lives.
@@ -44,6 +46,7 @@ enum RxCell {
     Parse(ParseError),
     UnknownGroup,
     RingFullWaits,
+    Policed,
 }
 
 /// The RX counters as printed: name and cell, in the order they have always been printed.
@@ -51,7 +54,7 @@ enum RxCell {
 /// than taken from `Outcome::name` (`completions` for `Completed`, `drop_not_a_child` for
 /// `Rejected(NotAChild)`, ...); a parse error is `drop_` and its `ParseError::reason`. A test
 /// checks that every outcome and every parse error is listed exactly once.
-const RX_LAYOUT: [(&str, RxCell); 25] = [
+const RX_LAYOUT: [(&str, RxCell); 26] = [
     ("discarded_at_start", RxCell::DiscardedAtStart),
     ("frames", RxCell::Frames),
     ("reduce_in", RxCell::ReduceIn),
@@ -92,6 +95,7 @@ const RX_LAYOUT: [(&str, RxCell); 25] = [
         RxCell::Outcome(Outcome::Rejected(Reject::OtherEpoch)),
     ),
     ("ring_full_waits", RxCell::RingFullWaits),
+    ("drop_policed", RxCell::Policed),
 ];
 
 impl RxCounters {
@@ -117,6 +121,7 @@ impl RxCounters {
             RxCell::Parse(e) => &self.parse_drops[e],
             RxCell::UnknownGroup => &self.drop_unknown_group,
             RxCell::RingFullWaits => &self.ring_full_waits,
+            RxCell::Policed => &self.drop_policed,
         }
     }
 
@@ -290,6 +295,7 @@ mod tests {
                 "drop_not_the_parent",
                 "drop_other_epoch",
                 "ring_full_waits",
+                "drop_policed",
             ]
         );
         for o in Outcome::ALL {
