@@ -13,16 +13,26 @@ mod acl_bed;
 use acl_bed::{frame, run_until, Bed, BedConfig, C0, NAMES, X};
 use barrier_protocol::rng::Rng;
 use barrier_protocol::wire::Kind;
-use barrier_protocol::Epoch;
+use barrier_protocol::{Epoch, GroupId};
 use barrier_runtime::clock::Clock;
 use barrier_runtime::io::{TxQueue, BURST};
 use barrier_switch::policer::PolicerSpec;
 
 /// Member groups (each: two leaves on c0 and c1, barriers back to back).
 const MEMBERS: u32 = 64;
-/// Group numbers of both switches' tables: the flood's groups are spread over all of them, so
-/// its table lookups miss the cache as a real flood's would.
+/// Group numbers of both switches' tables (default; the fourth number on the command line): the
+/// flood's groups are spread over all of them, so its table lookups miss the cache as a real
+/// flood's would.
 const CAPACITY: u32 = 1 << 20;
+
+fn capacity() -> u32 {
+    std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse::<f64>().ok())
+        .nth(3)
+        .map_or(CAPACITY, |c| c as u32)
+        .clamp(MEMBERS + 2, CAPACITY)
+}
 /// Frames in the attacker's pool, cycled.
 const POOL: usize = 8192;
 
@@ -40,6 +50,9 @@ struct Phase {
     passes: u64,
     /// Flood frames that found the port's wire full.
     ring_full: u64,
+    /// Wall time per frame in the RX poller of the flooded port (x or c0; c0 in the control
+    /// phase), ns: parse, then table or policer, then free.
+    rx_ns_per_frame: f64,
 }
 
 /// The attacker's frames for `port`: on x (no group's port) reduces and releases of random
@@ -50,7 +63,7 @@ fn pool(port: usize, seed: u64) -> Vec<Vec<u8>> {
     let e = Epoch::DEFAULT;
     (0..POOL)
         .map(|i| {
-            let g = (rng.next_u64() % u64::from(CAPACITY)) as u32;
+            let g = (rng.next_u64() % u64::from(capacity())) as u32;
             let seq = (rng.next_u64() % 1000) as u32;
             match (port, i % 3) {
                 (X, 0 | 2) => frame(Kind::Reduce, g, e, seq),
@@ -76,7 +89,7 @@ fn phase(
 ) -> Phase {
     let mut cfg = BedConfig {
         members: MEMBERS,
-        capacity: CAPACITY,
+        capacity: capacity(),
         barriers: None,
         leaf_timeout_ns: 1_000_000,
         switch_timeout_ns: 1_000_000,
@@ -87,11 +100,17 @@ fn phase(
     }
     let clock = Clock::new();
     let mut bed = Bed::new(cfg, clock.now_ns());
+    // Touch every slot of both tables once, as a switch that has run a while has: the first
+    // touch of each page is a page fault, not the switch's work.
+    for g in 0..capacity() {
+        std::hint::black_box(bed.mid.table.state(GroupId(g)));
+        std::hint::black_box(bed.root.table.state(GroupId(g)));
+    }
     let frames = flood.map(|(port, _)| pool(port, 0xac1 + port as u64));
     let (mut sent, mut next, mut ring_full, mut passes) = (0u64, 0usize, 0u64, 0u64);
     let start = clock.now_ns();
     let end = start + (secs * 1e9) as u64;
-    run_until(&mut bed, &clock, end, |bed, now| {
+    let spent = run_until(&mut bed, &clock, end, |bed, now| {
         passes += 1;
         let (Some((port, fps)), Some(frames)) = (flood, &frames) else {
             return;
@@ -129,6 +148,8 @@ fn phase(
         })
         .sum();
     let policed = (0..NAMES.len()).map(|p| bed.rx(p, "drop_policed")).sum();
+    let port = flood.map_or(C0, |(p, _)| p);
+    let rx_ns_per_frame = spent[port] as f64 / bed.rx(port, "frames").max(1) as f64;
     let h = &report.latency;
     Phase {
         name: name.to_string(),
@@ -139,22 +160,36 @@ fn phase(
         flood_fps: (sent - ring_full) as f64 / elapsed,
         passes,
         ring_full,
+        rx_ns_per_frame,
         policed,
         rejected,
         elapsed,
     }
 }
 
+/// The median phase of several runs of one kind, by barriers/s (its other figures are that
+/// run's, so they belong together).
+fn median(mut runs: Vec<Phase>) -> Phase {
+    runs.sort_by(|a, b| {
+        (a.barriers as f64 / a.elapsed)
+            .partial_cmp(&(b.barriers as f64 / b.elapsed))
+            .unwrap()
+    });
+    let n = runs.len();
+    runs.swap_remove(n / 2)
+}
+
 fn main() {
-    // `cargo bench` passes `--bench`; numbers are the phase length and the flood rate.
+    // `cargo bench` passes `--bench`; numbers are the phase length, the flood rate, the rounds.
     let nums: Vec<f64> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse::<f64>().ok())
         .collect();
-    let secs = nums.first().copied().unwrap_or(2.0);
+    let secs = nums.first().copied().unwrap_or(0.5);
     let fps = nums.get(1).copied().unwrap_or(500_000.0) as u64;
+    let rounds = nums.get(2).copied().unwrap_or(5.0).max(1.0) as usize;
     // Policers: on the non-member port a trickle (it carries nothing legitimate); on the member
-    // port twice what the leaf on it sent in the control phase (set below).
+    // port twice what the leaf on it sent in the control phase of the round.
     let x_policer = PolicerSpec {
         rate: 1_000,
         burst: 64,
@@ -165,33 +200,39 @@ fn main() {
         format!("{:.2} M frames/s", fps as f64 / 1e6)
     };
     println!(
-        "acl bench: {MEMBERS} member groups (2 leaves each, back to back), tables of {CAPACITY} groups, one thread, {secs} s per phase, flood {rate_name}"
+        "acl bench: {MEMBERS} member groups (2 leaves each, back to back), tables of {} groups, one thread, {rounds} rounds of 5 phases of {secs} s, flood {rate_name}; per phase the median round by barriers/s",
+        capacity()
     );
-    let control = phase("control (no flood)", secs, None, None);
-    let c0_legit = control.barriers as f64 / control.elapsed;
-    let c0_policer = PolicerSpec {
-        rate: ((2.0 * c0_legit) as u64).max(1000),
-        burst: PolicerSpec::default_burst((2.0 * c0_legit) as u64),
-    };
-    let phases = [
-        phase("flood on x (non-member)", secs, Some((X, fps)), None),
-        phase(
-            &format!("flood on x, x policed at {}/s", x_policer.rate),
-            secs,
-            Some((X, fps)),
-            Some((X, x_policer)),
-        ),
-        phase("flood on c0 (member)", secs, Some((C0, fps)), None),
-        phase(
-            &format!("flood on c0, c0 policed at {}/s", c0_policer.rate),
+    let names = [
+        "control (no flood)".to_string(),
+        "flood on x (non-member)".to_string(),
+        format!("flood on x, x policed at {}/s", x_policer.rate),
+        "flood on c0 (member)".to_string(),
+        "flood on c0, c0 policed at 2x its own".to_string(),
+    ];
+    let mut runs: Vec<Vec<Phase>> = (0..names.len()).map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        let control = phase(&names[0], secs, None, None);
+        let c0_legit = (2.0 * control.barriers as f64 / control.elapsed) as u64;
+        let c0_policer = PolicerSpec {
+            rate: c0_legit.max(1000),
+            burst: PolicerSpec::default_burst(c0_legit),
+        };
+        runs[0].push(control);
+        runs[1].push(phase(&names[1], secs, Some((X, fps)), None));
+        runs[2].push(phase(&names[2], secs, Some((X, fps)), Some((X, x_policer))));
+        runs[3].push(phase(&names[3], secs, Some((C0, fps)), None));
+        runs[4].push(phase(
+            &names[4],
             secs,
             Some((C0, fps)),
             Some((C0, c0_policer)),
-        ),
-    ];
+        ));
+    }
+    let phases: Vec<Phase> = runs.into_iter().map(median).collect();
     let line = |p: &Phase| {
         println!(
-            "{:>38}: {:>8} barriers ({:>7.0}/s), p50 {:>7.1} µs, p99 {:>8.1} µs, re-sends {:>6} ({:.4}/barrier); flood {:.3} M frames/s, rejected {}, policed {}, lost at a full wire {}; {:.0} passes/s",
+            "{:>38}: {:>8} barriers ({:>7.0}/s), p50 {:>7.1} µs, p99 {:>8.1} µs, re-sends {:>6} ({:.4}/barrier); flood {:.3} M frames/s, rejected {}, policed {}, lost at a full wire {}; {:.0} passes/s; RX {:.0} ns/frame on the flooded port",
             p.name,
             p.barriers,
             p.barriers as f64 / p.elapsed,
@@ -203,20 +244,21 @@ fn main() {
             p.rejected,
             p.policed,
             p.ring_full,
-            p.passes as f64 / p.elapsed
+            p.passes as f64 / p.elapsed,
+            p.rx_ns_per_frame
         );
     };
-    line(&control);
     for p in &phases {
         line(p);
     }
+    let control = &phases[0];
     let per_barrier = |p: &Phase| p.resends as f64 / p.barriers.max(1) as f64;
     println!("ratios to the control phase:");
-    for p in &phases {
+    for p in &phases[1..] {
         let resend_ratio = if control.resends == 0 {
             format!("{} vs 0", p.resends)
         } else {
-            format!("{:.2}", per_barrier(p) / per_barrier(&control))
+            format!("{:.2}", per_barrier(p) / per_barrier(control))
         };
         println!(
             "{:>38}: p50 {:.2}  p99 {:.2}  barriers/s {:.2}  re-sends per barrier {resend_ratio}",
@@ -226,4 +268,10 @@ fn main() {
             (p.barriers as f64 / p.elapsed) / (control.barriers as f64 / control.elapsed),
         );
     }
+    println!(
+        "RX cost of a flood frame on x: refused by the table {:.0} ns, policed {:.0} ns (ratio {:.2})",
+        phases[1].rx_ns_per_frame,
+        phases[2].rx_ns_per_frame,
+        phases[2].rx_ns_per_frame / phases[1].rx_ns_per_frame
+    );
 }

@@ -339,6 +339,24 @@ impl Bed {
         }
     }
 
+    /// `pass_at`, adding the wall time each poller took to `spent_ns` (by poller: mid's RX
+    /// pollers are the first, one per port in `NAMES` order).
+    pub fn timed_pass_at(
+        &mut self,
+        now_ns: u64,
+        clock: &barrier_runtime::clock::Clock,
+        spent_ns: &mut [u64],
+    ) {
+        self.now = now_ns;
+        let mut t0 = clock.now_ns();
+        for (p, spent) in self.pollers.iter_mut().zip(spent_ns.iter_mut()) {
+            p.poll(self.now);
+            let t1 = clock.now_ns();
+            *spent += t1 - t0;
+            t0 = t1;
+        }
+    }
+
     /// Queue `a` on the attacker's wire (sent at the next `flush_attacks`).
     pub fn inject(&mut self, a: &Attack) -> bool {
         if self.attacker[a.port].offer(&a.frame).is_err() {
@@ -427,13 +445,14 @@ pub fn run(cfg: BedConfig, mut attack: impl FnMut(&mut Bed, u64)) -> (LeafReport
 }
 
 /// Run `bed` on the wall clock `clock` until `end_ns` (the bench): `attack(bed, now)` before each
-/// pass.
+/// pass. Returns the wall time each poller took (`Bed::timed_pass_at`).
 pub fn run_until(
     bed: &mut Bed,
     clock: &barrier_runtime::clock::Clock,
     end_ns: u64,
     mut attack: impl FnMut(&mut Bed, u64),
-) {
+) -> Vec<u64> {
+    let mut spent = vec![0u64; bed.pollers.len()];
     bed.start_other();
     loop {
         let now = clock.now_ns();
@@ -441,6 +460,7 @@ pub fn run_until(
             break;
         }
         attack(bed, now);
-        bed.pass_at(now);
+        bed.timed_pass_at(now, clock, &mut spent);
     }
+    spent
 }
