@@ -240,13 +240,13 @@ impl Bed {
         let mut mid_ports = Vec::new();
         let mut links = Vec::new();
         let mut other_c2 = None;
-        let mut legit_in = vec![Some(down_rx)];
-        let mut mid_out = vec![Some(up_tx)];
+        let mut legit_in = Some(down_rx);
+        let mut mid_out = Some(up_tx);
         for (i, name) in NAMES.iter().enumerate() {
             let (atk_tx, atk_rx) = mem_wire(WIRE);
             attacker.push(atk_tx);
             let (legit_rx, tx) = if i == UP {
-                (legit_in[0].take().unwrap(), mid_out[0].take().unwrap())
+                (legit_in.take().unwrap(), mid_out.take().unwrap())
             } else {
                 let (in_tx, in_rx) = mem_wire(WIRE);
                 let (out_tx, out_rx) = mem_wire(WIRE);
@@ -395,19 +395,14 @@ impl Bed {
 
     /// Every drop counter of every port of mid is exactly what was injected in its class.
     pub fn assert_counted(&self) {
-        for port in 0..NAMES.len() {
+        for (port, port_name) in NAMES.iter().enumerate() {
             for name in RxCounters::NAMES.iter().filter(|n| n.starts_with("drop_")) {
                 let want = self
                     .injected
                     .iter()
                     .find(|(p, c, _)| *p == port && c == name)
                     .map_or(0, |e| e.2);
-                assert_eq!(
-                    self.rx(port, name),
-                    want,
-                    "port {} counter {name}",
-                    NAMES[port]
-                );
+                assert_eq!(self.rx(port, name), want, "port {port_name} counter {name}");
             }
         }
     }
