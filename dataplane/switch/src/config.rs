@@ -2,6 +2,7 @@
 //! section, into a typed `SwitchSpec` (`spec.rs`) before DPDK starts. Every refusal names the key (`groups[3].children[2]`) and says
 //! why, so an operator can fix the file without reading the code. Reference: docs/configuration.md.
 
+use crate::policer::PolicerSpec;
 use crate::poll::{Idle, IdleMode};
 use crate::spec::{
     ControlSpec, Device, GroupBlock, LcoreSpec, MempoolSpec, MetricsSpec, PortSpec, RxLcore,
@@ -228,6 +229,10 @@ struct RawPort {
     tx_descriptors: u16,
     peer_mac: Option<String>,
     mac: Option<String>,
+    /// Barrier frames per second this port takes (`crate::policer`); absent: no policer.
+    policer_rate: Option<i64>,
+    /// The policer's burst in frames (needs `policer_rate`).
+    policer_burst: Option<i64>,
 }
 
 fn one() -> u16 {
@@ -655,6 +660,7 @@ fn validate_ports(
                 ));
             }
         }
+        let policer = validate_policer(&key, p)?;
         let peer_mac = match &p.peer_mac {
             Some(m) => parse_mac(&format!("{key}.peer_mac"), m)?,
             None => [0xff; 6],
@@ -671,6 +677,7 @@ fn validate_ports(
                 Some(m) => parse_mac(&format!("{key}.mac"), m)?,
                 None => mac,
             },
+            policer,
         });
     }
     // Two ports on one device would fight over its queues.
@@ -687,6 +694,45 @@ fn validate_ports(
         }
     }
     Ok((ports, names))
+}
+
+/// `ports[i].policer_rate` and `policer_burst`: a rate in frames/s, a burst in frames.
+fn validate_policer(key: &str, p: &RawPort) -> Result<Option<PolicerSpec>, ConfigError> {
+    let rate = match (p.policer_rate, p.policer_burst) {
+        (None, None) => return Ok(None),
+        (None, Some(_)) => {
+            return Err(ConfigError::new(
+                format!("{key}.policer_burst"),
+                "a burst needs a rate: give policer_rate (frames/s) too",
+            ))
+        }
+        (Some(r), _) => r,
+    };
+    let queues = i64::from(p.rx_queues.max(1));
+    if rate < queues || rate > PolicerSpec::MAX_RATE as i64 {
+        return Err(ConfigError::new(
+            format!("{key}.policer_rate"),
+            format!(
+                "{rate} frames/s: the rate must be {queues} (one per RX queue) to {} frames/s",
+                PolicerSpec::MAX_RATE
+            ),
+        ));
+    }
+    let rate = rate as u64;
+    let burst = match p.policer_burst {
+        None => PolicerSpec::default_burst(rate),
+        Some(b) if b >= queues && b <= PolicerSpec::MAX_BURST as i64 => b as u64,
+        Some(b) => {
+            return Err(ConfigError::new(
+                format!("{key}.policer_burst"),
+                format!(
+                    "{b} frames: the burst must be {queues} (one per RX queue) to {} frames",
+                    PolicerSpec::MAX_BURST
+                ),
+            ))
+        }
+    };
+    Ok(Some(PolicerSpec { rate, burst }))
 }
 
 fn validate_lcores(
@@ -1476,6 +1522,100 @@ children = ["d0", "d1", "up"]
         let e = err(&GOOD.replace("number = 7", "number = \"seven\""));
         assert_eq!(e.key, "groups[0].number");
         assert!(e.line.is_some());
+    }
+
+    #[test]
+    fn policer_keys() {
+        let with = |extra: &str| {
+            GOOD.replacen(
+                "vdev = \"net_ring1\"",
+                &format!("vdev = \"net_ring1\"\n{extra}"),
+                1,
+            )
+        };
+        let c = parse(GOOD).unwrap();
+        assert!(
+            c.ports.iter().all(|p| p.policer.is_none()),
+            "off by default"
+        );
+        let c = parse(&with("policer_rate = 50000\npolicer_burst = 200")).unwrap();
+        assert_eq!(
+            c.ports[1].policer,
+            Some(PolicerSpec {
+                rate: 50_000,
+                burst: 200
+            })
+        );
+        assert_eq!(c.ports[0].policer, None);
+        // A rate alone: 10 ms of it as the burst, at least 64.
+        let c = parse(&with("policer_rate = 1000000")).unwrap();
+        assert_eq!(c.ports[1].policer.unwrap().burst, 10_000);
+        let c = parse(&with("policer_rate = 10")).unwrap();
+        assert_eq!(c.ports[1].policer.unwrap().burst, 64);
+        // Refusals name the key and its line.
+        let line_of =
+            |text: &str, needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+        for (extra, key, why) in [
+            (
+                "policer_rate = 0",
+                "ports[1].policer_rate",
+                "the rate must be 1",
+            ),
+            (
+                "policer_rate = -5",
+                "ports[1].policer_rate",
+                "the rate must be",
+            ),
+            (
+                "policer_rate = 2000000000",
+                "ports[1].policer_rate",
+                "to 1000000000 frames/s",
+            ),
+            (
+                "policer_rate = 100\npolicer_burst = 0",
+                "ports[1].policer_burst",
+                "the burst must be 1",
+            ),
+            (
+                "policer_rate = 100\npolicer_burst = 1000000000",
+                "ports[1].policer_burst",
+                "to 100000000 frames",
+            ),
+            (
+                "policer_burst = 10",
+                "ports[1].policer_burst",
+                "needs a rate",
+            ),
+        ] {
+            let text = with(extra);
+            let e = err(&text);
+            assert_eq!(e.key, key, "{e}");
+            assert!(e.reason.contains(why), "{e}");
+            let needle = extra
+                .lines()
+                .find(|l| l.starts_with(key.rsplit('.').next().unwrap()))
+                .unwrap();
+            assert_eq!(e.line, Some(line_of(&text, needle)), "{e}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("line {}: {key}: ", e.line.unwrap())),
+                "{e}"
+            );
+        }
+        // A wrong type names the key too.
+        let e = err(&with("policer_rate = \"fast\""));
+        assert!(e.to_string().contains("policer_rate"), "{e}");
+        // Two RX queues: the rate and the burst must give each queue at least one frame.
+        let two = GOOD
+            .replacen(
+                "vdev = \"net_ring1\"",
+                "vdev = \"net_ring1\"\nrx_queues = 2\npolicer_rate = 1",
+                1,
+            )
+            .replacen("\"d0\", \"d1:0\"", "\"d0\", \"d0:1\", \"d1:0\"", 1);
+        let e = err(&two);
+        assert_eq!(e.key, "ports[1].policer_rate", "{e}");
+        assert!(e.reason.contains("must be 2 (one per RX queue)"), "{e}");
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct RxCounters {
     pub drop_unknown_group: AtomicU64,
     /// The ring to the scheduler was full: the RX lcore waited for room.
     pub ring_full_waits: AtomicU64,
+    /// Barrier frames over the port's policer rate (`crate::policer`), dropped before the table.
+    pub drop_policed: AtomicU64,
 }
 
 /// Where a printed RX counter lives.
@@ -46,6 +48,7 @@ enum RxCell {
     Parse(ParseError),
     UnknownGroup,
     RingFullWaits,
+    Policed,
 }
 
 /// The RX counters as printed: name and cell, in the order they have always been printed.
@@ -53,7 +56,7 @@ enum RxCell {
 /// than taken from `Outcome::name` (`completions` for `Completed`, `drop_not_a_child` for
 /// `Rejected(NotAChild)`, ...); a parse error is `drop_` and its `ParseError::reason`. A test
 /// checks that every outcome and every parse error is listed exactly once.
-const RX_LAYOUT: [(&str, RxCell); 28] = [
+const RX_LAYOUT: [(&str, RxCell); 29] = [
     ("discarded_at_start", RxCell::DiscardedAtStart),
     ("frames", RxCell::Frames),
     ("reduce_in", RxCell::ReduceIn),
@@ -97,6 +100,7 @@ const RX_LAYOUT: [(&str, RxCell); 28] = [
         RxCell::Outcome(Outcome::Rejected(Reject::OtherEpoch)),
     ),
     ("ring_full_waits", RxCell::RingFullWaits),
+    ("drop_policed", RxCell::Policed),
 ];
 
 impl RxCounters {
@@ -123,6 +127,7 @@ impl RxCounters {
             RxCell::Parse(e) => &self.parse_drops[e],
             RxCell::UnknownGroup => &self.drop_unknown_group,
             RxCell::RingFullWaits => &self.ring_full_waits,
+            RxCell::Policed => &self.drop_policed,
         }
     }
 
@@ -302,6 +307,7 @@ mod tests {
                 "drop_not_the_parent",
                 "drop_other_epoch",
                 "ring_full_waits",
+                "drop_policed",
             ]
         );
         for o in Outcome::ALL {

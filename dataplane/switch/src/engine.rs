@@ -4,6 +4,7 @@
 
 use crate::counters::{format_sum, GroupCounters, RxCounters, SchedCounters, TxCounters};
 use crate::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
+use crate::policer::PolicerSpec;
 use crate::poll::Poller;
 use crate::rx::{MsgRing, RxPoller};
 use crate::scheduler::{SchedPoller, TxPort};
@@ -193,6 +194,25 @@ where
     R: RxQueue + 'static,
     T: TxQueue + 'static,
 {
+    build_switch_with(name, mac, ports, table, now_ns, watch, &[])
+}
+
+/// `build_switch_watched` with a policer on the ports of `policers` (by port index; a missing
+/// entry or `None`: no policer). Each of a port's RX queues gets its share of the port's rate and
+/// burst (`PolicerSpec::per_queue`).
+pub fn build_switch_with<R, T>(
+    name: &str,
+    mac: [u8; 6],
+    ports: Vec<PortIo<R, T>>,
+    table: Arc<GroupTable>,
+    now_ns: u64,
+    watch: Option<Arc<crate::straggler::Watch>>,
+    policers: &[Option<PolicerSpec>],
+) -> SwitchPollers
+where
+    R: RxQueue + 'static,
+    T: TxQueue + 'static,
+{
     let groups = Arc::new(GroupCounters::new(table.capacity()));
     let sched_counters = Arc::new(SchedCounters::default());
     let mut rings = Vec::new();
@@ -203,12 +223,16 @@ where
     let mut port_names = Vec::new();
     for (i, port) in ports.into_iter().enumerate() {
         let idx = PortIdx::new(i as u8).expect("at most 64 ports");
+        let nq = u16::try_from(port.rx.len()).unwrap_or(u16::MAX);
+        let policer = policers.get(i).copied().flatten().map(|p| p.per_queue(nq));
         for (qi, q) in port.rx.into_iter().enumerate() {
             let ring = Arc::new(MsgRing::new(RING_SIZE));
             let c = Arc::new(RxCounters::default());
             rings.push(ring.clone());
             rx_stats.push((i, c.clone()));
-            let poller = RxPoller::new(idx, q, table.clone(), ring, c).with_watch(watch.clone());
+            let poller = RxPoller::new(idx, q, table.clone(), ring, c)
+                .with_watch(watch.clone())
+                .with_policer(policer, now_ns);
             rx.push((i, qi, Box::new(poller) as Box<dyn Poller>));
         }
         let c = Arc::new(TxCounters::default());

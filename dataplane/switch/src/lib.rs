@@ -5,6 +5,7 @@
 //! | --- | --- |
 //! | `spec` | the switch in typed values: ports, lcores, groups as the protocol's `GroupConfig` |
 //! | `config` | TOML file -> `SwitchSpec`, section by section, every refusal naming its key and line |
+//! | `policer` | per-port token bucket for barrier frames, checked on the RX lcore before the table |
 //! | `rx` | RX poller: parse, apply to the shared group table, hand actions to the scheduler |
 //! | `scheduler` | the scheduler poller: rings in, timers, frames built and sent with backpressure; over pure logic in `scheduler::round_robin` (per-port round-robin across groups) and the runtime's timer wheel (`barrier_runtime::wheel`, the re-send timers) |
 //! | `engine` | one switch assembled from ports, table, RX pollers and scheduler |
@@ -27,6 +28,7 @@ pub mod counters;
 pub mod engine;
 pub mod metrics;
 pub mod mgmt;
+pub mod policer;
 pub mod runtime;
 pub mod rx;
 pub mod scheduler;

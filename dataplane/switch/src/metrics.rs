@@ -139,6 +139,20 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
     }
     family(
         &mut out,
+        "barrier_frames_policed_total",
+        "counter",
+        "Barrier frames over the port's policer rate, dropped before the group table, by port.",
+    );
+    for (p, name) in stats.port_names.iter().enumerate() {
+        let v = rx_index("drop_policed").map_or(0, |i| per_port[p][i]);
+        let _ = writeln!(
+            out,
+            "barrier_frames_policed_total{{port=\"{}\"}} {v}",
+            esc(name)
+        );
+    }
+    family(
+        &mut out,
         "barrier_rx_events_total",
         "counter",
         "What the group table made of received frames, and RX-side waits, by event.",

@@ -4,7 +4,7 @@
 //! order (`barrier_runtime::launch`).
 
 use crate::dpdk_io::{DpdkRx, DpdkTx};
-use crate::engine::{build_switch_watched, build_table_for, BuildTableError, PortIo, SwitchStats};
+use crate::engine::{build_switch_with, build_table_for, BuildTableError, PortIo, SwitchStats};
 use crate::mgmt::{BindError, Control, ControlServer};
 use crate::spec::{Device, SwitchSpec};
 use barrier_protocol::table::GroupTable;
@@ -178,7 +178,8 @@ pub fn run_config(
     let table = Arc::new(build_table_for(&cfg.groups, cfg.group_capacity())?);
     let watch = (!cfg.stragglers.is_empty())
         .then(|| Arc::new(crate::straggler::Watch::new(&cfg.stragglers, clock)));
-    let sw = build_switch_watched(name, cfg.mac, io, table, clock.now_ns(), watch);
+    let policers: Vec<_> = cfg.ports.iter().map(|p| p.policer).collect();
+    let sw = build_switch_with(name, cfg.mac, io, table, clock.now_ns(), watch, &policers);
     let stats = sw.stats.clone();
     // Observability (crate::telemetry): /barrier/... telemetry commands and rte_pdump.
     let loops_cell = crate::telemetry::LoopsCell::default();

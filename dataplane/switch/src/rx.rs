@@ -1,9 +1,12 @@
 //! The parser and control parts on an RX lcore: receive a burst, parse each frame into a barrier
 //! event, apply it to the shared group table (one CAS), count the outcome, and hand the actions
 //! to the scheduler through this poller's ring. Frames are freed when the burst is dropped.
+//! A port's policer (`crate::policer`), when configured, drops barrier frames over its rate
+//! between the parse and the table.
 
 use crate::counters::{bump, RxCounters};
 use crate::io::{RxQueue, BURST};
+use crate::policer::{PolicerSpec, TokenBucket};
 use crate::poll::Poller;
 use barrier_protocol::switch::{Action, Event, Outcome};
 use barrier_protocol::table::GroupTable;
@@ -54,6 +57,8 @@ pub struct RxPoller<Q: RxQueue> {
     counters: Arc<RxCounters>,
     /// Straggler reports for watched groups (`crate::straggler`); `None`: nothing watched.
     watch: Option<Arc<crate::straggler::Watch>>,
+    /// This queue's share of the port's policer (`crate::policer`); `None`: no policer.
+    policer: Option<TokenBucket>,
 }
 
 impl<Q: RxQueue> RxPoller<Q> {
@@ -73,7 +78,15 @@ impl<Q: RxQueue> RxPoller<Q> {
             frames: Vec::with_capacity(BURST),
             counters,
             watch: None,
+            policer: None,
         }
+    }
+
+    /// Police this queue's barrier frames: over `spec`'s rate they are dropped before the table
+    /// (`drop_policed`). `spec` is this queue's share (`PolicerSpec::per_queue`).
+    pub fn with_policer(mut self, spec: Option<PolicerSpec>, now_ns: u64) -> Self {
+        self.policer = spec.map(|s| TokenBucket::new(s, now_ns));
+        self
     }
 
     /// Report arrivals of the watched groups to `watch`.
@@ -102,6 +115,13 @@ impl<Q: RxQueue> RxPoller<Q> {
                 return;
             }
         };
+        // The policer: after the parse (only barrier frames spend credit), before the table.
+        if let Some(b) = &mut self.policer {
+            if !b.allow(now_ns) {
+                bump(&c.drop_policed, 1);
+                return;
+            }
+        }
         let kind_in = match repr.kind {
             Kind::Reduce => &c.reduce_in,
             Kind::Release => &c.release_in,

@@ -90,6 +90,8 @@ pub struct PortSpec {
     pub peer_mac: [u8; 6],
     /// Source MAC of frames sent on this port (`switch.mac` unless given).
     pub mac: [u8; 6],
+    /// Barrier frames received on this port are policed to this rate (`crate::policer`).
+    pub policer: Option<crate::policer::PolicerSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
