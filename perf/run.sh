@@ -77,14 +77,18 @@ if want alone; then
     || { cat "$out/alone.log" >&2; exit 1; }
 fi
 
-# 1b. testpmd macswap on two net_ring ports, one forwarding core (the hot shape: --tx-first
-# sends one burst per port and the same mbufs circulate).
+# 1b. testpmd macswap on two net_ring ports, one forwarding core (the hot shape: tx_first
+# sends one burst per port and the same mbufs circulate). Interactive, commands on stdin:
+# "show port stats all" once a second gives each port's Rx-pps over the last interval.
 if want testpmd; then
   log "1b. dpdk-testpmd --forward-mode=macswap on 2 net_ring ports ($TP_SECS s)"
   # shellcheck disable=SC2046
-  (sleep "$TP_SECS"; echo) | timeout $((TP_SECS + 60)) dpdk-testpmd $(eal_flags tp 1024) \
-    --vdev=net_ring0 --vdev=net_ring1 -l 0,1 -- --forward-mode=macswap --tx-first \
-    --total-num-mbufs=16384 --stats-period 1 >"$out/testpmd.log" 2>&1 || true
+  { sleep 2; echo "start tx_first"; sleep 1; echo "show port stats all"
+    for _ in $(seq "$TP_SECS"); do sleep 1; echo "show port stats all"; done
+    echo "stop"; echo "quit"; } \
+    | timeout $((TP_SECS + 60)) dpdk-testpmd $(eal_flags tp 1024) --vdev=net_ring0 \
+      --vdev=net_ring1 -l 0,1 -- -i --forward-mode=macswap --total-num-mbufs=16384 \
+      >"$out/testpmd.log" 2>&1 || true
   python3 - "$out/testpmd.log" "$out/testpmd.json" <<'EOF'
 import json, re, sys
 txt = open(sys.argv[1]).read()
@@ -96,11 +100,11 @@ for p, pps in blocks:
         per_s.append(sum(cur.values())); cur = {}
     cur[p] = int(pps)
 if len(cur) == 2: per_s.append(sum(cur.values()))
-per_s = [x for x in per_s[1:] if x > 0]  # the first second includes start-up
+per_s = [x for x in per_s[1:] if x > 0]  # the first show is the zero point
 ok = len(per_s) > 0
 med = sorted(per_s)[len(per_s) // 2] if ok else 0
 json.dump({"mode": "macswap", "ports": 2, "forwarding_cores": 1, "device": "net_ring",
-           "shape": "hot (--tx-first: one burst per port circulates)",
+           "shape": "hot (start tx_first: one burst per port circulates)",
            "pps_per_core_samples": per_s, "pps_per_core": med, "ok": ok},
           open(sys.argv[2], "w"), indent=1)
 print("testpmd macswap: %.2f Mpps per forwarding core (median of %d s)" % (med / 1e6, len(per_s)), file=sys.stderr)
@@ -185,14 +189,20 @@ if want sim; then
   done
 fi
 
-# Where the time goes: a profile of the switch-alone case (the targets it misses).
+# Where the time goes: a profile of the switch's timed loops only (barrier-perf enables and
+# disables perf through its control FIFOs around them: not the input being written, not the
+# bare loop), both shapes.
 if want profile && command -v perf >/dev/null; then
-  log "profile: perf record of the switch alone (hot shape)"
-  perf record -q -F 2999 -g -o "$out/perf.data" -- "$bin/barrier-perf" alone --out "$out/profile" \
-    --secs 1 --reps 1 >/dev/null 2>&1 || true
+  log "profile: perf record of the switch alone (its timed loops only)"
+  fifo=$(mktemp -d)
+  mkfifo "$fifo/ctl" "$fifo/ack"
+  PERF_CTL_FIFO=$fifo/ctl PERF_ACK_FIFO=$fifo/ack perf record -q -D -1 \
+    --control "fifo:$fifo/ctl,$fifo/ack" -F 4999 -g -o "$out/perf.data" -- \
+    "$bin/barrier-perf" alone --out "$out/profile" --secs 1 --reps 1 >/dev/null 2>&1 || true
   perf report -i "$out/perf.data" --stdio --no-children --sort symbol --percent-limit 0.7 \
-    -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -45 >"$out/profile.txt" || true
-  rm -f "$out/perf.data" "$out/perf.data.old"
+    -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | sed 's/ *- *- *$//' | head -40 \
+    >"$out/profile.txt" || true
+  rm -rf "$fifo" "$out/perf.data" "$out/perf.data.old" "$out/profile"
 fi
 
 cat /proc/loadavg > "$out/loadavg-end.txt"

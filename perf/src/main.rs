@@ -144,6 +144,9 @@ impl Stream {
             self.perm.swap(i, j);
         }
     }
+    fn groups(&self) -> u32 {
+        self.perm.len() as u32
+    }
     /// Up to `n` groups of the current round, and the round's seq.
     fn chunk(&mut self, n: usize) -> (Vec<u32>, u32) {
         if self.pos == self.perm.len() {
@@ -489,6 +492,35 @@ struct Case<'a, G: Rig> {
     clock: Clock,
     /// Frames per port per chunk.
     chunk: usize,
+    profiler: Profiler,
+}
+
+/// `perf record --control fifo:CTL,ACK -D -1` started with PERF_CTL_FIFO and PERF_ACK_FIFO
+/// set: the profile then covers the switch's timed loops only (not the input being written,
+/// not the bare loop). Unset: nothing.
+struct Profiler {
+    fifos: Option<(std::fs::File, std::fs::File)>,
+}
+
+impl Profiler {
+    fn from_env() -> Profiler {
+        let open = || -> Option<(std::fs::File, std::fs::File)> {
+            let ctl = std::env::var_os("PERF_CTL_FIFO")?;
+            let ack = std::env::var_os("PERF_ACK_FIFO")?;
+            let c = std::fs::OpenOptions::new().write(true).open(ctl).ok()?;
+            let a = std::fs::File::open(ack).ok()?;
+            Some((c, a))
+        };
+        Profiler { fifos: open() }
+    }
+    fn set(&mut self, on: bool) {
+        use std::io::{Read, Write};
+        if let Some((c, a)) = &mut self.fifos {
+            let _ = c.write_all(if on { b"enable\n" } else { b"disable\n" });
+            let mut buf = [0u8; 5];
+            let _ = a.read_exact(&mut buf);
+        }
+    }
 }
 
 impl<G: Rig> Case<'_, G> {
@@ -504,7 +536,8 @@ impl<G: Rig> Case<'_, G> {
         let mut qs = self.rig.rx();
         let mut v = Vec::with_capacity(BURST);
         let mut r = Rate::default();
-        while r.ticks < budget_ticks {
+        let round = u64::from(s.groups()) * self.rig.ports() as u64;
+        while r.ticks < budget_ticks || (budget_ticks > 1 && r.frames < round) {
             let want = self.fill_chunk(s);
             let (n, t) = run_bare(&mut qs, &mut v);
             assert_eq!(n, want, "bare loop lost frames");
@@ -528,9 +561,13 @@ impl<G: Rig> Case<'_, G> {
         let mut sched = sw.sched;
         let mut r = Rate::default();
         let mut out = 0;
-        while r.ticks < budget_ticks {
+        // At least one full round (every group one barrier) per measurement.
+        let round = u64::from(s.groups()) * self.rig.ports() as u64;
+        while r.ticks < budget_ticks || (budget_ticks > 1 && r.frames < round) {
             r.frames += self.fill_chunk(s);
+            self.profiler.set(true);
             r.ticks += run_switch(&mut rx, &mut *sched, &self.clock);
+            self.profiler.set(false);
             out += self.rig.drain_out();
         }
         let parse_drops = sw.stats.rx_sum(|c| &c.drop_unknown_group);
@@ -566,6 +603,7 @@ fn side_by_side<G: Rig>(
         table,
         clock: Clock::from_counter(dpdk::tsc, dpdk::tsc_hz()),
         chunk,
+        profiler: Profiler::from_env(),
     };
     let mut sw_stream = Stream::new(groups, 7);
     let mut bare_stream = Stream::new(groups, 11);
@@ -679,11 +717,15 @@ fn scale(cli: &Cli, groups: &[u32], fanins: &[usize], latency_samples: u64) {
         let mut v = side_by_side(&mut rig, table.clone(), g, chunk, cli.secs, cli.reps, true);
         let after = rss_bytes();
         if g == *groups.iter().max().unwrap() && g >= 65536 {
+            // The harness's own per-group memory: two streams' permutations, 4 bytes each.
+            let harness = 2 * 4 * u64::from(g);
+            let grown = after.saturating_sub(before);
             per_group_rss = json!({
                 "groups": g,
-                "rss_growth_bytes": after.saturating_sub(before),
-                "rss_growth_per_group": after.saturating_sub(before) as f64 / g as f64,
-                "note": "process RSS before building the table and after running every group's barriers (table, per-group counters, scheduler state; the mempool is allocated before)",
+                "rss_growth_bytes": grown,
+                "harness_bytes": harness,
+                "rss_growth_per_group": grown.saturating_sub(harness) as f64 / g as f64,
+                "note": "process RSS before building the table and after every group ran barriers, less the harness's two 4-byte-a-group permutations (table, per-group counters, scheduler state; the mempool is allocated before)",
             });
         }
         v["fanin"] = json!(fanin);
@@ -816,7 +858,7 @@ fn hist_json(h: &Histogram<u64>) -> Value {
 fn tree(cli: &Cli, shapes: &str, count: u64) {
     use barrier_testbed::demo::DemoOpts;
     use barrier_testbed::demo_dpdk::{demo_eal_args, run_demo_on};
-    let args = demo_eal_args(2, &[]);
+    let args = demo_eal_args(1, &[]);
     let (eal, _) = match Eal::init(args) {
         Ok(e) => e,
         Err(e) => {
@@ -841,7 +883,9 @@ fn tree(cli: &Cli, shapes: &str, count: u64) {
             groups: 1,
             count: Some(count),
             duration: Duration::from_secs(600),
-            loops: 2,
+            // One busy loop for switches and leaves: on a shared 2-core machine a second
+            // spinning thread turns every hand-over into a scheduler time slice.
+            loops: 1,
             ..DemoOpts::default()
         };
         let t0 = t_start.elapsed();
@@ -871,7 +915,7 @@ fn tree(cli: &Cli, shapes: &str, count: u64) {
         &cli.out,
         "tree.json",
         &json!({
-            "what": "barrier-switch demo trees: switches and emulated leaves on net_ring wires, 2 busy loops",
+            "what": "barrier-switch demo trees: switches and emulated leaves on net_ring wires, one busy loop",
             "trees": out,
         }),
     );
