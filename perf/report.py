@@ -26,16 +26,24 @@ def load(d, name):
 
 
 def load_lines(d, name):
+    """Concatenated JSON values (one per simulator run, each pretty-printed)."""
     p = os.path.join(d, name)
     out = []
     if os.path.exists(p):
-        for line in open(p):
-            line = line.strip()
-            if line:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
+        txt = open(p).read()
+        dec = json.JSONDecoder()
+        i = 0
+        while True:
+            while i < len(txt) and txt[i].isspace():
+                i += 1
+            if i >= len(txt):
+                break
+            try:
+                v, i = dec.raw_decode(txt, i)
+            except ValueError:
+                sys.stderr.write("report.py: %s: unreadable JSON at %d\n" % (name, i))
+                break
+            out.append(v)
     return out
 
 
@@ -72,7 +80,7 @@ def gnuplot(d, name, script):
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    d = sys.argv[1]
+    d = os.path.abspath(sys.argv[1])
     docs = sys.argv[sys.argv.index("--docs") + 1] if "--docs" in sys.argv else None
     meta = load(d, "meta.json") or {}
     alone = load(d, "alone.json")
@@ -131,7 +139,7 @@ def main():
     tpps = tp["pps_per_core"] if tp and tp.get("ok") else None
     if tp:
         w("dpdk-testpmd `--forward-mode=macswap`, 2 `net_ring` ports, one forwarding core, "
-          "hot shape (`--tx-first`): %spps per core (median of %d one-second samples)." % (
+          "hot shape (`start tx_first`: one burst per port circulates): %spps per core (median of %d one-second samples)." % (
               m(tpps), len(tp.get("pps_per_core_samples", []))))
         if sw_hot is not None and tpps:
             w("Switch (hot) / testpmd macswap: **%s**." % fr(sw_hot / tpps, 4))
@@ -258,7 +266,8 @@ plot 'fanin.dat' u 1:2 w lp t 'switch', '' u 1:3 w lp t 'bare rx_burst+free'
                 for q, v in t["cdf"]:
                     f.write("%f %f\n" % (v / 1e3, q))
             cdf_files.append((fn, "tree %s" % name))
-            summary.append(("barrier round, in-process tree %s (%d levels)" % (name, t["levels"]),
+            summary.append(("barrier round, in-process tree %s (%d level%s, %d leaves)" % (
+                name, t["levels"], "" if t["levels"] == 1 else "s", t["leaves"]),
                             "-", "p50 %s µs, p99 %s µs, p99.9 %s µs" % (
                                 us(t["p50_ns"]), us(t["p99_ns"]), us(t["p999_ns"]))))
         w("")
@@ -371,8 +380,21 @@ plot 'fanin.dat' u 1:2 w lp t 'switch', '' u 1:3 w lp t 'bare rx_burst+free'
                             fr(rmpi, 1), fr(ratio(mpi_shm["p50_us"], innet) if mpi_shm else None, 1))))
     if kern and mpi_tcp:
         summary.append(("barrier p50, netbarrier over kernel sockets (AF_PACKET, %d leaves)" % kern["leaves"],
-                        "Open MPI TCP loopback", "%.2f µs vs %.2f µs: %s" % (
+                        "Open MPI TCP loopback", "p50 %.2f µs vs %.2f µs: MPI / kernel-socket tree %s" % (
                             kern["p50_us"], mpi_tcp["p50_us"], fr(ratio(mpi_tcp["p50_us"], kern["p50_us"]), 2))))
+
+    # 5. Microbenchmarks.
+    micro = os.path.join(d, "micro.txt")
+    if os.path.exists(micro) and os.path.getsize(micro) > 0:
+        w("## 5. Microbenchmarks (perf/micro.rs, this run)")
+        w("")
+        w("`cargo bench -p barrier-switch --bench micro`: each per-frame step next to its "
+          "baseline in the same process (perf/micro.md says what each baseline is).")
+        w("")
+        w("```text")
+        w(open(micro).read().rstrip())
+        w("```")
+        w("")
 
     # 6. Simulator.
     w("## 6. Scale past this machine: the simulator")

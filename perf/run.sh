@@ -10,7 +10,7 @@
 #   --out DIR    write the results here instead of perf/results/<timestamp>
 #   --no-docs    do not touch docs/performance.md
 #   --only LIST  run only these steps (comma-separated): alone,testpmd,scale,tree,gen,mpi,
-#                kernel,sim,profile (the report is written from whatever JSON is there)
+#                kernel,micro,sim,profile (the report is written from whatever is there)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,9 +41,11 @@ want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 if [ $quick = 1 ]; then
   SECS=1 REPS=3 SCALE_SECS=0.6 LAT_SAMPLES=50000 TREE_COUNT=50000 GEN_SECS=2
   MPI_ITERS=10000 KERNEL_BARRIERS=5000 SIM_LEAVES="8 64 512 4096" SIM_BARRIERS=10 TP_SECS=4
+  MICRO_M=1
 else
   SECS=4 REPS=5 SCALE_SECS=3 LAT_SAMPLES=300000 TREE_COUNT=300000 GEN_SECS=8
   MPI_ITERS=100000 KERNEL_BARRIERS=30000 SIM_LEAVES="8 64 512 4096 32768 65536" SIM_BARRIERS=10 TP_SECS=8
+  MICRO_M=2
 fi
 NP=4   # participants in the MPI / kernel-socket / in-process comparison
 
@@ -175,6 +177,13 @@ json.dump({"leaves": len(glob.glob(sys.argv[1] + "/records/*.csv")), "samples": 
            "what": "per leaf per barrier: first reduce sent to release received (CLOCK_MONOTONIC), barrier-leaf over AF_PACKET, one barrier-switch (DPDK net_af_packet) in network namespaces on veths"},
           open(sys.argv[2], "w"), indent=1)
 EOF
+fi
+
+# 5. The microbenchmarks (perf/micro.rs, perf/micro.md), MICRO_M million operations a repetition.
+if want micro; then
+  log "5. microbenchmarks (cargo bench -p barrier-switch --bench micro -- $MICRO_M)"
+  (cd "$root" && cargo bench -q -p barrier-switch --bench micro -- "$MICRO_M") >"$out/micro.txt" \
+    2>"$out/micro.log" || { tail -20 "$out/micro.log" >&2; exit 1; }
 fi
 
 # 6. The simulator past this machine, per-hop time = the switch latency measured in step 2.

@@ -325,8 +325,8 @@ struct RingRig {
 
 impl RingRig {
     fn new(eal: &Eal, tag: &str, ports: usize, ring: u32, mbufs: u32) -> RingRig {
-        let pool = Mempool::new_pktmbuf(eal, &format!("{tag}pool"), mbufs, 256, 256)
-            .expect("mempool");
+        let pool =
+            Mempool::new_pktmbuf(eal, &format!("{tag}pool"), mbufs, 256, 256).expect("mempool");
         let mut sw = Vec::new();
         let mut ours = Vec::new();
         let mut ours_tx = Vec::new();
@@ -374,7 +374,10 @@ impl Rig for RingRig {
                 PortIo::new(
                     format!("ring{i}"),
                     DpdkRx::new(p.rx_queue(QueueId(0)).expect("rx queue free")),
-                    DpdkTx::new(p.tx_queue(QueueId(0)).expect("tx queue free"), self.pool.clone()),
+                    DpdkTx::new(
+                        p.tx_queue(QueueId(0)).expect("tx queue free"),
+                        self.pool.clone(),
+                    ),
                 )
             })
             .collect()
@@ -812,8 +815,7 @@ fn scale(cli: &Cli, groups: &[u32], fanins: &[usize], latency_samples: u64) {
     // A timer-wheel entry (key (GroupId, Seq) and a u64 tick) for a barrier in flight at an
     // intermediate; a queued send (PendingFrame) while a release or reduce waits for its port.
     let timer = std::mem::size_of::<(GroupId, Seq)>() + std::mem::size_of::<u64>();
-    let pending =
-        std::mem::size_of::<barrier_switch::scheduler::round_robin::PendingFrame>();
+    let pending = std::mem::size_of::<barrier_switch::scheduler::round_robin::PendingFrame>();
     write_json(
         &cli.out,
         "scale.json",
