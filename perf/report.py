@@ -65,6 +65,12 @@ def fr(x, digits=3):
     return ("%." + str(digits) + "f") % x if x is not None else "n/a"
 
 
+def verdict(ok, val):
+    if "n/a" in str(val):
+        return "not measured in this run"
+    return "met" if ok else "not met"
+
+
 def gnuplot(d, name, script):
     path = os.path.join(d, name + ".gp")
     with open(path, "w") as f:
@@ -449,7 +455,7 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
     w("## Targets")
     w("")
     for name, ok, val in targets:
-        w("- %s: **%s** (%s)" % (name, "met" if ok else "not met", val))
+        w("- %s: **%s** (%s)" % (name, verdict(ok, val), val))
     w("")
     prof = os.path.join(d, "profile.txt")
     if os.path.exists(prof) and os.path.getsize(prof) > 0:
@@ -481,7 +487,7 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
     S.append("Targets (issue 13):")
     S.append("")
     for name, ok, val in targets:
-        S.append("- %s: **%s** (%s)" % (name, "met" if ok else "not met", val))
+        S.append("- %s: **%s** (%s)" % (name, verdict(ok, val), val))
     S.append("")
     S.append(END)
     block = "\n".join(S)
@@ -498,7 +504,7 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
             txt = txt.rstrip("\n") + "\n\n## Summary of the last suite run\n\n" + block + "\n"
         with open(docs, "w") as f:
             f.write(txt)
-    print("\n".join("%s: %s (%s)" % (n, "met" if ok else "NOT MET", v) for n, ok, v in targets))
+    print("\n".join("%s: %s (%s)" % (n, verdict(ok, v).upper(), v) for n, ok, v in targets))
 
 
 if __name__ == "__main__":
