@@ -165,7 +165,9 @@ def main():
     plot_groups = plot_fanin = None
     if scale:
         w("%s; %s. Every group runs barriers (a round sends each group's reduces in a new "
-          "random order; `rounds` = full rounds completed in the switch measurements). The "
+          "random order; `rounds` = full rounds completed in the switch measurements); each "
+          "chunk is one 32-frame burst a port at every point (the same hot input throughout, "
+          "so only the state varies). The "
           "smallest case is 32 groups, one RX burst of them: with fewer groups than a burst a "
           "prepared stream would put a group's next reduce in the same burst as the one "
           "before it, which no leaf can send (it waits for the release), so 32 groups is the "

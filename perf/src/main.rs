@@ -10,7 +10,8 @@
 //!   many distinct mbufs, far larger than the last-level cache).
 //! - `scale`: the same measurement at 32 .. 1,048,576 groups and fan-in 2 .. 64, on software RX
 //!   rings of mbufs (a `net_ring` needs a port per child and DPDK allows 32 ports here), every
-//!   group running barriers in a random order each round; bytes of state per group; the
+//!   group running barriers in a random order each round, one burst a port per chunk (the same
+//!   hot input at every point, so only the state varies); bytes of state per group; the
 //!   switch's own latency, frame in to frame out.
 //! - `tree`: barrier round latency in in-process trees (the demo: switches and emulated leaves
 //!   on `net_ring` wires).
@@ -710,9 +711,10 @@ fn scale(cli: &Cli, groups: &[u32], fanins: &[usize], latency_samples: u64) {
     let mut per_group_rss = Value::Null;
     for &g in groups {
         let fanin = 2;
-        // A chunk is at most 64K groups (a slice of the round).
-        let chunk = (g as usize).min(65536);
-        let mbufs = (4 * chunk * fanin).max(8192) as u32 - 1;
+        // One burst a port per chunk at every group count: the same hot input shape (the
+        // mbufs come round again from the pool's cache), so only the group count varies.
+        let chunk = (g as usize).min(BURST);
+        let mbufs = 8191;
         let mut rig = SoftRig::new(&eal, &format!("g{g}"), fanin, mbufs);
         let before = rss_bytes();
         let table = root_table(g, fanin);
@@ -744,8 +746,9 @@ fn scale(cli: &Cli, groups: &[u32], fanins: &[usize], latency_samples: u64) {
     let mut by_fanin = Vec::new();
     for &k in fanins {
         let g = 1024;
-        let chunk = 1024usize.min(65536 / k).max(32);
-        let mbufs = (4 * chunk * k).max(8192) as u32 - 1;
+        // One burst a port per chunk, as in the groups sweep.
+        let chunk = BURST;
+        let mbufs = 16383;
         let mut rig = SoftRig::new(&eal, &format!("f{k}"), k, mbufs);
         let table = root_table(g, k);
         eprintln!("barrier-perf scale: fan-in {k}, {g} groups");
@@ -925,6 +928,10 @@ fn tree(cli: &Cli, shapes: &str, count: u64) {
 
 fn main() {
     let cli = Cli::parse();
+    if let Err(e) = std::fs::create_dir_all(&cli.out) {
+        eprintln!("barrier-perf: --out {}: {e}", cli.out.display());
+        std::process::exit(1);
+    }
     match &cli.cmd {
         Cmd::Alone { fanin, groups } => alone(&cli, *fanin, *groups),
         Cmd::Scale {
