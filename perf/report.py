@@ -125,6 +125,8 @@ def main():
     w("")
     sw_hot = bare_hot = None
     if alone:
+        if alone.get("started_utc"):
+            w("Measured from %s UTC." % alone["started_utc"])
         w("Fan-in %d, %d groups, %s; %s. Frames/s in (reduces received and fully processed), "
           "median of the repetitions." % (alone["fanin"], alone["groups"], alone["device"],
                                           alone["lcore"]))
@@ -164,6 +166,10 @@ def main():
     w("")
     plot_groups = plot_fanin = None
     if scale:
+        if scale.get("started_utc"):
+            w("Measured from %s UTC; each sweep's cases interleaved, repetition by repetition, "
+              "so a change of the machine's load touches them alike." % scale["started_utc"])
+            w("")
         w("%s; %s. Every group runs barriers (a round sends each group's reduces in a new "
           "random order; `rounds` = full rounds completed in the switch measurements); each "
           "chunk is one 32-frame burst a port at every point (the same hot input throughout, "

@@ -490,8 +490,8 @@ fn root_table(groups: u32, fanin: usize) -> Arc<GroupTable> {
     Arc::new(t)
 }
 
-struct Case<'a, G: Rig> {
-    rig: &'a mut G,
+struct Case<G: Rig> {
+    rig: G,
     table: Arc<GroupTable>,
     clock: Clock,
     /// Frames per port per chunk.
@@ -527,7 +527,7 @@ impl Profiler {
     }
 }
 
-impl<G: Rig> Case<'_, G> {
+impl<G: Rig> Case<G> {
     fn fill_chunk(&mut self, s: &mut Stream) -> u64 {
         let (groups, seq) = s.chunk(self.chunk);
         for p in 0..self.rig.ports() {
@@ -592,54 +592,120 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Bare and switch alternately, `reps` times; medians of frames/s.
+/// One case measured side by side: bare and switch alternately, one repetition at a time, so
+/// that several cases can be interleaved repetition by repetition (a change of the machine's
+/// load then touches every case alike).
+struct Sweep<G: Rig> {
+    case: Case<G>,
+    groups: u32,
+    with_bare: bool,
+    sw_stream: Stream,
+    bare_stream: Stream,
+    bare: Vec<f64>,
+    sw: Vec<f64>,
+    frames_in: u64,
+    frames_out: u64,
+}
+
+impl<G: Rig> Sweep<G> {
+    fn new(rig: G, table: Arc<GroupTable>, groups: u32, chunk: usize, with_bare: bool) -> Self {
+        Sweep {
+            case: Case {
+                rig,
+                table,
+                clock: Clock::from_counter(dpdk::tsc, dpdk::tsc_hz()),
+                chunk,
+                profiler: Profiler::from_env(),
+            },
+            groups,
+            with_bare,
+            sw_stream: Stream::new(groups, 7),
+            bare_stream: Stream::new(groups, 11),
+            bare: Vec::new(),
+            sw: Vec::new(),
+            frames_in: 0,
+            frames_out: 0,
+        }
+    }
+
+    /// One chunk each, not counted (page faults, first touch of the table).
+    fn warm(&mut self) {
+        if self.with_bare {
+            self.case.bare(&mut self.bare_stream, 1);
+        }
+        self.case.switch(&mut self.sw_stream, 1);
+    }
+
+    fn rep(&mut self, budget: u64) {
+        if self.with_bare {
+            let r = self.case.bare(&mut self.bare_stream, budget);
+            self.bare.push(r.fps());
+        }
+        let (r, out) = self.case.switch(&mut self.sw_stream, budget);
+        self.frames_in += r.frames;
+        self.frames_out += out;
+        self.sw.push(r.fps());
+    }
+
+    /// Medians of frames/s.
+    fn result(&self) -> Value {
+        let (mut bare, mut sw) = (self.bare.clone(), self.sw.clone());
+        let (b, s) = (median(&mut bare), median(&mut sw));
+        json!({
+            "groups": self.groups,
+            "chunk_frames_per_port": self.case.chunk,
+            "bare_fps": if self.with_bare { Value::from(b) } else { Value::Null },
+            "switch_fps": s,
+            "switch_fps_reps": self.sw,
+            "bare_fps_reps": self.bare,
+            "ratio_switch_bare": if self.with_bare && b > 0.0 { Value::from(s / b) } else { Value::Null },
+            "switch_frames_in": self.frames_in,
+            "switch_frames_out": self.frames_out,
+            "rounds": self.sw_stream.round,
+        })
+    }
+}
+
+fn budget_ticks(secs: f64, reps: usize) -> u64 {
+    (secs / reps as f64 * dpdk::tsc_hz() as f64) as u64
+}
+
+/// Bare and switch alternately, `reps` times; medians of frames/s.
 fn side_by_side<G: Rig>(
-    rig: &mut G,
+    rig: G,
     table: Arc<GroupTable>,
     groups: u32,
     chunk: usize,
     secs: f64,
     reps: usize,
-    with_bare: bool,
 ) -> Value {
-    let budget = (secs / reps as f64 * dpdk::tsc_hz() as f64) as u64;
-    let mut case = Case {
-        rig,
-        table,
-        clock: Clock::from_counter(dpdk::tsc, dpdk::tsc_hz()),
-        chunk,
-        profiler: Profiler::from_env(),
-    };
-    let mut sw_stream = Stream::new(groups, 7);
-    let mut bare_stream = Stream::new(groups, 11);
-    let (mut bare, mut sw) = (Vec::new(), Vec::new());
-    let (mut frames_in, mut frames_out) = (0, 0);
-    // Warm-up: one chunk each (page faults, first touch of the table).
-    if with_bare {
-        case.bare(&mut bare_stream, 1);
-    }
-    case.switch(&mut sw_stream, 1);
+    let mut s = Sweep::new(rig, table, groups, chunk, true);
+    s.warm();
     for _ in 0..reps {
-        if with_bare {
-            bare.push(case.bare(&mut bare_stream, budget).fps());
-        }
-        let (r, out) = case.switch(&mut sw_stream, budget);
-        frames_in += r.frames;
-        frames_out += out;
-        sw.push(r.fps());
+        s.rep(budget_ticks(secs, reps));
     }
-    let (b, s) = (median(&mut bare), median(&mut sw));
-    json!({
-        "groups": groups,
-        "chunk_frames_per_port": chunk,
-        "bare_fps": if with_bare { Value::from(b) } else { Value::Null },
-        "switch_fps": s,
-        "switch_fps_reps": sw,
-        "bare_fps_reps": bare,
-        "ratio_switch_bare": if with_bare && b > 0.0 { Value::from(s / b) } else { Value::Null },
-        "switch_frames_in": frames_in,
-        "switch_frames_out": frames_out,
-        "rounds": sw_stream.round,
-    })
+    s.result()
+}
+
+/// Several cases, interleaved: every repetition runs each case once, in turn.
+fn interleaved<G: Rig>(cases: &mut [Sweep<G>], secs: f64, reps: usize) {
+    for c in cases.iter_mut() {
+        c.warm();
+    }
+    for _ in 0..reps {
+        for c in cases.iter_mut() {
+            c.rep(budget_ticks(secs, reps));
+        }
+    }
+}
+
+fn now_utc() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
 }
 
 fn eal(prog: &str, mem_mb: u32) -> Eal {
@@ -662,6 +728,7 @@ fn write_json(out: &Path, name: &str, v: &Value) {
 }
 
 fn alone(cli: &Cli, fanin: usize, groups: u32) {
+    let started = now_utc();
     let eal = eal("perf-alone", 1024);
     let mut shapes = Vec::new();
     // hot: 256 frames a port per chunk, a pool of 8K mbufs that keeps coming round in cache;
@@ -671,10 +738,10 @@ fn alone(cli: &Cli, fanin: usize, groups: u32) {
         ("hot", 256usize, 1024u32, 8191u32),
         ("cold", 65536, 131072, 4 * 65536 * fanin as u32 - 1),
     ] {
-        let mut rig = RingRig::new(&eal, &shape[..1], fanin, ring, mbufs);
+        let rig = RingRig::new(&eal, &shape[..1], fanin, ring, mbufs);
         let table = root_table(groups, fanin);
         eprintln!("barrier-perf alone: {shape}, fan-in {fanin}, {groups} groups");
-        let mut v = side_by_side(&mut rig, table, groups, chunk, cli.secs, cli.reps, true);
+        let mut v = side_by_side(rig, table, groups, chunk, cli.secs, cli.reps);
         v["shape"] = json!(shape);
         v["mbufs"] = json!(mbufs);
         eprintln!(
@@ -689,6 +756,7 @@ fn alone(cli: &Cli, fanin: usize, groups: u32) {
         &cli.out,
         "alone.json",
         &json!({
+            "started_utc": started,
             "device": "net_ring port pairs (rte_eth_from_rings), one queue each",
             "fanin": fanin,
             "groups": groups,
@@ -706,61 +774,75 @@ fn rss_bytes() -> u64 {
 }
 
 fn scale(cli: &Cli, groups: &[u32], fanins: &[usize], latency_samples: u64) {
+    let started = now_utc();
     let eal = eal("perf-scale", 1536);
-    let mut by_groups = Vec::new();
-    let mut per_group_rss = Value::Null;
-    for &g in groups {
-        let fanin = 2;
-        // One burst a port per chunk at every group count: the same hot input shape (the
-        // mbufs come round again from the pool's cache), so only the group count varies.
-        let chunk = (g as usize).min(BURST);
-        let mbufs = 8191;
-        let mut rig = SoftRig::new(&eal, &format!("g{g}"), fanin, mbufs);
-        let before = rss_bytes();
-        let table = root_table(g, fanin);
-        eprintln!("barrier-perf scale: {g} groups, fan-in {fanin}");
-        let mut v = side_by_side(&mut rig, table.clone(), g, chunk, cli.secs, cli.reps, true);
-        let after = rss_bytes();
-        if g == *groups.iter().max().unwrap() && g >= 65536 {
-            // The harness's own per-group memory: two streams' permutations, 4 bytes each.
-            let harness = 2 * 4 * u64::from(g);
-            let grown = after.saturating_sub(before);
-            per_group_rss = json!({
-                "groups": g,
-                "rss_growth_bytes": grown,
-                "harness_bytes": harness,
-                "rss_growth_per_group": grown.saturating_sub(harness) as f64 / g as f64,
-                "note": "process RSS before building the table and after every group ran barriers, less the harness's two 4-byte-a-group permutations (table, per-group counters, scheduler state; the mempool is allocated before)",
-            });
+    // The groups sweep: every case built first (the largest last, for its RSS growth), then
+    // measured interleaved, repetition by repetition. One burst a port per chunk at every group
+    // count: the same hot input shape (the mbufs come round again from the pool's cache), so
+    // only the group count varies.
+    let fanin = 2;
+    let mut order: Vec<u32> = groups.to_vec();
+    order.sort_unstable();
+    let largest = *order.last().expect("at least one group count");
+    let mut cases = Vec::new();
+    let mut before = 0;
+    for &g in &order {
+        if g == largest {
+            before = rss_bytes();
         }
+        let rig = SoftRig::new(&eal, &format!("g{g}"), fanin, 8191);
+        let table = root_table(g, fanin);
+        cases.push(Sweep::new(rig, table, g, (g as usize).min(BURST), true));
+    }
+    eprintln!("barrier-perf scale: groups {order:?}, fan-in {fanin}, interleaved");
+    interleaved(&mut cases, cli.secs, cli.reps);
+    let after = rss_bytes();
+    // The harness's own per-group memory: two streams' permutations, 4 bytes each.
+    let harness = 2 * 4 * u64::from(largest);
+    let grown = after.saturating_sub(before);
+    let per_group_rss = json!({
+        "groups": largest,
+        "rss_growth_bytes": grown,
+        "harness_bytes": harness,
+        "rss_growth_per_group": grown.saturating_sub(harness) as f64 / f64::from(largest),
+        "note": "process RSS before the largest case was built and after every case ran, less the harness's two 4-byte-a-group permutations (table, per-group counters, scheduler state; its mempool included)",
+    });
+    let mut by_groups = Vec::new();
+    for c in &cases {
+        let mut v = c.result();
         v["fanin"] = json!(fanin);
-        v["table_bytes"] = json!(table.bytes());
+        v["table_bytes"] = json!(c.case.table.bytes());
         eprintln!(
-            "  switch {:.2} Mfps, bare {:.2} Mfps, rounds {}",
+            "  {} groups: switch {:.2} Mfps, bare {:.2} Mfps, rounds {}",
+            c.groups,
             v["switch_fps"].as_f64().unwrap_or(0.0) / 1e6,
             v["bare_fps"].as_f64().unwrap_or(0.0) / 1e6,
             v["rounds"]
         );
         by_groups.push(v);
     }
-    let mut by_fanin = Vec::new();
+    drop(cases);
+
+    // The fan-in sweep, 1,024 groups, interleaved the same way.
+    let mut cases = Vec::new();
     for &k in fanins {
-        let g = 1024;
-        // One burst a port per chunk, as in the groups sweep.
-        let chunk = BURST;
-        let mbufs = 16383;
-        let mut rig = SoftRig::new(&eal, &format!("f{k}"), k, mbufs);
-        let table = root_table(g, k);
-        eprintln!("barrier-perf scale: fan-in {k}, {g} groups");
-        let mut v = side_by_side(&mut rig, table, g, chunk, cli.secs, cli.reps, true);
+        let rig = SoftRig::new(&eal, &format!("f{k}"), k, 16383);
+        cases.push(Sweep::new(rig, root_table(1024, k), 1024, BURST, true));
+    }
+    eprintln!("barrier-perf scale: fan-in {fanins:?}, 1024 groups, interleaved");
+    interleaved(&mut cases, cli.secs, cli.reps);
+    let mut by_fanin = Vec::new();
+    for (c, &k) in cases.iter().zip(fanins) {
+        let mut v = c.result();
         v["fanin"] = json!(k);
         eprintln!(
-            "  switch {:.2} Mfps, bare {:.2} Mfps",
+            "  fan-in {k}: switch {:.2} Mfps, bare {:.2} Mfps",
             v["switch_fps"].as_f64().unwrap_or(0.0) / 1e6,
             v["bare_fps"].as_f64().unwrap_or(0.0) / 1e6
         );
         by_fanin.push(v);
     }
+    drop(cases);
 
     // The switch's own latency: one barrier at a time (fan-in 2, 1,024 groups), its reduces
     // already in the RX queues when the clock starts; out = the flush that sent the release.
@@ -823,7 +905,9 @@ fn scale(cli: &Cli, groups: &[u32], fanins: &[usize], latency_samples: u64) {
         &cli.out,
         "scale.json",
         &json!({
+            "started_utc": started,
             "io": "software RX/TX queues of mbufs (a mutex-guarded deque per port; one lock per burst)",
+            "interleaved": "each sweep's cases measured in turn, repetition by repetition",
             "lcore": "one thread: RX pollers and scheduler in one loop",
             "by_groups": by_groups,
             "by_fanin": by_fanin,
