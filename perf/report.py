@@ -416,8 +416,9 @@ plot 'fanin.dat' u 1:2 w lp t 'switch', '' u 1:3 w lp t 'bare rx_burst+free'
     if sim:
         hop = sim[0]["link"]["latency_ns"]
         w("`barrier-sim compare`: the real protocol code over modelled links, per-hop latency "
-          "%d ns = the switch's measured p50 (section 3) for every hop, tree and dissemination "
-          "alike; %d barriers per point." % (hop, sim[0]["barriers"]))
+          "%d ns (the switch's frame-in to frame-out p50 from `scale.json` when the simulator "
+          "ran, see section 3) for every hop, tree and dissemination alike; %d barriers per "
+          "point." % (hop, sim[0]["barriers"]))
         w("")
         w("| leaves | tree | tree p50 µs | dissemination p50 µs | latency ratio (mean) | tree frames/barrier | dissemination frames/barrier |")
         w("| --- | --- | --- | --- | --- | --- | --- |")
