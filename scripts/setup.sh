@@ -20,6 +20,9 @@ PACKAGES=(
   python3-prometheus-client
   # the Promela model of the protocol (scripts/model, docs/reliability.md); pan needs gcc
   spin
+  # the performance suite (perf/run.sh, docs/performance.md): Open MPI for the MPI_Barrier
+  # comparison (mpicc, mpirun), gnuplot for the plots
+  openmpi-bin libopenmpi-dev gnuplot-nox
 )
 
 need=()

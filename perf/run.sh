@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# The performance suite (issue 13; perf/README.md): every comparison side by side in one run,
+# printed as ratios. Writes perf/results/<UTC timestamp>/ (report.md, raw JSON, hdrhistogram
+# logs, plots, a profile) and updates the summary table in docs/performance.md. Needs root
+# (DPDK, network namespaces).
+#
+# usage: perf/run.sh [--quick] [--out DIR] [--no-docs] [--only LIST]
+#   --quick      a few minutes: shorter measurements, the simulator up to 4,096 leaves
+#                (default: the full run, under an hour: longer measurements, up to 65,536 leaves)
+#   --out DIR    write the results here instead of perf/results/<timestamp>
+#   --no-docs    do not touch docs/performance.md
+#   --only LIST  run only these steps (comma-separated): alone,testpmd,scale,tree,gen,mpi,
+#                kernel,micro,sim,profile (the report is written from whatever is there)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+quick=0 out="" docs=1 only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; shift ;;
+    --out) out=${2:?--out needs a folder}; shift 2 ;;
+    --no-docs) docs=0; shift ;;
+    --only) only=${2:?--only needs a list}; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "perf/run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "perf/run.sh: needs root (DPDK, network namespaces)" >&2; exit 1; }
+for c in mpicc mpirun gnuplot dpdk-testpmd python3; do
+  command -v "$c" >/dev/null || { echo "perf/run.sh: $c not found: run scripts/setup.sh" >&2; exit 1; }
+done
+
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+out=${out:-$root/perf/results/$stamp}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+log() { echo "[perf $(date -u +%H:%M:%S)] $*" >&2; }
+want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+
+if [ $quick = 1 ]; then
+  SECS=1 REPS=3 SCALE_SECS=0.6 LAT_SAMPLES=50000 TREE_COUNT=50000 GEN_SECS=2
+  MPI_ITERS=10000 KERNEL_BARRIERS=5000 SIM_LEAVES="8 64 512 4096" SIM_BARRIERS=10 TP_SECS=4
+  MICRO_M=1
+else
+  SECS=4 REPS=5 SCALE_SECS=3 LAT_SAMPLES=300000 TREE_COUNT=300000 GEN_SECS=8
+  MPI_ITERS=100000 KERNEL_BARRIERS=30000 SIM_LEAVES="8 64 512 4096 32768 65536" SIM_BARRIERS=10 TP_SECS=8
+  MICRO_M=2
+fi
+NP=4   # participants in the MPI / kernel-socket / in-process comparison
+
+cat /proc/loadavg > "$out/loadavg-start.txt"
+log "results in $out (quick=$quick); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+export CARGO_INCREMENTAL=0
+log "building (release)"
+(cd "$root" && cargo build --release -q -p barrier-perf -p barrier-gen -p barrier-sim \
+  -p barrier-switchd -p barrier-leaf --bins)
+bin=$root/target/release
+eal_flags() { echo "--no-huge -m ${2:-512} --no-shconf --file-prefix perf-$1-$$ --no-pci --iova-mode=va --no-telemetry --log-level=*:warning"; }
+
+python3 - "$out/meta.json" "$quick" <<'EOF'
+import json, os, platform, subprocess, sys
+def sh(c):
+    try: return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
+    except Exception: return ""
+json.dump({"quick": sys.argv[2] == "1", "host": platform.node(), "cpus": os.cpu_count(),
+           "cpu": sh("lscpu | sed -n 's/^Model name: *//p' | head -1"),
+           "kernel": platform.release(), "commit": sh("git -C '%s' rev-parse --short HEAD" % os.path.dirname(sys.argv[1]) ) or sh("git rev-parse --short HEAD"),
+           "dpdk": sh("pkg-config --modversion libdpdk"),
+           "openmpi": sh("ompi_info --version 2>/dev/null | head -1"),
+           "date": sh("date -u +%Y-%m-%dT%H:%M:%SZ")}, open(sys.argv[1], "w"), indent=1)
+EOF
+
+# 1. The switch alone against the bare RX loop (net_ring), hot and cold shapes.
+if want alone; then
+  log "1. switch alone vs bare rx_burst+free (net_ring, fan-in 2, 1,024 groups)"
+  "$bin/barrier-perf" alone --out "$out" --secs "$SECS" --reps "$REPS" 2>"$out/alone.log" \
+    || { cat "$out/alone.log" >&2; exit 1; }
+fi
+
+# 1b. testpmd macswap on two net_ring ports, one forwarding core (the hot shape: tx_first
+# sends one burst per port and the same mbufs circulate). Interactive, commands on stdin:
+# "show port stats all" once a second gives each port's Rx-pps over the last interval.
+if want testpmd; then
+  log "1b. dpdk-testpmd --forward-mode=macswap on 2 net_ring ports ($TP_SECS s)"
+  # shellcheck disable=SC2046
+  { sleep 2; echo "start tx_first"; sleep 1; echo "show port stats all"
+    for _ in $(seq "$TP_SECS"); do sleep 1; echo "show port stats all"; done
+    echo "stop"; echo "quit"; } \
+    | timeout $((TP_SECS + 60)) dpdk-testpmd $(eal_flags tp 1024) --vdev=net_ring0 \
+      --vdev=net_ring1 -l 0,1 -- -i --forward-mode=macswap --total-num-mbufs=16384 \
+      >"$out/testpmd.log" 2>&1 || true
+  python3 - "$out/testpmd.log" "$out/testpmd.json" <<'EOF'
+import json, re, sys
+txt = open(sys.argv[1]).read()
+# Per-second stats: "NIC statistics for port P" ... "Rx-pps: N"; sum the ports per second.
+blocks = re.findall(r"NIC statistics for port (\d+).*?Rx-pps:\s+(\d+)", txt, re.S)
+per_s, cur = [], {}
+for p, pps in blocks:
+    if p in cur:
+        per_s.append(sum(cur.values())); cur = {}
+    cur[p] = int(pps)
+if len(cur) == 2: per_s.append(sum(cur.values()))
+per_s = [x for x in per_s[1:] if x > 0]  # the first show is the zero point
+ok = len(per_s) > 0
+med = sorted(per_s)[len(per_s) // 2] if ok else 0
+json.dump({"mode": "macswap", "ports": 2, "forwarding_cores": 1, "device": "net_ring",
+           "shape": "hot (start tx_first: one burst per port circulates)",
+           "pps_per_core_samples": per_s, "pps_per_core": med, "ok": ok},
+          open(sys.argv[2], "w"), indent=1)
+print("testpmd macswap: %.2f Mpps per forwarding core (median of %d s)" % (med / 1e6, len(per_s)), file=sys.stderr)
+EOF
+fi
+
+# 2. Scale (groups, fan-in), bytes per group, the switch's own latency.
+if want scale; then
+  log "2. scale: groups 32..1,048,576, fan-in 2..64, switch latency ($SCALE_SECS s a case)"
+  "$bin/barrier-perf" scale --out "$out" --secs "$SCALE_SECS" --reps "$REPS" \
+    --latency-samples "$LAT_SAMPLES" 2>"$out/scale.log" || { cat "$out/scale.log" >&2; exit 1; }
+fi
+
+# 3. Barrier round latency in in-process trees of 1, 2 and 3 levels; barrier-gen closed loop.
+if want tree; then
+  log "3. in-process trees: fan-out 4; 2,2; 2,2,2 ($TREE_COUNT barriers each)"
+  "$bin/barrier-perf" tree --out "$out" --count "$TREE_COUNT" 2>"$out/tree.log" \
+    || { cat "$out/tree.log" >&2; exit 1; }
+fi
+if want gen; then
+  for g in 1 1024; do
+    log "3b. barrier-gen closed loop, in-process switch, $NP ports, $g group(s), $GEN_SECS s"
+    # shellcheck disable=SC2046
+    "$bin/barrier-gen" $(eal_flags gen) -l 0 -- --inproc-switch --ports "$NP" --groups "$g" \
+      --duration "$GEN_SECS" --json --hdr-log "$out/gen-$g.hlog" >"$out/gen-$g.json" \
+      2>"$out/gen-$g.log" || { cat "$out/gen-$g.log" >&2; exit 1; }
+  done
+fi
+
+# 4. What a user would pick instead: Open MPI (shared memory, TCP loopback), MPICH if present,
+# the same protocol over kernel sockets; NP participants each.
+if want mpi; then
+  mpicc -O2 -o "$out/mpi_barrier" "$here/mpi/mpi_barrier.c"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  log "4. Open MPI MPI_Barrier, $NP ranks, shared memory (btl vader), $MPI_ITERS iterations"
+  timeout 600 mpirun -np "$NP" --oversubscribe --mca btl self,vader "$out/mpi_barrier" \
+    "$MPI_ITERS" 1000 >"$out/mpi-shm.json" 2>"$out/mpi-shm.log"
+  log "4. Open MPI MPI_Barrier, $NP ranks, TCP loopback (btl tcp on lo)"
+  timeout 600 mpirun -np "$NP" --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo \
+    "$out/mpi_barrier" "$MPI_ITERS" 1000 >"$out/mpi-tcp.json" 2>"$out/mpi-tcp.log"
+  if command -v mpicc.mpich >/dev/null && command -v mpirun.mpich >/dev/null; then
+    log "4. MPICH MPI_Barrier, $NP ranks"
+    mpicc.mpich -O2 -o "$out/mpi_barrier_mpich" "$here/mpi/mpi_barrier.c"
+    timeout 600 mpirun.mpich -np "$NP" "$out/mpi_barrier_mpich" "$MPI_ITERS" 1000 \
+      >"$out/mpich.json" 2>"$out/mpich.log" || true
+  else
+    echo '{"absent": "MPICH is not installed (Debian openmpi only; not both)"}' >"$out/mpich.json"
+  fi
+fi
+if want kernel; then
+  log "4b. the same protocol over kernel sockets: barrier-leaf (AF_PACKET) x $NP, barrier-switch (net_af_packet) in namespaces"
+  rm -rf "$out/kernel"
+  NB_PREFIX=perf$$ bash "$root/scripts/topo.sh" --fanout "$NP" --barriers "$KERNEL_BARRIERS" \
+    --out "$out/kernel" --timeout 300 >"$out/kernel.log" 2>&1 \
+    || { tail -20 "$out/kernel.log" >&2; exit 1; }
+  python3 - "$out/kernel" "$out/kernel.json" <<'EOF'
+import csv, glob, json, sys
+lat = []
+for f in sorted(glob.glob(sys.argv[1] + "/records/*.csv")):
+    rows = list(csv.DictReader(open(f)))
+    # The first barrier waits for every leaf to start: left out.
+    lat += [(int(r["release_ns"]) - int(r["first_reduce_ns"])) / 1e3 for r in rows[1:]]
+lat.sort()
+q = lambda p: lat[min(len(lat) - 1, int(p * (len(lat) - 1) + 0.5))]
+json.dump({"leaves": len(glob.glob(sys.argv[1] + "/records/*.csv")), "samples": len(lat),
+           "p50_us": q(0.5), "p99_us": q(0.99), "p999_us": q(0.999), "max_us": lat[-1],
+           "min_us": lat[0], "avg_us": sum(lat) / len(lat),
+           "what": "per leaf per barrier: first reduce sent to release received (CLOCK_MONOTONIC), barrier-leaf over AF_PACKET, one barrier-switch (DPDK net_af_packet) in network namespaces on veths"},
+          open(sys.argv[2], "w"), indent=1)
+EOF
+fi
+
+# 5. The microbenchmarks (perf/micro.rs, perf/micro.md), MICRO_M million operations a repetition.
+if want micro; then
+  log "5. microbenchmarks (cargo bench -p barrier-switch --bench micro -- $MICRO_M)"
+  (cd "$root" && cargo bench -q -p barrier-switch --bench micro -- "$MICRO_M") >"$out/micro.txt" \
+    2>"$out/micro.log" || { tail -20 "$out/micro.log" >&2; exit 1; }
+fi
+
+# 6. The simulator past this machine, per-hop time = the switch latency measured in step 2.
+if want sim; then
+  hop=$(python3 -c "import json;print(json.load(open('$out/scale.json'))['switch_latency']['p50_ns'])" 2>/dev/null || echo 1000)
+  log "6. barrier-sim compare, leaves: $SIM_LEAVES; per-hop latency ${hop} ns (measured switch p50)"
+  : >"$out/sim.jsonl"
+  for n in $SIM_LEAVES; do
+    "$bin/barrier-sim" compare --leaves "$n" --latency-ns "$hop" --barriers "$SIM_BARRIERS" --json \
+      >>"$out/sim.jsonl" 2>>"$out/sim.log"
+    echo >>"$out/sim.jsonl"
+  done
+fi
+
+# Where the time goes: a profile of the switch's timed loops only (barrier-perf enables and
+# disables perf through its control FIFOs around them: not the input being written, not the
+# bare loop), both shapes.
+if want profile && command -v perf >/dev/null; then
+  log "profile: perf record of the switch alone (its timed loops only)"
+  fifo=$(mktemp -d)
+  mkfifo "$fifo/ctl" "$fifo/ack"
+  PERF_CTL_FIFO=$fifo/ctl PERF_ACK_FIFO=$fifo/ack perf record -q -D -1 \
+    --control "fifo:$fifo/ctl,$fifo/ack" -F 4999 -g -o "$out/perf.data" -- \
+    "$bin/barrier-perf" alone --out "$out/profile" --secs 1 --reps 1 >/dev/null 2>&1 || true
+  perf report -i "$out/perf.data" --stdio --no-children --sort symbol --percent-limit 0.7 \
+    -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | sed 's/ *- *- *$//' | head -40 \
+    >"$out/profile.txt" || true
+  rm -rf "$fifo" "$out/perf.data" "$out/perf.data.old" "$out/profile"
+fi
+
+cat /proc/loadavg > "$out/loadavg-end.txt"
+log "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+docs_arg=()
+[ $docs = 1 ] && docs_arg=(--docs "$root/docs/performance.md")
+python3 "$here/report.py" "$out" "${docs_arg[@]}"
+log "report: $out/report.md"
