@@ -6,16 +6,16 @@
 # 1%, 10%, 30% on every link; duplication; corruption; delay, jitter and reordering (the link
 # emulator, barrier-linkemu, in the middle of the root's links); a link taken down and up; an
 # intermediate and the root SIGKILLed and restarted; a leaf SIGKILLed and the job restarted in a
-# new epoch; and the pending row of the failure declaration. Needs root and built
+# new epoch; and a leaf killed for good, declared failed by the switches (the abort). Needs root and built
 # barrier-switch, barrier-leaf, barrierctl (and barrier-linkemu for its row). Not in CI (about
 # 3-4 minutes at the default 8 s a row): scripts/tests/fault_matrix_short.sh is the short version.
 #
 # usage: scripts/fault_matrix.sh [--duration S] [--rows LIST] [--out DIR] [--short]
 #   --duration S   seconds each row's leaves run (default 8)
 #   --rows LIST    only these rows (comma-separated names: none,loss1,loss10,loss30,dup,corrupt,
-#                  delay,linkdown,inter,root,leaf)
+#                  delay,linkdown,inter,root,leaf,abort)
 #   --out DIR      keep every row's topo.sh output under DIR/<row> (default: a temporary folder)
-#   --short        the CI selection: rows loss10,delay,linkdown,inter,leaf at 5 s each, and exit 1
+#   --short        the CI selection: rows loss10,delay,linkdown,inter,leaf,abort at 5 s each, and exit 1
 #                  unless every row completed barriers after its faults with no early release
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     *) echo "fault_matrix.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
-if [ "$short" = 1 ]; then duration=5; rows=${rows:-loss10,delay,linkdown,inter,leaf}; fi
+if [ "$short" = 1 ]; then duration=5; rows=${rows:-loss10,delay,linkdown,inter,leaf,abort}; fi
 [[ $duration =~ ^[1-9][0-9]*$ ]] || { echo "fault_matrix.sh: --duration wants whole seconds" >&2; exit 2; }
 [ -n "$out" ] || { out=$(mktemp -d /tmp/fault_matrix.XXXXXX); trap 'rm -rf "$out"' EXIT; }
 mkdir -p "$out"
@@ -58,13 +58,10 @@ label[root]="root SIGKILL + restart (3 times)"
 args[root]="--event $(d 0.25):restart:s --event $(d 0.5):restart:s --event $(d 0.75):restart:s"
 label[leaf]="leaf l1.1 SIGKILL, job restarted in a new epoch 1 s later"
 args[leaf]="--event $(d 0.3):kill:l1.1 --event $(awk -v t="$(d 0.3)" 'BEGIN { printf "%.2f", t + 1 }'):newjob"
-label[abort]="child failure declared (abort)"
-# PENDING (issue 12, item 4, the failure declaration): this row prints "pending" until then. To
-# fill it: give args[abort] the events that make a child fail for good (e.g. "--event
-# $(d 0.3):kill:s1" with no restart, or a leaf killed with no new job), have topo.sh log the
-# abort each surviving leaf's wait returns ("exit <leaf> status N" is logged today; the leaf's
-# error names the failed switch and port), and report from the kill to the last leaf's abort as
-# its time to recover; then drop the "abort" case in the loop below.
+label[abort]="leaf l1.1 SIGKILL, never back: failure declared (fail_after 300 ms)"
+# The switches declare a child silent 300 ms after its first sibling failed; every surviving
+# leaf's wait must end with the abort (its error names the switch and port), none released.
+args[abort]="--fail-after-ms 300 --event $(d 0.3):kill:l1.1"
 args[linkdown]="--event $(d 0.3):down:s1 --event $(awk -v t="$(d 0.3)" 'BEGIN { printf "%.2f", t + 0.5 }'):up:s1 --event $(d 0.6):down:l2.1 --event $(awk -v t="$(d 0.6)" 'BEGIN { printf "%.2f", t + 0.5 }'):up:l2.1"
 
 selected=("${order[@]}")
@@ -78,10 +75,6 @@ table=$out/table.md
 } >"$table"
 bad=0
 for r in "${selected[@]}"; do
-  if [ "$r" = abort ]; then
-    echo "| ${label[$r]} | *pending: the failure declaration (issue 12, item 4)* | | | |" >>"$table"
-    continue
-  fi
   if [ "$r" = delay ] && ! grep -q -- "--linkemu" "$here/topo.sh"; then
     echo "| ${label[$r]} | *not run: topo.sh has no --linkemu* | | | |" >>"$table"
     continue
@@ -96,6 +89,30 @@ for r in "${selected[@]}"; do
     bad=$((bad + 1)); continue
   fi
   python3 "$here/tools/fault_report.py" "$out/$r" >"$out/$r.json"
+  if [ "$r" = abort ]; then
+    python3 - "$out/$r" "$out/$r.json" "${label[$r]}" "$rc" >>"$table" <<'PY' || bad=$((bad + 1))
+import json, os, re, sys
+d, j, label, rc = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3], int(sys.argv[4])
+events = [(int(t), w) for t, _, w in (ln.strip().partition(" ") for ln in open(os.path.join(d, "events.log")))]
+kill = next(t for t, w in events if w.startswith("kill "))
+exits = [(t, w.split()[1]) for t, w in events if t > kill and re.fullmatch(r"exit l\S+ status [1-9]\d*", w)]
+named = set()
+for _, leaf in exits:
+    last = open(os.path.join(d, f"{leaf}.log")).read().strip().splitlines()[-1]
+    m = re.search(r"aborted: .*?: (port \d+ of switch \S+) was declared failed", last)
+    named.add(m.group(1) if m else "NO ABORT: " + last)
+ok = (len(exits) == 3 and not any(n.startswith("NO ABORT") for n in named)
+      and j["early_releases"] == 0 and j["check_ok"] and rc == 0)
+t = (max(t for t, _ in exits) - kill) / 1e9 if exits else None
+print(f"| {label} | {j['completed']} | 1: in flight when l1.1 was killed; declared failed: "
+      f"{', '.join(sorted(named))}; {len(exits)} of 3 surviving leaves' waits ended with the abort | "
+      f"{j['early_releases']} | "
+      + (f"{t:.2f} s from the kill to the last leaf's abort" if t is not None else "**no abort**")
+      + ("" if ok else " **FAILED**") + " |")
+sys.exit(0 if ok else 1)
+PY
+    continue
+  fi
   python3 - "$out/$r.json" "${label[$r]}" "$rc" >>"$table" <<'EOF' || bad=$((bad + 1))
 import json, statistics, sys
 j = json.load(open(sys.argv[1])); label = sys.argv[2]; rc = int(sys.argv[3])

@@ -35,6 +35,8 @@
 #                       then reset the group on every switch to a new epoch with barrierctl
 #                       (leaf-most first) and run the main job in it
 #   --same-epoch        with --first-job: no reset, the main job reuses the first job's epoch
+#   --fail-after-ms N   every switch declares a child failed (aborts the group) when it has not
+#                       reported a barrier N ms after its first sibling (docs/protocol.md)
 #                       (outside the protocol's assumptions: shows what an epoch prevents)
 #   --leaf-stagger-ms MS  start the main job's leaves MS apart (default 0: together)
 #   --barrierctl CMD    the barrierctl command (default: built in target/, or PATH)
@@ -90,6 +92,7 @@ while [ $# -gt 0 ]; do
     --corrupt-offset) corrupt_offset=${2:?}; shift 2 ;;
     --corrupt-xor) corrupt_xor=${2:?}; shift 2 ;;
     --resend-us) resend_us=${2:?}; shift 2 ;;
+    --fail-after-ms) fail_after_ms=${2:?}; shift 2 ;;
     --switch) switch_cmd=${2:?}; shift 2 ;;
     --leaf) leaf_cmd=${2:?}; shift 2 ;;
     --leaf-args) leaf_args=${2?}; shift 2 ;;
@@ -302,6 +305,7 @@ write_switch_config() {
       echo "resend_timeout_us = $resend_us"
     fi
     printf 'children = [%s]\n' "$(printf '"%s", ' ${children_of[$name]} | sed 's/, $//')"
+    [ -z "${fail_after_ms:-}" ] || echo "fail_after_ms = $fail_after_ms"
     if [ "$need_ctl" = 1 ]; then
       echo
       echo "[control]"
