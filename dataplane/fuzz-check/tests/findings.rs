@@ -2,7 +2,7 @@
 //! "Findings"), as a regular test: the input itself (`findings/`) through the target's check,
 //! and the behaviour it showed pinned down directly.
 
-use barrier_fuzz_check::{events, frame};
+use barrier_fuzz_check::{config, events, frame};
 use barrier_protocol::switch::{on_event, Action, Event, GroupState, Outcome, Phase};
 use barrier_protocol::wire::{FrameRepr, ParseError};
 use barrier_protocol::{Epoch, PortIdx, PortSet, Seq};
@@ -102,4 +102,25 @@ fn finding_2_stale_parent_release_in_unknown_moves_seq_back() {
             retransmit: true
         }]
     );
+}
+
+/// Finding 3 (config): a control character in a comment (here NUL bytes in the first comment
+/// of an example configuration) was refused with an empty reason: toml's error has no message
+/// for it, and the operator read only "line 2: ". `config::parse_raw` now names the character
+/// and its column when toml says nothing (`dataplane/switch/src/config.rs`).
+#[test]
+fn finding_3_control_character_in_a_comment_is_named() {
+    let data = include_bytes!("findings/config-nul-in-comment.toml");
+    config::check(data);
+    let e = barrier_switch::config::parse(std::str::from_utf8(data).unwrap()).unwrap_err();
+    assert_eq!(e.line, Some(2));
+    assert!(e.reason.contains("U+0000 at column 43"), "{e}");
+    for (text, line, what) in [
+        ("#\0\n", 1, "U+0000 at column 2"),
+        ("a = 1\n# x\u{7}y\n", 2, "U+0007 at column 4"),
+    ] {
+        let e = barrier_switch::config::parse(text).unwrap_err();
+        assert_eq!(e.line, Some(line), "{text:?}");
+        assert!(e.reason.contains(what), "{text:?}: {e}");
+    }
 }
