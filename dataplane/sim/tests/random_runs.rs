@@ -47,6 +47,26 @@ prop_compose! {
     }
 }
 
+fn backoff() -> impl Strategy<Value = Backoff> {
+    prop_oneof![
+        Just(Backoff::FIXED),
+        (0u64..500_000, 0u8..=50).prop_map(|(max_ns, jitter_pct)| Backoff { max_ns, jitter_pct }),
+    ]
+}
+
+/// `b`, with at least `jitter` percent of jitter when the link's queue holds fewer frames than
+/// there are groups.
+fn shallow(link: &LinkParams, groups: u32, b: Backoff, jitter: u8) -> Backoff {
+    if link.queue_frames < u64::from(groups) {
+        Backoff {
+            jitter_pct: b.jitter_pct.max(jitter),
+            ..b
+        }
+    } else {
+        b
+    }
+}
+
 prop_compose! {
     fn config()(
         tree in tree(), link in link(), faults in faults(), compute in compute(),
@@ -54,23 +74,22 @@ prop_compose! {
         vary in any::<bool>(), restarts in 0u32..=6, restart_down_ns in 0u64..20_000,
         outages in 0u32..=3, outage_ns in 1u64..100_000,
         leaf_timeout in prop::option::of(300u64..60_000), switch_timeout in prop::option::of(300u64..60_000),
-        leaf_backoff in prop_oneof![
-            Just(Backoff::FIXED),
-            (0u64..500_000, 0u8..=50).prop_map(|(max_ns, jitter_pct)| Backoff { max_ns, jitter_pct }),
-        ],
+        leaf_backoff in backoff(), switch_backoff in backoff(),
+        jitter in (5u8..=50, 5u8..=50),
         first_seq in prop_oneof![any::<u32>(), (u32::MAX - 40)..=u32::MAX, Just(0u32)],
         seed in any::<u64>(),
     ) -> SimConfig {
         SimConfig {
             tree, groups, barriers, seed, faults, compute,
-            // A link queue holds at least one frame per group sharing it. With a 1-frame queue
-            // and 3 groups, runs (docs/simulator.md, "Known limits") stalled for good after the
-            // faults stopped: the groups' re-sends kept displacing each other at the queue. The
-            // leaves' jitter does not cure it while the intermediates re-send on fixed periods.
-            link: LinkParams { queue_frames: link.queue_frames.max(u64::from(groups)), ..link },
-            // Half the runs' leaves re-send with backoff and jitter: safety and liveness must
-            // not depend on the re-send timing.
-            leaf_backoff,
+            // Any queue depth, 1 frame included. A link queue shallower than the number of groups
+            // sharing it needs per-group jitter on every re-send timer: with fixed periods the
+            // groups' re-sends can keep displacing each other at the queue for good
+            // (docs/simulator.md, "Known limits"), so such runs re-send with jitter at leaves
+            // and switches. Otherwise half the runs' leaves and switches back off and jitter:
+            // safety and liveness must not depend on the re-send timing.
+            link,
+            leaf_backoff: shallow(&link, groups, leaf_backoff, jitter.0),
+            switch_backoff: shallow(&link, groups, switch_backoff, jitter.1),
             vary_faults_per_link: vary,
             // By time, not by barrier: heavy faults can stall progress, and faults that stop
             // at a barrier never reached would never stop.

@@ -321,7 +321,22 @@ fn parse_raw(text: &str) -> Result<RawConfig, ConfigError> {
         let line = inner.span().map(|s| line_of(text, s.start));
         // toml's own message repeats the source snippet over several lines; keep its first
         // sentence, the one that says what is wrong.
-        let msg = inner.message().trim().to_string();
+        let mut msg = inner.message().trim().to_string();
+        if msg.is_empty() {
+            // toml says nothing for some refusals (a control character in a comment, found
+            // by fuzzing: docs/reliability.md, "Fuzzing"); say what it is where we can.
+            msg = match line.and_then(|l| text.split('\n').nth(l - 1)).and_then(|l| {
+                l.char_indices()
+                    .find(|&(_, c)| c.is_control() && c != '\t' && c != '\r')
+                    .map(|(i, c)| (l[..i].chars().count() + 1, c))
+            }) {
+                Some((col, c)) => format!(
+                    "control character U+{:04X} at column {col}: TOML allows none but tab, not even in comments",
+                    c as u32
+                ),
+                None => "not valid TOML here".to_string(),
+            };
+        }
         ConfigError {
             key: if key == "." { String::new() } else { key },
             reason: msg,

@@ -1,0 +1,5 @@
+//! cargo-fuzz target: `barrier_fuzz_check::control::check` (its documentation says what it checks;
+//! `dataplane/fuzz-check/tests/replay.rs` replays `corpus/control` through the same function).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| barrier_fuzz_check::control::check(data));
