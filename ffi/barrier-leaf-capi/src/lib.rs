@@ -743,9 +743,9 @@ mod tests {
         });
     }
 
-    #[test]
-    fn a_wait_that_times_out_names_group_and_seq_and_goes_on_later() {
-        // Group 5 is open at the leaf, but the switch knows only group 6: nothing releases 5.
+    /// A handle with `groups` on loopback port 0 (1 ms re-sends), and the hub's end, with no
+    /// switch serving it yet.
+    fn leaf_on_loopback(groups: &[u32]) -> (*mut BarrierLeaf, loopback::Hub) {
         let (mut ports, hub) = loopback::star(1);
         let cfg = Config {
             resend_timeout: Duration::from_millis(1),
@@ -754,10 +754,16 @@ mod tests {
         let session = Session::new(
             Box::new(ports.remove(0)) as Box<dyn Transport + Send>,
             cfg,
-            &[5],
+            groups,
         )
         .unwrap();
-        let leaf = BarrierLeaf::from_session(session).into_raw();
+        (BarrierLeaf::from_session(session).into_raw(), hub)
+    }
+
+    #[test]
+    fn a_wait_that_times_out_names_group_and_seq_and_goes_on_later() {
+        // Group 5 is open at the leaf, but the switch knows only group 6: nothing releases 5.
+        let (leaf, hub) = leaf_on_loopback(&[5]);
         // SAFETY: live handle, this thread only; closed once at the end.
         unsafe {
             assert_eq!(
@@ -797,18 +803,7 @@ mod tests {
 
     #[test]
     fn an_abort_is_its_own_status_naming_the_switch_and_port() {
-        let (mut ports, hub) = loopback::star(1);
-        let cfg = Config {
-            resend_timeout: Duration::from_millis(1),
-            ..Config::default()
-        };
-        let session = Session::new(
-            Box::new(ports.remove(0)) as Box<dyn Transport + Send>,
-            cfg,
-            &[4],
-        )
-        .unwrap();
-        let leaf = BarrierLeaf::from_session(session).into_raw();
+        let (leaf, hub) = leaf_on_loopback(&[4]);
         // A switch declared port 2 of 02:00:00:00:0a:01 failed: its abort is waiting.
         use barrier_protocol::wire::{Failure, Flags, FrameRepr, Kind};
         let abort = FrameRepr {

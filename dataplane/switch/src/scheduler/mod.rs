@@ -117,17 +117,14 @@ impl<T: TxQueue> SchedPoller<T> {
                 ports,
                 retransmit,
             } => {
+                let send = PendingFrame {
+                    kind: Kind::Release,
+                    epoch: msg.epoch,
+                    seq,
+                    retransmit,
+                };
                 for p in ports.iter() {
-                    self.enqueue(
-                        p.get() as usize,
-                        group,
-                        PendingFrame {
-                            kind: Kind::Release,
-                            epoch: msg.epoch,
-                            seq,
-                            retransmit,
-                        },
-                    );
+                    self.enqueue(p.get() as usize, group, send);
                 }
             }
             Action::SendAbort {
@@ -135,17 +132,14 @@ impl<T: TxQueue> SchedPoller<T> {
                 ports,
                 failure,
             } => {
+                let send = PendingFrame {
+                    kind: Kind::Abort(failure),
+                    epoch: msg.epoch,
+                    seq,
+                    retransmit: false,
+                };
                 for p in ports.iter() {
-                    self.enqueue(
-                        p.get() as usize,
-                        group,
-                        PendingFrame {
-                            kind: Kind::Abort(failure),
-                            epoch: msg.epoch,
-                            seq,
-                            retransmit: false,
-                        },
-                    );
+                    self.enqueue(p.get() as usize, group, send);
                 }
             }
             Action::ArmTimer {
