@@ -22,7 +22,7 @@ for p in barrier-switch barrier-leaf barrierctl barrier-linkemu; do
   fi
 done
 rc=0
-NB_PREFIX=${NB_PREFIX:-fms$$} bash "$scripts/fault_matrix.sh" --short --rows loss10,delay,linkdown,inter,leaf || rc=$?
+NB_PREFIX=${NB_PREFIX:-fms$$} bash "$scripts/fault_matrix.sh" --short || rc=$?
 if [ $rc -eq 0 ]; then
   echo "fault_matrix_short: ok   every row recovered from its faults, 0 early releases"
   echo "fault_matrix_short: 1 passed, 0 failed"
