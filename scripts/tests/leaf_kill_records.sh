@@ -59,14 +59,24 @@ else
   bad "the killed leaf recorded up to sequence $k, the others up to $o (want at most 1 apart, at least 10 barriers)"
 fi
 
-# Control: the old buffered records lose what the buffer held.
-run buffered "--records-buffered" || true
-f=$work/buffered/records/l1.1.csv
-k=$(last_seq "$f" 2>/dev/null || echo -1) o=$(others_max "$work/buffered/records")
-if [ $((o - k)) -gt 1 ]; then
-  ok "control: with --records-buffered the killed leaf's file stops at $k, $((o - k)) barriers short of the others' $o"
+# Control: the old buffered records lose what the buffer held. A kill that lands just after the
+# buffer was flushed loses next to nothing (seen once in CI: 1914 of 1915), so the control shows
+# the loss as a file more than one barrier short or cut in the middle of a line, and gets three
+# tries (each an independent kill time relative to the buffer's flushes).
+shown=0
+for try in 1 2 3; do
+  rm -rf "$work/buffered" "$work/buffered.log"
+  run buffered "--records-buffered" || true
+  f=$work/buffered/records/l1.1.csv
+  k=$(last_seq "$f" 2>/dev/null || echo -1) o=$(others_max "$work/buffered/records")
+  cut=0
+  [ -s "$f" ] && [ "$(tail -c 1 "$f" | od -An -c | tr -d ' ')" != '\n' ] && cut=1
+  if [ $((o - k)) -gt 1 ] || [ "$cut" = 1 ]; then shown=1; break; fi
+done
+if [ "$shown" = 1 ]; then
+  ok "control (try $try): with --records-buffered the killed leaf's file stops at $k, $((o - k)) barriers short of the others' $o$([ "$cut" = 1 ] && echo ', in the middle of a line')"
 else
-  bad "control: with --records-buffered the killed leaf's file reached $k of $o: the kill did not show the loss"
+  bad "control: with --records-buffered the killed leaf's file reached $k of $o in three tries: the kill did not show the loss"
 fi
 echo "leaf_kill_records: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
