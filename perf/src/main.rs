@@ -484,7 +484,7 @@ fn root_table(groups: u32, fanin: usize) -> Arc<GroupTable> {
     } else {
         PortSet((1u64 << fanin) - 1)
     };
-    let t = GroupTable::new(groups);
+    let t = barrier_switch::engine::new_table(groups);
     for g in 0..groups {
         t.configure(GroupId(g), GroupConfig::root(children))
             .expect("configure");
@@ -712,7 +712,12 @@ fn now_utc() -> String {
 
 fn eal(prog: &str, mem_mb: u32) -> Eal {
     let mem = mem_mb.to_string();
-    let args = dpdk::test_args(prog, &["-l", "0", "-m", &mem, "--log-level=*:warning"]);
+    let mut args = dpdk::test_args(prog, &["-l", "0", "-m", &mem, "--log-level=*:warning"]);
+    // NB_PERF_HUGEPAGES=1: the mempools in 2 MB pages, as a deployed switch has them (the
+    // machine must have them reserved and hugetlbfs mounted); default 4 KB pages, as tests run.
+    if std::env::var_os("NB_PERF_HUGEPAGES").is_some_and(|v| v == "1") {
+        args.retain(|a| a != "--no-huge");
+    }
     match Eal::init(args) {
         Ok((e, _)) => e,
         Err(e) => {
@@ -807,7 +812,7 @@ fn scale(cli: &Cli, groups: &[u32], fanins: &[usize], latency_samples: u64) {
         "rss_growth_bytes": grown,
         "harness_bytes": harness,
         "rss_growth_per_group": grown.saturating_sub(harness) as f64 / f64::from(largest),
-        "note": "process RSS before the largest case was built and after every case ran, less the harness's two 4-byte-a-group permutations (table, per-group counters, scheduler state; its mempool included)",
+        "note": "process RSS before the largest case was built and after every case ran, less the harness's two 4-byte-a-group permutations (table with its per-group counters, scheduler state; its mempool included)",
     });
     let mut by_groups = Vec::new();
     for c in &cases {
@@ -898,7 +903,8 @@ fn scale(cli: &Cli, groups: &[u32], fanins: &[usize], latency_samples: u64) {
 
     // Bytes of state per group, from the structures.
     let slot = GroupTable::BYTES_PER_GROUP;
-    let counters = 2 * std::mem::size_of::<std::sync::atomic::AtomicU32>();
+    // The per-group counters live inside the slot (GroupTable::counts): nothing on top.
+    let counters = 0;
     // A timer-wheel entry (key (GroupId, Seq) and a u64 tick) for a barrier in flight at an
     // intermediate; a queued send (PendingFrame) while a release or reduce waits for its port.
     let timer = std::mem::size_of::<(GroupId, Seq)>() + std::mem::size_of::<u64>();

@@ -55,9 +55,16 @@ pub enum ConfigError {
     /// The parent port is also a child port: a frame's direction would be ambiguous.
     #[error("parent port {0:?} is also a child port")]
     ParentIsChild(PortIdx),
+    /// The failure deadline is beyond what the table keeps (whole microseconds in 32 bits).
+    #[error("fail-after of {0} ns is longer than the most a group can have, {max} ns (about 71 minutes)", max = GroupConfig::MAX_FAIL_AFTER_NS)]
+    FailAfterTooLong(u64),
 }
 
 impl GroupConfig {
+    /// The longest failure deadline: the group table keeps it in whole microseconds
+    /// (rounded up) in 32 bits, so that a group's slot stays one cache line.
+    pub const MAX_FAIL_AFTER_NS: u64 = u32::MAX as u64 * 1_000;
+
     /// A root with the given children, in [`Epoch::DEFAULT`].
     pub const fn root(children: PortSet) -> Self {
         GroupConfig {
@@ -116,6 +123,9 @@ impl GroupConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.children.is_empty() {
             return Err(ConfigError::NoChildren);
+        }
+        if self.fail_after_ns > Self::MAX_FAIL_AFTER_NS {
+            return Err(ConfigError::FailAfterTooLong(self.fail_after_ns));
         }
         if let Role::Intermediate { parent } = self.role {
             if self.children.contains(parent) {

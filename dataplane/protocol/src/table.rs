@@ -8,7 +8,7 @@
 //! with `apply` is resolved by that generation (see [`GroupTable::configure`]).
 
 use core::fmt;
-use core::sync::atomic::Ordering::SeqCst;
+use core::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use crate::backoff::Backoff;
 use crate::switch::{
@@ -19,7 +19,7 @@ use crate::{Epoch, GroupId, PortIdx, PortSet};
 
 #[cfg(not(loom))]
 mod sync {
-    pub use core::sync::atomic::AtomicU64;
+    pub use core::sync::atomic::{AtomicU32, AtomicU64};
 
     /// The state word: a real 128-bit atomic. On x86-64 portable-atomic uses `cmpxchg16b`:
     /// inlined when the target feature is enabled at compile time (the workspace's
@@ -53,7 +53,7 @@ mod sync {
 
 #[cfg(loom)]
 mod sync {
-    pub use loom::sync::atomic::AtomicU64;
+    pub use loom::sync::atomic::{AtomicU32, AtomicU64};
 
     /// loom has no 128-bit atomic: a mutex-protected word with the same load /
     /// compare-exchange interface stands in, so loom explores every interleaving of the CAS
@@ -89,7 +89,7 @@ mod sync {
     }
 }
 
-use sync::{spin, AtomicU64, Cell128};
+use sync::{spin, AtomicU32, AtomicU64, Cell128};
 
 // `meta` word of a slot: generation, flags, role.
 const GEN_BITS: u32 = 30;
@@ -127,12 +127,22 @@ pub struct Slot {
     children: AtomicU64,
     /// Intermediate re-send timeout, ns.
     timeout: AtomicU64,
-    /// The group's epoch (low 32 bits).
-    epoch: AtomicU64,
+    /// The group's epoch (bits 0..32) and failure declaration deadline in whole microseconds
+    /// (bits 32..64; 0: never).
+    epoch_fail: AtomicU64,
     /// The re-send backoff: cap in ns (bits 0..56), jitter percent (bits 56..64).
     backoff: AtomicU64,
-    /// Failure declaration deadline, ns (0: never).
-    fail_after: AtomicU64,
+    /// Barriers this switch completed for the group (every configuration of it), wrapping.
+    completions: AtomicU32,
+    /// Re-sends for the group: releases sent again for stale reduces, reduces sent again by
+    /// the re-send timer. Wrapping.
+    resends: AtomicU32,
+}
+
+fn epoch_fail_word(cfg: &GroupConfig) -> u64 {
+    // validate() keeps the microseconds within 32 bits.
+    let us = cfg.fail_after_ns.div_ceil(1_000).min(u64::from(u32::MAX));
+    u64::from(cfg.epoch.0) | us << 32
 }
 
 const JITTER_SHIFT: u32 = 56;
@@ -155,9 +165,10 @@ impl Slot {
             meta: AtomicU64::new(0),
             children: AtomicU64::new(0),
             timeout: AtomicU64::new(0),
-            epoch: AtomicU64::new(0),
+            epoch_fail: AtomicU64::new(0),
             backoff: AtomicU64::new(0),
-            fail_after: AtomicU64::new(0),
+            completions: AtomicU32::new(0),
+            resends: AtomicU32::new(0),
         }
     }
 
@@ -175,9 +186,8 @@ impl Slot {
             }
             let children = self.children.load(SeqCst);
             let timeout = self.timeout.load(SeqCst);
-            let epoch = self.epoch.load(SeqCst);
+            let epoch_fail = self.epoch_fail.load(SeqCst);
             let backoff = self.backoff.load(SeqCst);
-            let fail_after = self.fail_after.load(SeqCst);
             // seqlock-style validation: the fields belong to generation `m` only if no
             // configure started meanwhile
             if self.meta.load(SeqCst) != m {
@@ -195,9 +205,9 @@ impl Slot {
                     role,
                     children: PortSet(children),
                     resend_timeout_ns: timeout,
-                    epoch: Epoch(epoch as u32),
+                    epoch: Epoch(epoch_fail as u32),
                     backoff: backoff_of_word(backoff),
-                    fail_after_ns: fail_after,
+                    fail_after_ns: (epoch_fail >> 32) * 1_000,
                 },
             ));
         }
@@ -243,9 +253,8 @@ impl Slot {
         if let Some(cfg) = cfg {
             self.children.store(cfg.children.0, SeqCst);
             self.timeout.store(cfg.resend_timeout_ns, SeqCst);
-            self.epoch.store(u64::from(cfg.epoch.0), SeqCst);
+            self.epoch_fail.store(epoch_fail_word(cfg), SeqCst);
             self.backoff.store(backoff_word(cfg.backoff), SeqCst);
-            self.fail_after.store(cfg.fail_after_ns, SeqCst);
             meta |= CONFIGURED;
             match cfg.role {
                 Role::Root => meta |= ROOT,
@@ -254,9 +263,8 @@ impl Slot {
         } else {
             self.children.store(0, SeqCst);
             self.timeout.store(0, SeqCst);
-            self.epoch.store(0, SeqCst);
+            self.epoch_fail.store(0, SeqCst);
             self.backoff.store(0, SeqCst);
-            self.fail_after.store(0, SeqCst);
         }
         self.meta.store(meta, SeqCst);
     }
@@ -270,6 +278,16 @@ impl Slot {
             }
         }
     }
+}
+
+/// One group's counters (wrapping 32-bit counts).
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
+pub struct GroupCounts {
+    /// Barriers this switch completed for the group: [`Outcome::Completed`] decisions.
+    pub completions: u32,
+    /// Re-sends: releases sent again for stale reduces ([`Outcome::StaleReduce`]) and reduces
+    /// sent again by the re-send timer.
+    pub resends: u32,
 }
 
 /// Errors of table operations.
@@ -308,7 +326,21 @@ impl GroupTable {
     /// A table for groups `0..capacity`, all unconfigured.
     #[cold]
     pub fn new(capacity: u32) -> Self {
-        let slots: Vec<Slot> = (0..capacity).map(|_| Slot::new()).collect();
+        Self::with_memory_advice(capacity, |_| {})
+    }
+
+    /// Like [`new`](Self::new), but `advise` sees the slots' memory before anything is written
+    /// to it, so the caller can ask the kernel how to back it: the switch asks for transparent
+    /// huge pages (`dpdk::advise_hugepages`), since at a million groups (64 MiB) a random-order
+    /// reduce otherwise misses the TLB as well as the cache (docs/performance.md).
+    #[cold]
+    pub fn with_memory_advice(
+        capacity: u32,
+        advise: impl FnOnce(&mut [core::mem::MaybeUninit<Slot>]),
+    ) -> Self {
+        let mut slots: Vec<Slot> = Vec::with_capacity(capacity as usize);
+        advise(&mut slots.spare_capacity_mut()[..capacity as usize]);
+        slots.extend((0..capacity).map(|_| Slot::new()));
         GroupTable {
             slots: slots.into_boxed_slice(),
         }
@@ -410,6 +442,17 @@ impl GroupTable {
             // An event that changes nothing needs no write: the decision holds for the state
             // as loaded, and skipping the CAS keeps duplicates from bouncing the cache line.
             if new == s || slot.state.compare_exchange(s, new).is_ok() {
+                // Counted here, in the line this call already holds, exactly once per
+                // decision (the CAS makes it this call's).
+                match outcome {
+                    Outcome::Completed => {
+                        slot.completions.fetch_add(1, Relaxed);
+                    }
+                    Outcome::StaleReduce => {
+                        slot.resends.fetch_add(1, Relaxed);
+                    }
+                    _ => {}
+                }
                 return Ok((outcome, actions));
             }
         }
@@ -429,9 +472,26 @@ impl GroupTable {
             let (next, actions) = switch::on_timer(&cfg, GroupState::from_bits(s), fired, me);
             let new = next.to_bits() | (s & STATE_GEN_MASK);
             if new == s || slot.state.compare_exchange(s, new).is_ok() {
+                if actions
+                    .iter()
+                    .any(|a| matches!(a, switch::Action::SendReduce { .. }))
+                {
+                    slot.resends.fetch_add(1, Relaxed);
+                }
                 return actions;
             }
         }
+    }
+
+    /// The group's counters: barriers completed here and re-sends (see [`GroupCounts`]);
+    /// zero beyond the table. They live in the group's slot, counted by `apply` and
+    /// `on_timer`, and survive reconfiguration, resets and removal.
+    pub fn counts(&self, group: GroupId) -> GroupCounts {
+        self.slot(group)
+            .map_or(GroupCounts::default(), |s| GroupCounts {
+                completions: s.completions.load(Relaxed),
+                resends: s.resends.load(Relaxed),
+            })
     }
 
     /// Models a restart that loses all barrier state but keeps configuration: every group
@@ -808,8 +868,44 @@ mod tests {
                 u64::from(st.seq.0),
                 per_group[g as usize].load(Ordering::Relaxed)
             );
+            assert_eq!(
+                t.counts(GroupId(g)).completions,
+                BARRIERS,
+                "the slot's own count agrees"
+            );
             assert!(st.arrived.is_empty());
         }
+    }
+
+    /// The failure deadline is kept in whole microseconds, rounded up, within 32 bits beside
+    /// the epoch; longer is refused rather than cut.
+    #[test]
+    fn fail_after_is_kept_in_whole_microseconds_and_bounded() {
+        let t = GroupTable::new(2);
+        let root = GroupConfig::root(PortSet(0b11)).with_epoch(Epoch(0xdead_beef));
+        for (ns, kept) in [(0, 0), (1, 1_000), (1_000, 1_000), (1_500_001, 1_501_000)] {
+            t.configure(GroupId(1), root.with_fail_after(ns)).unwrap();
+            let c = t.config(GroupId(1)).unwrap();
+            assert_eq!(
+                (c.fail_after_ns, c.epoch),
+                (kept, Epoch(0xdead_beef)),
+                "{ns} ns"
+            );
+        }
+        let max = GroupConfig::MAX_FAIL_AFTER_NS;
+        t.configure(GroupId(1), root.with_fail_after(max)).unwrap();
+        assert_eq!(t.config(GroupId(1)).unwrap().fail_after_ns, max);
+        assert_eq!(
+            t.configure(GroupId(1), root.with_fail_after(max + 1)),
+            Err(TableError::BadConfig(ConfigError::FailAfterTooLong(
+                max + 1
+            )))
+        );
+        assert_eq!(
+            t.config(GroupId(1)).unwrap().fail_after_ns,
+            max,
+            "the old one stays"
+        );
     }
 
     /// Reconfiguring while other threads apply: every apply returns a well-formed result and

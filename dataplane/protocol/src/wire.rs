@@ -481,6 +481,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
     /// True when the checksum matches the header: the ones' complement sum of the covered
     /// words, checksum included, is all ones (RFC 1071 §1).
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         ones_complement_sum(&self.b()[field::CHECKSUMMED]) == 0xffff
     }
@@ -488,6 +489,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
 /// The 16-bit ones' complement sum of `bytes` (even length), big-endian words, carries folded
 /// back in. Summing into a u32 cannot overflow for a header of 13 words.
+#[inline]
 fn ones_complement_sum(bytes: &[u8]) -> u16 {
     debug_assert!(bytes.len().is_multiple_of(2));
     let mut sum: u32 = bytes
@@ -574,6 +576,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
 
     /// Computes the header checksum and stores it. Call after every change to bytes 14..38:
     /// the setters above do not keep it up to date.
+    #[inline]
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
         let sum = ones_complement_sum(&self.b()[field::CHECKSUMMED]);

@@ -6,9 +6,12 @@
 
 use barrier_protocol::counts::{OutcomeCounts, ParseErrorCounts};
 use barrier_protocol::switch::{Outcome, Reject};
+use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::ParseError;
+use barrier_protocol::GroupId;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 use barrier_runtime::counter_set;
 pub(crate) use barrier_runtime::counters::{bump, format_sum};
@@ -169,82 +172,41 @@ counter_set! {
     }
 }
 
-/// Per-group completions and re-sends, `u32` each (8 bytes a group: 8 MiB for a million).
-/// Written by the scheduler alone (RX lcores tell it through `rx::Msg::tally`), so a plain load
-/// and store per count, and no cache line written by two lcores; read by the management thread.
+/// Per-group completions and re-sends, as the group table counts them in each group's slot
+/// (`GroupTable::counts`: two `u32`s inside the slot's 64 bytes, counted where the decision is
+/// made, no separate array to miss in). Read by the management thread.
 pub struct GroupCounters {
-    completions: Box<[AtomicU32]>,
-    resends: Box<[AtomicU32]>,
+    table: Arc<GroupTable>,
 }
 
 impl GroupCounters {
-    pub fn new(capacity: u32) -> Self {
-        let mk = || {
-            (0..capacity)
-                .map(|_| AtomicU32::new(0))
-                .collect::<Vec<_>>()
-                .into_boxed_slice()
-        };
-        GroupCounters {
-            completions: mk(),
-            resends: mk(),
-        }
-    }
-    /// One completion of `group` (owner only: the scheduler).
-    #[inline]
-    pub fn completed(&self, group: u32) {
-        if let Some(c) = self.completions.get(group as usize) {
-            c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
-        }
-    }
-    /// One re-send for `group` (owner only: the scheduler).
-    #[inline]
-    pub fn resent(&self, group: u32) {
-        if let Some(c) = self.resends.get(group as usize) {
-            c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
-        }
+    pub fn new(table: Arc<GroupTable>) -> Self {
+        GroupCounters { table }
     }
     pub fn completions(&self, group: u32) -> u32 {
-        self.completions
-            .get(group as usize)
-            .map_or(0, |c| c.load(Relaxed))
+        self.table.counts(GroupId(group)).completions
     }
     pub fn resends(&self, group: u32) -> u32 {
-        self.resends
-            .get(group as usize)
-            .map_or(0, |c| c.load(Relaxed))
+        self.table.counts(GroupId(group)).resends
     }
     /// The `n` groups with most re-sends (the ones worth looking at), then totals.
     pub fn report(&self, n: usize) -> String {
         let mut out = String::new();
-        let total_c: u64 = self
-            .completions
-            .iter()
-            .map(|c| u64::from(c.load(Relaxed)))
-            .sum();
-        let total_r: u64 = self
-            .resends
-            .iter()
-            .map(|c| u64::from(c.load(Relaxed)))
-            .sum();
-        let active = self
-            .completions
-            .iter()
-            .filter(|c| c.load(Relaxed) > 0)
-            .count();
+        let (mut total_c, mut total_r, mut active) = (0u64, 0u64, 0usize);
+        let mut worst: Vec<(u32, u32)> = Vec::new();
+        for g in 0..self.table.capacity() {
+            let c = self.table.counts(GroupId(g));
+            total_c += u64::from(c.completions);
+            total_r += u64::from(c.resends);
+            active += usize::from(c.completions > 0);
+            if c.resends > 0 {
+                worst.push((c.resends, g));
+            }
+        }
         let _ = writeln!(
             out,
             "groups: {active} completed at least once, {total_c} completions, {total_r} re-sends"
         );
-        let mut worst: Vec<(u32, u32)> = self
-            .resends
-            .iter()
-            .enumerate()
-            .filter_map(|(g, r)| {
-                let r = r.load(Relaxed);
-                (r > 0).then_some((r, g as u32))
-            })
-            .collect();
         worst.sort_unstable_by(|a, b| b.cmp(a));
         for (r, g) in worst.into_iter().take(n) {
             let _ = writeln!(
@@ -337,16 +299,36 @@ mod tests {
     }
 
     #[test]
-    fn group_counters_are_bounded_and_report_worst() {
-        let g = GroupCounters::new(10);
-        g.completed(3);
-        g.resent(3);
-        g.resent(3);
-        g.resent(5);
-        g.completed(99); // out of range: ignored, not a panic
-        assert_eq!(g.completions(3), 1);
-        let r = g.report(1);
-        assert!(r.contains("1 completions, 3 re-sends"), "{r}");
+    fn group_counters_read_the_table_and_report_worst() {
+        use barrier_protocol::switch::{Event, GroupConfig};
+        use barrier_protocol::{Epoch, PortIdx, PortSet, Seq};
+        let table = Arc::new(GroupTable::new(10));
+        let children = PortSet(0b11);
+        for g in [3, 5] {
+            table
+                .configure(GroupId(g), GroupConfig::root(children))
+                .unwrap();
+        }
+        let reduce = |g: u32, port: u8| {
+            let ev = Event::Reduce {
+                port: PortIdx::new(port).unwrap(),
+                epoch: Epoch::DEFAULT,
+                seq: Seq(0),
+            };
+            table.apply(GroupId(g), ev).unwrap();
+        };
+        // group 3: completes, then two stale reduces (two re-sent releases); group 5: one.
+        for (g, port) in [(3, 0), (3, 1), (3, 0), (3, 1), (5, 0), (5, 1), (5, 1)] {
+            reduce(g, port);
+        }
+        let c = GroupCounters::new(table);
+        assert_eq!((c.completions(3), c.resends(3)), (1, 2));
+        assert_eq!(c.completions(99), 0, "beyond the table: zero, not a panic");
+        let r = c.report(1);
+        assert!(
+            r.contains("2 completed at least once, 2 completions, 3 re-sends"),
+            "{r}"
+        );
         assert!(r.contains("group3: 1 completions, 2 re-sends"), "{r}");
         assert!(!r.contains("group5"), "{r}");
     }

@@ -24,21 +24,6 @@ pub struct Msg {
     /// the frame carries it.
     pub epoch: Epoch,
     pub action: Action,
-    /// The per-group count this action stands for, set on the first action of an event: the
-    /// scheduler keeps the per-group counters (one writer, no shared cache lines between RX
-    /// lcores), and every completion or stale reduce sends at least one action.
-    pub tally: Tally,
-}
-
-/// A per-group count carried by a `Msg`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
-pub enum Tally {
-    #[default]
-    None,
-    /// The event completed the group's barrier here.
-    Completed,
-    /// A stale reduce: the previous release went out again.
-    Resent,
 }
 
 /// A received frame that passed the parser and the policer: what the table will be asked.
@@ -173,19 +158,12 @@ impl<Q: RxQueue> RxPoller<Q> {
                     .any(|a| matches!(a, Action::SendReduce { .. }));
             w.on_frame(p.group, p.kind, self.port, p.seq, outcome, root, now_ns);
         }
-        let mut tally = match outcome {
-            Outcome::Completed => Tally::Completed,
-            Outcome::StaleReduce => Tally::Resent,
-            _ => Tally::None,
-        };
         for action in actions.iter() {
             self.push(Msg {
                 group: p.group,
                 epoch: actions.epoch(),
                 action: *action,
-                tally,
             });
-            tally = Tally::None;
         }
     }
 }
@@ -259,7 +237,7 @@ mod tests {
     }
 
     #[test]
-    fn completions_and_stale_reduces_are_tallied_once_on_their_first_action() {
+    fn completions_and_stale_reduces_are_counted_once_in_the_table() {
         let (p0, p1) = (PortIdx::new(0).unwrap(), PortIdx::new(1).unwrap());
         let table = Arc::new(GroupTable::new(1));
         let children = PortSet(0b11);
@@ -268,24 +246,23 @@ mod tests {
             .unwrap();
         let ring = Arc::new(MsgRing::new(64));
         let c = Arc::new(RxCounters::default());
-        let mut tallies = Vec::new();
+        let mut seen = Vec::new();
         for (port, seq) in [(p0, 0), (p1, 0), (p0, 0)] {
             let (mut wire_tx, wire_rx) = mem_wire(8);
             wire_tx.offer(&reduce(0, seq)).unwrap();
             wire_tx.flush();
             let mut rx = RxPoller::new(port, wire_rx, table.clone(), ring.clone(), c.clone());
             rx.poll(0);
-            let mut msgs = Vec::new();
-            while let Some(m) = ring.pop() {
-                msgs.push(m.tally);
+            let mut msgs = 0;
+            while ring.pop().is_some() {
+                msgs += 1;
             }
-            tallies.push(msgs);
+            let n = table.counts(GroupId(0));
+            seen.push((msgs, n.completions, n.resends));
         }
-        // Recorded: no action. Completed: the release to both children, tallied once. A
-        // reduce for the released barrier: the release again, tallied as a re-send.
-        assert_eq!(tallies[0], []);
-        assert_eq!(tallies[1], [Tally::Completed]);
-        assert_eq!(tallies[2], [Tally::Resent]);
+        // Recorded: no action. Completed: the release (one action for both children), one
+        // completion. A reduce for the released barrier: the release again, one re-send.
+        assert_eq!(seen, [(0, 0, 0), (1, 1, 0), (1, 1, 1)]);
     }
 
     #[test]

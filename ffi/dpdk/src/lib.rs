@@ -60,5 +60,47 @@ pub fn prefetch<T: ?Sized>(r: &T) {
     let _ = r;
 }
 
+/// Asks the kernel to back `region` with transparent huge pages (`madvise(MADV_HUGEPAGE)` over
+/// the 2 MiB pages wholly inside it), best effort: call it before the memory is first
+/// written, so that the pages are huge when they fault in. Returns whether the kernel took the
+/// advice (false for a region smaller than a huge page, or with THP disabled ("never")).
+/// With THP "madvise" (Debian's default) only advised memory gets huge pages; with "always"
+/// it is implied.
+pub fn advise_hugepages<T>(region: &mut [std::mem::MaybeUninit<T>]) -> bool {
+    const HUGE: usize = 2 << 20;
+    let start = region.as_mut_ptr() as usize;
+    let end = start + std::mem::size_of_val(region);
+    let (lo, hi) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+    if hi <= lo {
+        return false;
+    }
+    // SAFETY: [lo, hi) lies inside `region`, memory this call borrows exclusively; the advice
+    // changes how the kernel backs the pages, never their contents.
+    unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) == 0 }
+}
+
 /// `RTE_MBUF_DEFAULT_BUF_SIZE`: data room (with headroom) for standard Ethernet frames.
 pub const MBUF_DEFAULT_BUF_SIZE: u16 = dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_page_advice_covers_whole_huge_pages_only() {
+        let mut small: Vec<u64> = Vec::with_capacity(1024);
+        assert!(
+            !advise_hugepages(small.spare_capacity_mut()),
+            "8 KiB: no huge page inside"
+        );
+        let mut big: Vec<u64> = Vec::with_capacity(1 << 20); // 8 MiB: at least 3 huge pages
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        let offered = thp.contains("[always]") || thp.contains("[madvise]");
+        let advised = advise_hugepages(big.spare_capacity_mut());
+        // With THP "never" the kernel may still accept the advice (it only marks the range).
+        assert!(advised || !offered, "THP: {thp}");
+        big.extend(0..1 << 20);
+        assert_eq!(big[12345], 12345, "the memory works as before");
+    }
+}

@@ -15,10 +15,10 @@
 
 pub mod round_robin;
 
-use crate::counters::{bump, GroupCounters, SchedCounters, TxCounters};
+use crate::counters::{bump, SchedCounters, TxCounters};
 use crate::io::{TxBlocked, TxQueue, BURST};
 use crate::poll::Poller;
-use crate::rx::{Msg, MsgRing, Tally};
+use crate::rx::{Msg, MsgRing};
 use barrier_protocol::switch::{Action, Fired, Timer};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Flags, FrameTemplate, Kind, MacAddr, FRAME_LEN};
@@ -61,7 +61,6 @@ pub struct SchedPoller<T: TxQueue> {
     /// This switch's id in the aborts it declares: its first port's MAC address.
     me: MacAddr,
     counters: Arc<SchedCounters>,
-    groups: Arc<GroupCounters>,
 }
 
 impl<T: TxQueue> SchedPoller<T> {
@@ -70,7 +69,6 @@ impl<T: TxQueue> SchedPoller<T> {
         table: Arc<GroupTable>,
         ports: Vec<TxPort<T>>,
         counters: Arc<SchedCounters>,
-        groups: Arc<GroupCounters>,
         now_ns: u64,
     ) -> Self {
         let n = ports.len();
@@ -93,7 +91,6 @@ impl<T: TxQueue> SchedPoller<T> {
             wheel: TimerWheel::new(4096, 10, now_ns),
             fired: Vec::new(),
             counters,
-            groups,
         }
     }
 
@@ -109,11 +106,6 @@ impl<T: TxQueue> SchedPoller<T> {
 
     fn dispatch(&mut self, msg: Msg, now_ns: u64) {
         let group = msg.group;
-        match msg.tally {
-            Tally::None => {}
-            Tally::Completed => self.groups.completed(group.0),
-            Tally::Resent => self.groups.resent(group.0),
-        }
         match msg.action {
             Action::SendReduce {
                 seq,
@@ -323,14 +315,12 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
                 for action in actions.iter() {
                     if matches!(action, Action::SendReduce { .. }) {
                         bump(&self.counters.timer_resends, 1);
-                        self.groups.resent(group.0);
                     }
                     self.dispatch(
                         Msg {
                             group,
                             epoch: actions.epoch(),
                             action: *action,
-                            tally: Tally::None,
                         },
                         now_ns,
                     );
@@ -373,7 +363,6 @@ mod tests {
         let ring = Arc::new(MsgRing::new(1024));
         let c = Arc::new(TxCounters::default());
         let table = Arc::new(table);
-        let cap = table.capacity();
         let s = SchedPoller::new(
             vec![ring.clone()],
             table,
@@ -384,33 +373,9 @@ mod tests {
                 counters: c.clone(),
             }],
             Arc::new(SchedCounters::default()),
-            Arc::new(GroupCounters::new(cap)),
             0,
         );
         (s, ring, rx, c)
-    }
-
-    #[test]
-    fn the_scheduler_counts_per_group_tallies() {
-        let table = GroupTable::new(2);
-        let (mut s, ring, _rx, _c) = setup(64, table);
-        let release = |tally| Msg {
-            group: GroupId(1),
-            epoch: Epoch::DEFAULT,
-            action: Action::SendRelease {
-                seq: Seq(0),
-                ports: PortSet::single(port0()),
-                retransmit: false,
-            },
-            tally,
-        };
-        for t in [Tally::Completed, Tally::None, Tally::Resent, Tally::Resent] {
-            ring.push(release(t)).unwrap();
-        }
-        s.poll(0);
-        assert_eq!(s.groups.completions(1), 1);
-        assert_eq!(s.groups.resends(1), 2);
-        assert_eq!(s.groups.completions(0), 0);
     }
 
     fn port0() -> PortIdx {
@@ -429,7 +394,6 @@ mod tests {
                     ports: PortSet::single(port0()),
                     retransmit: false,
                 },
-                tally: Tally::None,
             };
             if ring.push(msg).is_err() {
                 panic!("ring full");
@@ -490,7 +454,6 @@ mod tests {
                 group: GroupId(0),
                 epoch: Epoch::DEFAULT,
                 action: *a,
-                tally: Tally::None,
             })
             .unwrap();
         }
@@ -532,6 +495,11 @@ mod tests {
         frames.clear();
         rx.rx_burst(&mut frames, 10);
         assert_eq!(frames.len(), 1, "re-armed after the re-send");
+        assert_eq!(
+            s.table.counts(GroupId(0)).resends,
+            2,
+            "each timer re-send counted in the group's slot"
+        );
         // The release arrives: the pending timer becomes stale and fires into nothing.
         s.table
             .apply(
