@@ -25,7 +25,7 @@ use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{Epoch, GroupId, PortSet, Seq};
 use barrier_runtime::clock::Clock;
-use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx, MbufFrame};
+use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx, MbufFrame, MbufTxBuffer};
 use barrier_runtime::io::{RxQueue, TxBlocked, TxQueue, BURST};
 use barrier_runtime::poll::Poller;
 use barrier_switch::engine::{build_switch, PortIo};
@@ -194,8 +194,8 @@ impl RxQueue for SoftRx {
 }
 
 struct SoftTx {
-    pool: Mempool,
-    batch: MbufBatch<BURST>,
+    /// The same buffer as the switch's DPDK TX queues: only the device behind it differs.
+    buf: MbufTxBuffer,
     sink: Shared,
     /// TSC of the last flush that sent something.
     stamp: Arc<AtomicU64>,
@@ -204,23 +204,26 @@ struct SoftTx {
 impl TxQueue for SoftTx {
     #[inline]
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
-        if self.batch.is_full() {
-            return Err(TxBlocked::Full);
-        }
-        let m = Mbuf::from_slice(&self.pool, frame).map_err(|_| TxBlocked::NoBuffer)?;
-        self.batch.push(m).map_err(|_| TxBlocked::Full)
+        self.buf.offer(frame)
+    }
+    #[inline]
+    fn offer_with<const N: usize>(
+        &mut self,
+        fill: impl FnOnce(&mut [u8; N]),
+    ) -> Result<(), TxBlocked> {
+        self.buf.offer_with(fill)
     }
     #[inline]
     fn flush(&mut self) -> (usize, usize) {
-        let n = self.batch.len();
+        let n = self.buf.batch.len();
         if n > 0 {
-            self.sink.lock().unwrap().extend(self.batch.drain());
+            self.sink.lock().unwrap().extend(self.buf.batch.drain());
             self.stamp.store(dpdk::tsc(), Relaxed);
         }
         (n, 0)
     }
     fn buffered(&self) -> usize {
-        self.batch.len()
+        self.buf.batch.len()
     }
 }
 
@@ -288,8 +291,7 @@ impl Rig for SoftRig {
                     format!("p{i}"),
                     r,
                     SoftTx {
-                        pool: self.pool.clone(),
-                        batch: MbufBatch::default(),
+                        buf: MbufTxBuffer::new(self.pool.clone()),
                         sink: self.tx[i].clone(),
                         stamp: self.stamp.clone(),
                     },

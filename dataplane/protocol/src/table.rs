@@ -115,9 +115,10 @@ fn state_with_gen(st: GroupState, gen: u64) -> u128 {
 }
 
 /// One group: exactly one cache line, so RX threads working on different groups never share
-/// a line.
+/// a line. Opaque outside this module: [`GroupTable::slot_line`] hands one out only as an
+/// address to prefetch.
 #[repr(align(64))]
-struct Slot {
+pub struct Slot {
     /// seq | phase | generation | arrived (see [`switch::bits`]).
     state: Cell128,
     /// generation | CONFIGURED | BUSY | ROOT | parent port.
@@ -342,6 +343,15 @@ impl GroupTable {
     /// all on a CPU without CX16: it stops with SIGILL.)
     pub const fn is_always_lock_free() -> bool {
         Cell128::is_always_lock_free()
+    }
+
+    /// The cache line that [`apply`](Self::apply) for `group` will read and write, for a
+    /// prefetch hint while earlier frames are handled (an RX burst asks for the slots of all
+    /// its frames before applying the first, so their misses overlap); `None` beyond the
+    /// table.
+    #[inline]
+    pub fn slot_line(&self, group: GroupId) -> Option<&Slot> {
+        self.slots.get(group.0 as usize)
     }
 
     fn slot(&self, group: GroupId) -> Result<&Slot, TableError> {

@@ -718,6 +718,61 @@ impl FrameRepr {
     }
 }
 
+/// The frames one egress port sends, prepared once: addresses, EtherType, magic, version, a
+/// zero timestamp and padding are written when the port is set up, and [`write`](Self::write)
+/// fills in only what changes per frame (kind, flags, group, epoch, sequence number, an
+/// abort's failure) and the checksum. Its output is byte for byte what [`FrameRepr::emit`]
+/// writes for the same frame without a timestamp; the scheduler builds every frame this way,
+/// straight into the transmit buffer.
+#[derive(Clone, Debug)]
+pub struct FrameTemplate {
+    bytes: [u8; FRAME_LEN],
+}
+
+impl FrameTemplate {
+    /// Frames from `src` to `dst`.
+    pub fn new(dst: MacAddr, src: MacAddr) -> Self {
+        let mut bytes = [0u8; FRAME_LEN];
+        let mut f = Frame::new_unchecked(&mut bytes[..]);
+        f.set_dst(dst);
+        f.set_src(src);
+        f.set_ethertype(ETHERTYPE);
+        f.set_magic(MAGIC);
+        f.set_version(VERSION);
+        FrameTemplate { bytes }
+    }
+
+    /// Writes one frame into `buf`: the template, then the fields of this frame, then the
+    /// checksum. `flags` must not hold `HAS_TIMESTAMP` (these frames carry none); it is
+    /// cleared if it does.
+    ///
+    /// # Panics
+    /// When `group` is beyond [`MAX_GROUPS`], as [`FrameRepr::emit`] does.
+    #[inline]
+    pub fn write(
+        &self,
+        buf: &mut [u8; FRAME_LEN],
+        kind: Kind,
+        flags: Flags,
+        group: GroupId,
+        epoch: Epoch,
+        seq: Seq,
+    ) {
+        assert!(group.0 < MAX_GROUPS, "{group:?} out of range");
+        *buf = self.bytes;
+        buf[field::KIND] = kind.to_u8();
+        buf[field::FLAGS] = flags.without(Flags::HAS_TIMESTAMP).bits();
+        buf[field::GROUP].copy_from_slice(&group.0.to_be_bytes());
+        buf[field::EPOCH].copy_from_slice(&epoch.0.to_be_bytes());
+        buf[field::SEQ].copy_from_slice(&seq.0.to_be_bytes());
+        let mut f = Frame::new_unchecked(&mut buf[..]);
+        if let Kind::Abort(failure) = kind {
+            f.set_abort_failure(failure);
+        }
+        f.fill_checksum();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1129,6 +1184,17 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// A port's template writes exactly what `emit` writes for the same frame without a
+        /// timestamp, whatever the template's bytes held before (a reused buffer).
+        #[test]
+        fn the_template_writes_what_emit_writes(r in any_repr(), junk in any::<u8>()) {
+            let r = FrameRepr { tx_timestamp: None, flags: r.flags.without(Flags::HAS_TIMESTAMP), ..r };
+            let t = FrameTemplate::new(r.dst, r.src);
+            let mut b = [junk; FRAME_LEN];
+            t.write(&mut b, r.kind, r.flags, r.group, r.epoch, r.seq);
+            prop_assert_eq!(b, r.to_bytes());
+        }
+
         #[test]
         fn repr_emit_parse_round_trip(r in any_repr()) {
             let b = r.to_bytes();

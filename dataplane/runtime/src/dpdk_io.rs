@@ -51,18 +51,83 @@ impl RxQueue for DpdkRx {
     }
 }
 
+/// The buffer in front of a TX queue (the l2fwd pattern): up to one burst of frames built in
+/// mbufs from `pool`. The mbufs come from a stash refilled with one bulk allocation per burst
+/// (`rte_pktmbuf_alloc_bulk`) rather than one call per frame; when the pool cannot give a whole
+/// burst, one at a time, so the last mbufs are still used. The stash holds at most one burst
+/// out of the pool and is freed with the buffer.
+pub struct MbufTxBuffer {
+    pool: Mempool,
+    spare: MbufBatch<BURST>,
+    /// Frames built and not yet handed to the device, oldest first.
+    pub batch: MbufBatch<BURST>,
+}
+
+impl MbufTxBuffer {
+    pub fn new(pool: Mempool) -> Self {
+        MbufTxBuffer {
+            pool,
+            spare: MbufBatch::default(),
+            batch: MbufBatch::default(),
+        }
+    }
+
+    #[inline]
+    fn take(&mut self) -> Result<Mbuf, TxBlocked> {
+        if let Some(m) = self.spare.pop() {
+            return Ok(m);
+        }
+        if Mbuf::alloc_bulk(&self.pool, &mut self.spare).is_ok() {
+            if let Some(m) = self.spare.pop() {
+                return Ok(m);
+            }
+        }
+        Mbuf::alloc(&self.pool).map_err(|_| TxBlocked::NoBuffer)
+    }
+
+    /// `TxQueue::offer_with` on this buffer.
+    #[inline]
+    pub fn offer_with<const N: usize>(
+        &mut self,
+        fill: impl FnOnce(&mut [u8; N]),
+    ) -> Result<(), TxBlocked> {
+        if self.batch.is_full() {
+            return Err(TxBlocked::Full);
+        }
+        let mut m = self.take()?;
+        let data: &mut [u8; N] = m
+            .append(N)
+            .map_err(|_| TxBlocked::NoBuffer)?
+            .try_into()
+            .expect("append gives N bytes");
+        fill(data);
+        self.batch.push(m).map_err(|_| TxBlocked::Full)
+    }
+
+    /// `TxQueue::offer` on this buffer.
+    #[inline]
+    pub fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
+        if self.batch.is_full() {
+            return Err(TxBlocked::Full);
+        }
+        let mut m = self.take()?;
+        m.append(frame.len())
+            .map_err(|_| TxBlocked::NoBuffer)?
+            .copy_from_slice(frame);
+        self.batch.push(m).map_err(|_| TxBlocked::Full)
+    }
+}
+
 pub struct DpdkTx {
     queue: dpdk::TxQueue,
-    pool: Mempool,
-    batch: MbufBatch<BURST>,
+    buf: MbufTxBuffer,
 }
 
 impl DpdkTx {
     pub fn new(queue: dpdk::TxQueue, pool: Mempool) -> Self {
         DpdkTx {
             queue,
-            pool,
-            batch: MbufBatch::default(),
+            buf: MbufTxBuffer::new(pool),
         }
     }
 }
@@ -70,20 +135,24 @@ impl DpdkTx {
 impl TxQueue for DpdkTx {
     #[inline]
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
-        if self.batch.is_full() {
-            return Err(TxBlocked::Full);
-        }
-        let m = Mbuf::from_slice(&self.pool, frame).map_err(|_| TxBlocked::NoBuffer)?;
-        self.batch.push(m).map_err(|_| TxBlocked::Full)
+        self.buf.offer(frame)
+    }
+
+    #[inline]
+    fn offer_with<const N: usize>(
+        &mut self,
+        fill: impl FnOnce(&mut [u8; N]),
+    ) -> Result<(), TxBlocked> {
+        self.buf.offer_with(fill)
     }
 
     #[inline]
     fn flush(&mut self) -> (usize, usize) {
-        let sent = self.queue.tx_burst(&mut self.batch);
-        (sent, self.batch.len())
+        let sent = self.queue.tx_burst(&mut self.buf.batch);
+        (sent, self.buf.batch.len())
     }
 
     fn buffered(&self) -> usize {
-        self.batch.len()
+        self.buf.batch.len()
     }
 }

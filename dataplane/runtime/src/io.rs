@@ -48,6 +48,21 @@ pub enum TxBlocked {
 pub trait TxQueue: Send {
     /// Copy `frame` into a buffer and queue it; sent on the next `flush`.
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked>;
+    /// Build an `N`-byte frame in place with `fill` and queue it, like `offer` without the
+    /// copy: a DPDK queue hands `fill` the mbuf's data. The default builds it on the stack and
+    /// offers that.
+    #[inline]
+    fn offer_with<const N: usize>(
+        &mut self,
+        fill: impl FnOnce(&mut [u8; N]),
+    ) -> Result<(), TxBlocked>
+    where
+        Self: Sized,
+    {
+        let mut frame = [0u8; N];
+        fill(&mut frame);
+        self.offer(&frame)
+    }
     /// Hand buffered frames to the device. Returns (sent, still buffered): frames the device did
     /// not take stay first in line for the next flush.
     fn flush(&mut self) -> (usize, usize);

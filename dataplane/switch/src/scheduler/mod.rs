@@ -21,7 +21,7 @@ use crate::poll::Poller;
 use crate::rx::{Msg, MsgRing, Tally};
 use barrier_protocol::switch::{Action, Fired, Timer};
 use barrier_protocol::table::GroupTable;
-use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::wire::{Flags, FrameTemplate, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::GroupId;
 use barrier_runtime::wheel::TimerWheel;
 use round_robin::{PendingFrame, Pushed, RoundRobin};
@@ -40,10 +40,21 @@ pub struct TxPort<T: TxQueue> {
     pub counters: Arc<TxCounters>,
 }
 
+/// The scheduler's side of one egress port.
+struct Egress {
+    /// The port's frames, addresses filled in (`FrameTemplate`).
+    template: FrameTemplate,
+    /// The sends in the port's TX buffer, oldest first, in step with it: a re-sent frame equal
+    /// to one of these is coalesced, as one waiting in the round-robin queue is.
+    buffered: Vec<(GroupId, PendingFrame)>,
+}
+
 pub struct SchedPoller<T: TxQueue> {
     rings: Vec<Arc<MsgRing>>,
     table: Arc<GroupTable>,
     ports: Vec<TxPort<T>>,
+    /// Per port, in step with `ports`: its frame template and what its TX buffer holds.
+    egress: Vec<Egress>,
     sched: RoundRobin,
     wheel: TimerWheel<Fired>,
     fired: Vec<Fired>,
@@ -64,8 +75,16 @@ impl<T: TxQueue> SchedPoller<T> {
     ) -> Self {
         let n = ports.len();
         let me = MacAddr(ports.first().map_or([0; 6], |p| p.src_mac));
+        let egress = ports
+            .iter()
+            .map(|p| Egress {
+                template: FrameTemplate::new(MacAddr(p.peer_mac), MacAddr(p.src_mac)),
+                buffered: Vec::with_capacity(BURST),
+            })
+            .collect();
         SchedPoller {
             me,
+            egress,
             rings,
             table,
             ports,
@@ -154,74 +173,122 @@ impl<T: TxQueue> SchedPoller<T> {
         }
     }
 
+    /// Send `send` on `port`: straight into the port's TX buffer when nothing waits in its
+    /// round-robin queue (the round robin decides only among frames that wait; with none
+    /// waiting, taking this one now is the order it would pick), otherwise, or when the device
+    /// will not take it, into the queue behind the others.
     fn enqueue(&mut self, port: usize, group: GroupId, send: PendingFrame) {
         if port >= self.ports.len() {
             // Config validation keeps port indices in range; a bad one is a bug, not traffic.
             debug_assert!(false, "send to port {port} of {}", self.ports.len());
             return;
         }
+        if self.sched.pending(port) == 0 {
+            // Only an answer to a repeated request (a re-send, an abort) can equal a frame
+            // already buffered: a first send of a barrier's frame happens once.
+            let repeat = send.retransmit || matches!(send.kind, Kind::Abort(_));
+            if repeat
+                && self.egress[port]
+                    .buffered
+                    .iter()
+                    .any(|(g, b)| *g == group && b.says_the_same(&send))
+            {
+                bump(&self.ports[port].counters.coalesced, 1);
+                return;
+            }
+            if self.send_now(port, group, send) {
+                return;
+            }
+        }
         if self.sched.push(port, group, send) == Pushed::Coalesced {
             bump(&self.ports[port].counters.coalesced, 1);
         }
     }
 
+    /// Build `send` in `port`'s TX buffer (flushing a full buffer first); false when the
+    /// device or the mempool cannot take it now.
+    fn send_now(&mut self, port: usize, group: GroupId, send: PendingFrame) -> bool {
+        for first in [true, false] {
+            let (p, e) = (&mut self.ports[port], &mut self.egress[port]);
+            let built = p.queue.offer_with(|buf: &mut [u8; FRAME_LEN]| {
+                e.template.write(
+                    buf,
+                    send.kind,
+                    Flags::retransmit(send.retransmit),
+                    group,
+                    send.epoch,
+                    send.seq,
+                )
+            });
+            match built {
+                Ok(()) => {
+                    e.buffered.push((group, send));
+                    count_out(&p.counters, &send);
+                    return true;
+                }
+                Err(TxBlocked::Full) if first => {
+                    self.flush_port(port);
+                }
+                Err(blocked) => {
+                    // A full buffer is the device refusing earlier frames: the flush counts
+                    // that once as a tx-full wait.
+                    if blocked == TxBlocked::NoBuffer {
+                        bump(&p.counters.alloc_fail_waits, 1);
+                    }
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    /// Hand `port`'s buffer to the device; returns whether any frame went.
+    fn flush_port(&mut self, port: usize) -> bool {
+        let p = &mut self.ports[port];
+        let (sent, left) = p.queue.flush();
+        self.egress[port].buffered.drain(..sent);
+        if left > 0 {
+            bump(&p.counters.tx_full_waits, 1);
+        }
+        sent > 0
+    }
+
     fn transmit(&mut self) -> bool {
         let mut busy = false;
-        let mut frame = [0u8; FRAME_LEN];
         for p in 0..self.ports.len() {
-            let port = &mut self.ports[p];
-            let c = &*port.counters;
             // Round-robin picks, one frame each, up to one burst per port per poll.
             for _ in 0..BURST {
                 let Some((group, send)) = self.sched.pop(p) else {
                     break;
                 };
-                let repr = FrameRepr {
-                    dst: MacAddr(port.peer_mac),
-                    src: MacAddr(port.src_mac),
-                    kind: send.kind,
-                    flags: Flags::retransmit(send.retransmit),
-                    group,
-                    epoch: send.epoch,
-                    seq: send.seq,
-                    tx_timestamp: None,
-                };
-                repr.emit(&mut frame);
-                match port.queue.offer(&frame) {
-                    Ok(()) => {
-                        busy = true;
-                        bump(&c.frames_out, 1);
-                        match send.kind {
-                            Kind::Reduce => bump(&c.reduce_out, 1),
-                            Kind::Release => bump(&c.release_out, 1),
-                            Kind::Abort(_) => bump(&c.abort_out, 1),
-                        }
-                        if send.retransmit {
-                            bump(&c.retransmits_out, 1);
-                        }
-                    }
-                    Err(blocked) => {
-                        self.sched.unpop(p, group, send);
-                        // A full buffer is the device refusing earlier frames: the flush below
-                        // counts that once as a tx-full wait.
-                        if blocked == TxBlocked::NoBuffer {
-                            bump(&c.alloc_fail_waits, 1);
-                        }
-                        break;
-                    }
+                if self.send_now(p, group, send) {
+                    busy = true;
+                } else {
+                    self.sched.unpop(p, group, send);
+                    break;
                 }
             }
-            if port.queue.buffered() > 0 {
+            if self.ports[p].queue.buffered() > 0 {
                 // Flush every poll rather than on a timer: the scheduler already batches up to
                 // one burst per port, and a barrier frame should not wait for company.
-                let (sent, left) = port.queue.flush();
-                busy |= sent > 0;
-                if left > 0 {
-                    bump(&c.tx_full_waits, 1);
-                }
+                busy |= self.flush_port(p);
             }
         }
         busy
+    }
+}
+
+/// Count one frame built for `port`.
+#[inline]
+fn count_out(c: &TxCounters, send: &PendingFrame) {
+    bump(&c.frames_out, 1);
+    match send.kind {
+        Kind::Reduce => bump(&c.reduce_out, 1),
+        Kind::Release => bump(&c.release_out, 1),
+        Kind::Abort(_) => bump(&c.abort_out, 1),
+    }
+    if send.retransmit {
+        bump(&c.retransmits_out, 1);
     }
 }
 
@@ -278,8 +345,8 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
     }
 
     fn finish(&mut self) {
-        for p in &mut self.ports {
-            p.queue.flush();
+        for p in 0..self.ports.len() {
+            self.flush_port(p);
         }
     }
 }
@@ -289,6 +356,7 @@ mod tests {
     use super::*;
     use crate::io::{mem_wire, MemRx, RxQueue};
     use barrier_protocol::switch::GroupConfig;
+    use barrier_protocol::wire::FrameRepr;
     use barrier_protocol::Seq;
     use barrier_protocol::{Epoch, PortIdx, PortSet};
 

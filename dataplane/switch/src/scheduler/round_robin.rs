@@ -19,6 +19,13 @@ pub struct PendingFrame {
     pub retransmit: bool,
 }
 
+impl PendingFrame {
+    /// The same frame but perhaps for the RETRANSMIT flag: sending both says nothing more.
+    pub fn says_the_same(&self, other: &PendingFrame) -> bool {
+        self.kind == other.kind && self.seq == other.seq && self.epoch == other.epoch
+    }
+}
+
 /// Group numbers are small dense integers: a multiplicative hash is enough and much cheaper
 /// than SipHash on the hot path.
 #[derive(Default)]
@@ -85,9 +92,7 @@ impl RoundRobin {
             Some(q) => {
                 // The waiting copy keeps its own flags: it has not gone out yet, so it is not
                 // a retransmission even if the request for it was.
-                if q.iter()
-                    .any(|s| s.kind == send.kind && s.seq == send.seq && s.epoch == send.epoch)
-                {
+                if q.iter().any(|s| s.says_the_same(&send)) {
                     return Pushed::Coalesced;
                 }
                 q.push_back(send);
