@@ -266,11 +266,13 @@ inline complete_if_last(s) {
 }
 
 /* forward_release: release t to every child, seq = t+1, Collecting. The assertion is the
- * fuzzer's invariant 8 (dataplane/fuzz-check/src/events.rs) for releases: a switch that
- * knows a number (known, or Unknown with arrivals) never moves its seq back; the guard of
- * fuzz finding 2 is what keeps it in Unknown (NO_STALE_RELEASE_GUARD breaks it). */
+ * fuzzer's invariant 8 (dataplane/fuzz-check/src/events.rs) where rule 4 acts: an Unknown
+ * switch with arrivals never moves its seq back by adopting a release; the guard of fuzz
+ * finding 2 is what keeps it (NO_STALE_RELEASE_GUARD breaks it). In the known state the
+ * correct rules forward only the current barrier's release; BROKEN_ADOPT_KNOWN is left to
+ * the safety assertion. */
 inline forward_release(s, t) {
-  assert((sph[s] == UNKNOWN && sarr[s] == 0) || NEXT(t) == sseq[s] || AHEAD(NEXT(t), sseq[s]));
+  assert(sph[s] != UNKNOWN || sarr[s] == 0 || NEXT(t) == sseq[s] || AHEAD(NEXT(t), sseq[s]));
   release_to_children(s, t, NOPORT);
   sseq[s] = NEXT(t); sarr[s] = 0; sph[s] = COLLECTING
 }
