@@ -30,6 +30,9 @@
  *   BROKEN_NO_INTERMEDIATE_TIMER  the intermediate never re-sends its reduce (liveness)
  *   NO_QUIET_TIME                 a restart keeps the frames on their way to the switch
  *                                 (drops assumption 7; liveness)
+ *   NO_STALE_RELEASE_GUARD        rule 4 without the guard of fuzz finding 2: an Unknown
+ *                                 switch with arrivals at s also takes a parent release
+ *                                 for t with t+1 behind s (the code before the guard)
  */
 
 /* ---------------------------------------------------------------- sizes */
@@ -262,8 +265,14 @@ inline complete_if_last(s) {
   fi
 }
 
-/* forward_release: release t to every child, seq = t+1, Collecting */
+/* forward_release: release t to every child, seq = t+1, Collecting. The assertion is the
+ * fuzzer's invariant 8 (dataplane/fuzz-check/src/events.rs) where rule 4 acts: an Unknown
+ * switch with arrivals never moves its seq back by adopting a release; the guard of fuzz
+ * finding 2 is what keeps it (NO_STALE_RELEASE_GUARD breaks it). In the known state the
+ * correct rules forward only the current barrier's release; BROKEN_ADOPT_KNOWN is left to
+ * the safety assertion. */
 inline forward_release(s, t) {
+  assert(sph[s] != UNKNOWN || sarr[s] == 0 || NEXT(t) == sseq[s] || AHEAD(NEXT(t), sseq[s]));
   release_to_children(s, t, NOPORT);
   sseq[s] = NEXT(t); sarr[s] = 0; sph[s] = COLLECTING
 }
@@ -346,8 +355,16 @@ inline on_release(s, fe, t) {
 #endif
      :: sph[s] != UNKNOWN && t != hcur && t != PREV(hcur) && !AHEAD(t, hcur) ->
         printf("   -> StaleRelease\n")
-     :: sph[s] == UNKNOWN ->                                      /* rule 4 */
+#ifndef NO_STALE_RELEASE_GUARD
+     :: sph[s] == UNKNOWN && sarr[s] != 0 && NEXT(t) != hcur && !AHEAD(NEXT(t), hcur) ->
+        /* the guard (fuzz finding 2): children heard at s, t+1 behind s: StaleRelease */
+        printf("   -> Unknown, release behind the gathered %d: StaleRelease\n", hcur)
+     :: sph[s] == UNKNOWN && (sarr[s] == 0 || NEXT(t) == hcur || AHEAD(NEXT(t), hcur)) ->
         printf("   -> Unknown, rule 4: Released\n"); forward_release(s, t)
+#else
+     :: sph[s] == UNKNOWN ->                                      /* rule 4, unguarded */
+        printf("   -> Unknown, rule 4: Released\n"); forward_release(s, t)
+#endif
      fi
   fi
 }

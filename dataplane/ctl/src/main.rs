@@ -40,8 +40,13 @@ enum Cmd {
     },
     /// Every counter of the switch, per port and in total.
     Stats,
-    /// The switch's ports.
+    /// The switch's ports, with their policers.
     Ports,
+    /// One port: show it, or set its policer while the switch runs.
+    Port {
+        #[command(subcommand)]
+        cmd: PortCmd,
+    },
     /// Write the running groups into the switch's configuration file (other sections kept).
     WriteBack,
     /// Compute a group's barrier tree over a topology file; print each switch's [[groups]]
@@ -121,6 +126,24 @@ enum GroupCmd {
     Delete { group: u32 },
 }
 
+#[derive(Subcommand)]
+enum PortCmd {
+    /// Device, peer, frames in and out, policer, frames the policer dropped.
+    Show { port: String },
+    /// Police the port's barrier frames from now on (not written back to the file). Each of
+    /// the port's RX queues takes the change at its next received burst, with a full bucket.
+    Set {
+        port: String,
+        /// Barrier frames per second let through; 0 turns the policer off.
+        #[arg(long)]
+        policer_rate: Option<u64>,
+        /// Frames let through back to back (default: rate/100, at least 64). Alone: the burst
+        /// of the policer in force changes.
+        #[arg(long)]
+        policer_burst: Option<u64>,
+    },
+}
+
 /// A failure: the message and the exit code.
 struct Fail(String, u8);
 
@@ -171,6 +194,18 @@ fn run(cli: Cli) -> Result<String, Fail> {
         Cmd::Groups => Request::Groups {},
         Cmd::Stats => Request::Stats {},
         Cmd::Ports => Request::Ports {},
+        Cmd::Port { cmd } => match cmd {
+            PortCmd::Show { port } => Request::PortShow { port },
+            PortCmd::Set {
+                port,
+                policer_rate,
+                policer_burst,
+            } => Request::PortSet {
+                port,
+                policer_rate,
+                policer_burst,
+            },
+        },
         Cmd::WriteBack => Request::WriteBack {},
         Cmd::Group { cmd } => match cmd {
             GroupCmd::Show { group } => Request::GroupShow { group },
@@ -313,6 +348,15 @@ fn timeout(ns: u64, role: &str) -> String {
     }
 }
 
+/// A port's policer in words: `off`, or `RATE/s burst BURST`.
+fn policer(p: &barrier_ctl::proto::PortInfo) -> String {
+    if p.policer_rate == 0 {
+        "off".into()
+    } else {
+        format!("{}/s burst {}", p.policer_rate, p.policer_burst)
+    }
+}
+
 fn human(reply: &Reply) -> String {
     match reply {
         Reply::Groups { capacity, blocks } => {
@@ -445,6 +489,8 @@ fn human(reply: &Reply) -> String {
                         p.peer_mac.clone(),
                         p.rx_frames.to_string(),
                         p.tx_frames.to_string(),
+                        policer(p),
+                        p.drop_policed.to_string(),
                     ]
                 })
                 .collect();
@@ -456,9 +502,30 @@ fn human(reply: &Reply) -> String {
                     "PEER MAC",
                     "RX FRAMES",
                     "TX FRAMES",
+                    "POLICER",
+                    "POLICED",
                 ],
                 &rows,
             )
+        }
+        Reply::Port { port: p } => {
+            let mut s = format!(
+                "port {}
+",
+                p.name
+            );
+            for (k, v) in [
+                ("index", p.index.to_string()),
+                ("device", p.device.clone()),
+                ("peer mac", p.peer_mac.clone()),
+                ("rx frames", p.rx_frames.to_string()),
+                ("tx frames", p.tx_frames.to_string()),
+                ("policer", policer(p)),
+                ("policed", p.drop_policed.to_string()),
+            ] {
+                let _ = writeln!(s, "  {:<13}{v}", format!("{k}:"));
+            }
+            s
         }
         Reply::WrittenBack { path, groups } => {
             format!("{path}: written back, {groups} group(s)\n")

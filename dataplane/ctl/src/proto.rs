@@ -79,6 +79,19 @@ pub enum Request {
     Stats {},
     /// The switch's ports.
     Ports {},
+    /// One port: device, frames in and out, its policer and the frames it dropped.
+    PortShow { port: String },
+    /// Set a port's policer while the switch runs: `policer_rate` barrier frames/s (0: off),
+    /// `policer_burst` frames (absent: `rate / 100`, at least 64; with the rate absent, the
+    /// burst of the policer in force changes). Each of the port's RX queues takes it at its
+    /// next received burst, with a full bucket.
+    PortSet {
+        port: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policer_rate: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policer_burst: Option<u64>,
+    },
     /// Write the running groups into the switch's configuration file (other sections kept).
     WriteBack {},
 }
@@ -159,6 +172,10 @@ pub enum Reply {
     },
     Ports {
         ports: Vec<PortInfo>,
+    },
+    /// One port (`port_show`, and `port_set` with the policer now in force).
+    Port {
+        port: PortInfo,
     },
     WrittenBack {
         path: String,
@@ -280,6 +297,15 @@ pub struct PortInfo {
     pub peer_mac: String,
     pub rx_frames: u64,
     pub tx_frames: u64,
+    /// The port's policer: barrier frames/s let through (0: no policer).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub policer_rate: u64,
+    /// The policer's burst, frames (0: no policer).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub policer_burst: u64,
+    /// Barrier frames the policer dropped (`drop_policed`), since the switch started.
+    #[serde(default)]
+    pub drop_policed: u64,
 }
 
 /// A request line that is not a request, as the switch words it.
@@ -341,6 +367,22 @@ mod tests {
         round_trip_request(Request::GroupDelete { group: 3 });
         round_trip_request(Request::Stats {});
         round_trip_request(Request::Ports {});
+        round_trip_request(Request::PortShow { port: "d0".into() });
+        round_trip_request(Request::PortSet {
+            port: "d0".into(),
+            policer_rate: Some(50_000),
+            policer_burst: Some(500),
+        });
+        round_trip_request(Request::PortSet {
+            port: "up".into(),
+            policer_rate: Some(0),
+            policer_burst: None,
+        });
+        round_trip_request(Request::PortSet {
+            port: "up".into(),
+            policer_rate: None,
+            policer_burst: Some(64),
+        });
         round_trip_request(Request::WriteBack {});
     }
 
@@ -381,6 +423,15 @@ mod tests {
                 "unknown field `path`",
             ),
             (br#"{"op":"group_show"}"#, "missing field `group`"),
+            (br#"{"op":"port_show"}"#, "missing field `port`"),
+            (
+                br#"{"op":"port_set","port":"d0","policer_rate":-1}"#,
+                "invalid value",
+            ),
+            (
+                br#"{"op":"port_set","port":"d0","rate":5}"#,
+                "unknown field `rate`",
+            ),
             (br#"{"op":"group_show","group":-1}"#, "invalid value"),
             (
                 br#"{"op":"group_show","group":4294967296}"#,
@@ -465,7 +516,23 @@ mod tests {
                     peer_mac: "ff:ff:ff:ff:ff:ff".into(),
                     rx_frames: 1,
                     tx_frames: 2,
+                    policer_rate: 0,
+                    policer_burst: 0,
+                    drop_policed: 0,
                 }],
+            }),
+            Response::ok(Reply::Port {
+                port: PortInfo {
+                    index: 1,
+                    name: "d1".into(),
+                    device: "pci:0000:01:00.0".into(),
+                    peer_mac: "02:00:00:00:00:07".into(),
+                    rx_frames: 10,
+                    tx_frames: 20,
+                    policer_rate: 50_000,
+                    policer_burst: 500,
+                    drop_policed: 7,
+                },
             }),
             Response::ok(Reply::WrittenBack {
                 path: "/etc/s.toml".into(),

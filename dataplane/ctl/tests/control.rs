@@ -689,3 +689,202 @@ fn small_switch(dir: &Path, name: &str, ports: &[&str]) -> SmallSwitch {
     let server = ControlServer::bind(&path, Control::with_ports(sw.stats, descs, None)).unwrap();
     (Some(server), table, path)
 }
+
+/// A switch on its own busy loop (real clock) with ports d0..d3 and no group, its control
+/// socket served on another thread; the test plays d2's neighbour.
+struct Policed {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    socket: PathBuf,
+    to_d2: MemTx,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Policed {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Policed {
+    fn start() -> Policed {
+        let table = Arc::new(GroupTable::new(16));
+        let mut ports = Vec::new();
+        let mut to_switch = Vec::new();
+        for name in PORTS {
+            let (port, in_tx, _out_rx) = mem_port(name, 4096);
+            to_switch.push(in_tx);
+            ports.push(port);
+        }
+        let clock = Clock::new();
+        let sw = build_switch("s0", [2, 0, 0, 0, 0, 1], ports, table, clock.now_ns());
+        let descs = PORTS
+            .iter()
+            .enumerate()
+            .map(|(i, n)| PortDesc {
+                name: n.to_string(),
+                device: format!("vdev:net_ring{i}"),
+                peer_mac: [0xff; 6],
+            })
+            .collect();
+        let control = Control::with_ports(sw.stats.clone(), descs, None);
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s0.sock");
+        let mut server = ControlServer::bind(&socket, control).unwrap();
+        let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
+        pollers.push(sw.sched);
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let dataplane = std::thread::spawn(move || {
+            let counters = LoopCounters::default();
+            run_loop(pollers, &s, clock, &counters, Idle::Yield { after: 100 });
+        });
+        let s = stop.clone();
+        let management = std::thread::spawn(move || {
+            while !s.load(Relaxed) {
+                server.serve(Duration::from_millis(20));
+            }
+        });
+        Policed {
+            stop,
+            threads: vec![dataplane, management],
+            socket,
+            to_d2: to_switch.swap_remove(2),
+            _dir: dir,
+        }
+    }
+    fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_barrierctl"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+    fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        println!("$ barrierctl {}\n{stdout}", args.join(" "));
+        assert!(
+            out.status.success(),
+            "barrierctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+    /// d2's (rx frames, drop_policed), as `barrierctl --json port show d2` reports them.
+    fn d2(&self) -> (u64, u64) {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.ctl_ok(&["--json", "port", "show", "d2"])).unwrap();
+        let port = &v["port"];
+        (
+            port["rx_frames"].as_u64().unwrap(),
+            port["drop_policed"].as_u64().unwrap(),
+        )
+    }
+    /// Sends `n` reduces into d2 and waits (up to 60 s) until the switch counted all of them.
+    fn flood(&mut self, n: u64) -> (u64, u64) {
+        let (frames0, _) = self.d2();
+        let f = reduce(9, 0);
+        for _ in 0..n {
+            while self.to_d2.offer(&f).is_err() {
+                self.to_d2.flush();
+            }
+        }
+        self.to_d2.flush();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (frames, policed) = self.d2();
+            if frames >= frames0 + n {
+                assert_eq!(frames, frames0 + n);
+                return (frames, policed);
+            }
+            assert!(Instant::now() < deadline, "the switch took {frames} of {n}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// `barrierctl port set` end to end: a rate makes frames over it count as `drop_policed`,
+/// rate 0 stops that, and a bad value is refused naming what is wrong. The switch runs on a
+/// real clock, so the bucket refills while the test runs: the check allows one frame per
+/// second elapsed beyond the burst, whatever the machine's load.
+#[test]
+fn a_policer_set_with_barrierctl_polices_the_port_and_0_turns_it_off() {
+    let mut bed = Policed::start();
+    let show = bed.ctl_ok(&["port", "show", "d2"]);
+    assert!(show.contains(&row("policer", "off")), "{show}");
+    let (_, policed) = bed.flood(100);
+    assert_eq!(policed, 0, "policed with no policer");
+
+    // refused, naming the value and the range; nothing changes
+    for (args, why) in [
+        (
+            &["port", "set", "d2", "--policer-rate", "2000000000"][..],
+            "port \"d2\": policer_rate 2000000000: give 0 (off) or 1..=1000000000 frames/s",
+        ),
+        (
+            &[
+                "port",
+                "set",
+                "d2",
+                "--policer-rate",
+                "0",
+                "--policer-burst",
+                "5",
+            ],
+            "a burst needs a rate",
+        ),
+        (
+            &["port", "set", "d2", "--policer-burst", "5"],
+            "port \"d2\" has no policer",
+        ),
+        (
+            &["port", "set", "d7", "--policer-rate", "5"],
+            "unknown port \"d7\"",
+        ),
+    ] {
+        let out = bed.ctl(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        println!("$ barrierctl {}\n{err}", args.join(" "));
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err} lacks {why:?}");
+    }
+    let out = bed.ctl(&["port", "set", "d2", "--policer-rate", "fast"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(bed
+        .ctl_ok(&["port", "show", "d2"])
+        .contains(&row("policer", "off")));
+
+    // 1 frame/s, burst 2: of 200 frames, 2 pass plus one per second elapsed
+    let t0 = Instant::now();
+    let set = bed.ctl_ok(&[
+        "port",
+        "set",
+        "d2",
+        "--policer-rate",
+        "1",
+        "--policer-burst",
+        "2",
+    ]);
+    assert!(set.contains(&row("policer", "1/s burst 2")), "{set}");
+    let (_, policed) = bed.flood(200);
+    let passed = 200 - policed;
+    let allowed = 2 + t0.elapsed().as_secs() + 1;
+    assert!(
+        (2..=allowed).contains(&passed),
+        "{passed} of 200 passed a 1/s policer with burst 2 in {:?}",
+        t0.elapsed()
+    );
+    let ports = bed.ctl_ok(&["ports"]);
+    assert!(ports.contains("1/s burst 2"), "{ports}");
+
+    // 0: off, nothing more is policed
+    let off = bed.ctl_ok(&["port", "set", "d2", "--policer-rate", "0"]);
+    assert!(off.contains(&row("policer", "off")), "{off}");
+    let (_, after) = bed.flood(200);
+    assert_eq!(after, policed, "policed after rate 0");
+}

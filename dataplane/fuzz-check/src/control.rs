@@ -107,6 +107,7 @@ pub fn check_line(control: &mut Control, table: &GroupTable, line: &[u8]) -> Res
                     | Request::GroupShow { .. }
                     | Request::Stats {}
                     | Request::Ports {}
+                    | Request::PortShow { .. }
             ) {
                 assert_eq!(snapshot(table), before, "{req:?} changed the table");
             }

@@ -552,7 +552,8 @@ pub enum Outcome {
     Released,
     /// A reduce for an earlier barrier: the previous release was re-sent to that child.
     StaleReduce,
-    /// A release for an earlier barrier: ignored.
+    /// A release for an earlier barrier: ignored. Known: further behind than `seq - 1`;
+    /// `Unknown` with children heard at `seq`: `t + 1` behind `seq`.
     StaleRelease,
     /// Known state: a reduce for a later barrier than the current one. Claim 6: only the
     /// previous release is re-sent, to that child. A healthy tree never sends one; it shows a
@@ -807,6 +808,15 @@ pub fn on_event(cfg: &GroupConfig, st: GroupState, ev: Event) -> (GroupState, Ou
         (Event::Reduce { port, .. }, Unknown) => {
             acts.push(resend_previous(s, port));
             (st, Outcome::StaleReduce)
+        }
+        // Unknown, row "release t from the parent, t+1 behind s, children heard at s" (the
+        // guard of fuzz finding 2): a child's reduce for s proves every leaf reached s-1, so
+        // no one below waits on t; adopting it would put the switch behind its children.
+        // Ignored, as a lost frame would be; the gathering goes on.
+        (Event::Release { seq: t, .. }, Unknown)
+            if !st.arrived.is_empty() && t.next() != s && !t.next().is_ahead_of(s) =>
+        {
+            (st, Outcome::StaleRelease)
         }
         // Unknown, row "release t from the parent" (restart rule 4): only the root
         // originates releases, and only for completed barriers, so a release for t proves t
@@ -1322,6 +1332,104 @@ mod tests {
                 retransmit: false
             }]
         );
+    }
+
+    /// The guard of fuzz finding 2: `Unknown` with children heard at `s`, a parent release for
+    /// `t` with `t + 1` behind `s` is stale (no child can wait on `t` once one reported `s`):
+    /// ignored and counted `StaleRelease`, the gathering kept. Serial arithmetic: behind is
+    /// neither equal nor ahead, across the wrap and at exactly half the space.
+    #[test]
+    fn unknown_with_arrivals_ignores_a_parent_release_behind_the_gathered_barrier() {
+        let cases: [(u32, &[u8], u32); 7] = [
+            (9, &[1], 7),                          // t + 1 = s - 1
+            (9, &[1, 3], 0),                       // far behind
+            (1, &[2], u32::MAX),                   // t + 1 = 0 = s - 1, across the wrap
+            (0, &[2], u32::MAX - 1),               // t + 1 = u32::MAX = s - 1, across the wrap
+            (9, &[1], 9 + (1 << 31) - 1),          // t + 1 = s + 2^31: neither ahead nor equal
+            (9, &[1], 9u32.wrapping_sub(1 << 31)), // t + 1 = s - 2^31 + 1
+            (u32::MAX, &[1, 2], u32::MAX - 3),     // near the top
+        ];
+        for (s, arrived, t) in cases {
+            let before = st(s, arrived, Phase::Unknown);
+            let (n, o, a) = on_event(&mid3(), before, rel(0, t));
+            assert_eq!((n, o), (before, Outcome::StaleRelease), "s {s} t {t}");
+            assert!(a.is_empty(), "s {s} t {t}: {a:?}");
+        }
+    }
+
+    /// The guard leaves restart rule 4 alone where the release can matter: `t + 1` equal to or
+    /// ahead of the gathered `s` (a release for `s - 1`, `s`, or later), and any release while
+    /// nothing has been heard (no number to compare with).
+    #[test]
+    fn unknown_still_adopts_a_parent_release_at_or_ahead_of_the_gathered_barrier() {
+        let cases: [(u32, &[u8], u32); 6] = [
+            (9, &[1], 8),                 // t + 1 = s: the previous barrier
+            (9, &[1, 2], 9),              // t = s
+            (9, &[1], 9 + (1 << 31) - 2), // t + 1 = s + 2^31 - 1: the farthest ahead
+            (0, &[1], u32::MAX),          // t + 1 = s across the wrap
+            (u32::MAX, &[2], u32::MAX),   // t = s, the next is 0
+            (u32::MAX, &[2], 3),          // ahead across the wrap
+        ];
+        for (s, arrived, t) in cases {
+            let (n, o, a) = on_event(&mid3(), st(s, arrived, Phase::Unknown), rel(0, t));
+            assert_eq!(
+                (n, o),
+                (
+                    st(t.wrapping_add(1), &[], Phase::Collecting),
+                    Outcome::Released
+                ),
+                "s {s} t {t}"
+            );
+            assert_eq!(
+                acts(&a),
+                vec![Action::SendRelease {
+                    seq: Seq(t),
+                    ports: ports(&[1, 2, 3]),
+                    retransmit: false
+                }],
+                "s {s} t {t}"
+            );
+        }
+        // nothing heard: any number is taken, even one "behind" the meaningless seq 0
+        for t in [u32::MAX - 5, 1 << 31, 5] {
+            let (n, o, _) = on_event(&mid3(), GroupState::fresh(), rel(0, t));
+            assert_eq!(
+                (n, o),
+                (
+                    st(t.wrapping_add(1), &[], Phase::Collecting),
+                    Outcome::Released
+                ),
+                "t {t}"
+            );
+        }
+    }
+
+    /// After the ignored stale release the restarted intermediate still completes from its
+    /// children and takes the parent's release of that barrier: the case of finding 2 heals
+    /// without a management reset.
+    #[test]
+    fn the_ignored_stale_release_does_not_stop_the_barrier() {
+        let cfg = GroupConfig::intermediate(p(0), ports(&[1, 2]), 100);
+        let (n, _, _) = on_event(&cfg, GroupState::fresh(), red(1, 6));
+        let (n, o, a) = on_event(&cfg, n, rel(0, 4));
+        assert_eq!((n, o), (st(6, &[1], Phase::Unknown), Outcome::StaleRelease));
+        assert!(a.is_empty());
+        let (n, o, a) = on_event(&cfg, n, red(2, 6));
+        assert_eq!(
+            (n, o),
+            (st(6, &[1, 2], Phase::AwaitingRelease), Outcome::Completed)
+        );
+        assert_eq!(
+            a.get(0),
+            Some(&Action::SendReduce {
+                seq: Seq(6),
+                port: p(0),
+                retransmit: false
+            })
+        );
+        let (n, o, a) = on_event(&cfg, n, rel(0, 6));
+        assert_eq!((n, o), (st(7, &[], Phase::Collecting), Outcome::Released));
+        assert_eq!(a.len(), 1);
     }
 
     /// A frame of another epoch changes nothing, whatever it says, in every phase.

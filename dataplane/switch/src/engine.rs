@@ -4,7 +4,7 @@
 
 use crate::counters::{format_sum, GroupCounters, RxCounters, SchedCounters, TxCounters};
 use crate::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
-use crate::policer::PolicerSpec;
+use crate::policer::{PolicerRegister, PolicerSpec, QueuePolicer};
 use crate::poll::Poller;
 use crate::rx::{MsgRing, RxPoller};
 use crate::scheduler::{SchedPoller, TxPort};
@@ -78,6 +78,9 @@ pub struct SwitchStats {
     pub table: Arc<GroupTable>,
     /// Straggler reports of the watched groups, if any are watched.
     pub watch: Option<Arc<crate::straggler::Watch>>,
+    /// Each port's policer register (indexed by port): what management sets at run time,
+    /// what the port's RX pollers follow.
+    pub policers: Vec<Arc<PolicerRegister>>,
 }
 
 impl SwitchStats {
@@ -208,7 +211,8 @@ where
 
 /// `build_switch_watched` with a policer on the ports of `policers` (by port index; a missing
 /// entry or `None`: no policer). Each of a port's RX queues gets its share of the port's rate and
-/// burst (`PolicerSpec::per_queue`).
+/// burst (`PolicerSpec::per_queue`). Every port gets a policer register
+/// (`SwitchStats::policers`), so management can set or clear one on any port at run time.
 pub fn build_switch_with<R, T>(
     name: &str,
     mac: [u8; 6],
@@ -230,10 +234,12 @@ where
     let mut tx_ports = Vec::new();
     let mut tx_stats = Vec::new();
     let mut port_names = Vec::new();
+    let mut registers = Vec::new();
     for (i, port) in ports.into_iter().enumerate() {
         let idx = PortIdx::new(i as u8).expect("at most 64 ports");
         let nq = u16::try_from(port.rx.len()).unwrap_or(u16::MAX);
-        let policer = policers.get(i).copied().flatten().map(|p| p.per_queue(nq));
+        let register = Arc::new(PolicerRegister::new(policers.get(i).copied().flatten()));
+        registers.push(register.clone());
         for (qi, q) in port.rx.into_iter().enumerate() {
             let ring = Arc::new(MsgRing::new(RING_SIZE));
             let c = Arc::new(RxCounters::default());
@@ -241,7 +247,7 @@ where
             rx_stats.push((i, c.clone()));
             let poller = RxPoller::new(idx, q, table.clone(), ring, c)
                 .with_watch(watch.clone())
-                .with_policer(policer, now_ns);
+                .with_policer(Some(QueuePolicer::new(register.clone(), nq, now_ns)));
             rx.push((i, qi, Box::new(poller) as Box<dyn Poller>));
         }
         let c = Arc::new(TxCounters::default());
@@ -273,6 +279,7 @@ where
             groups,
             table,
             watch,
+            policers: registers,
         },
     }
 }

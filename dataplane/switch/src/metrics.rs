@@ -8,6 +8,8 @@
 //! | `barrier_frames_received_total` | counter | `port`, `kind` (`reduce`, `release`) |
 //! | `barrier_frames_sent_total` | counter | `port`, `kind` |
 //! | `barrier_frames_dropped_total` | counter | `reason` (the RX counter's name without `drop_`) |
+//! | `barrier_frames_policed_total` | counter | `port` |
+//! | `barrier_port_policer_rate`, `barrier_port_policer_burst` | gauge | `port` (0: no policer) |
 //! | `barrier_rx_events_total` | counter | `event` (`recorded`, `completions`, `duplicates`, ...) |
 //! | `barrier_tx_events_total` | counter | `port`, `event` (`retransmits_out`, `tx_full_waits`, `coalesced`, ...) |
 //! | `barrier_loop_passes_total` | counter | `lcore`, `state` (`busy`, `idle`) |
@@ -150,6 +152,28 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
             "barrier_frames_policed_total{{port=\"{}\"}} {v}",
             esc(name)
         );
+    }
+    for (metric, help, pick) in [
+        (
+            "barrier_port_policer_rate",
+            "The port's policer rate in barrier frames per second, as set by the file or barrierctl port set; 0: no policer.",
+            (|s: crate::policer::PolicerSpec| s.rate) as fn(crate::policer::PolicerSpec) -> u64,
+        ),
+        (
+            "barrier_port_policer_burst",
+            "The port's policer burst in frames; 0: no policer.",
+            |s: crate::policer::PolicerSpec| s.burst,
+        ),
+    ] {
+        family(&mut out, metric, "gauge", help);
+        for (p, name) in stats.port_names.iter().enumerate() {
+            let v = stats
+                .policers
+                .get(p)
+                .and_then(|r| r.get())
+                .map_or(0, pick);
+            let _ = writeln!(out, "{metric}{{port=\"{}\"}} {v}", esc(name));
+        }
     }
     family(
         &mut out,

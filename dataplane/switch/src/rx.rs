@@ -6,7 +6,7 @@
 
 use crate::counters::{bump, RxCounters};
 use crate::io::{RxQueue, BURST};
-use crate::policer::{PolicerSpec, TokenBucket};
+use crate::policer::QueuePolicer;
 use crate::poll::Poller;
 use barrier_protocol::switch::{Action, Event, Outcome};
 use barrier_protocol::table::GroupTable;
@@ -53,8 +53,9 @@ pub struct RxPoller<Q: RxQueue> {
     counters: Arc<RxCounters>,
     /// Straggler reports for watched groups (`crate::straggler`); `None`: nothing watched.
     watch: Option<Arc<crate::straggler::Watch>>,
-    /// This queue's share of the port's policer (`crate::policer`); `None`: no policer.
-    policer: Option<TokenBucket>,
+    /// This queue's share of the port's policer (`crate::policer`), following the port's
+    /// register; `None`: never policed (no register).
+    policer: Option<QueuePolicer>,
 }
 
 impl<Q: RxQueue> RxPoller<Q> {
@@ -79,10 +80,11 @@ impl<Q: RxQueue> RxPoller<Q> {
         }
     }
 
-    /// Police this queue's barrier frames: over `spec`'s rate they are dropped before the table
-    /// (`drop_policed`). `spec` is this queue's share (`PolicerSpec::per_queue`).
-    pub fn with_policer(mut self, spec: Option<PolicerSpec>, now_ns: u64) -> Self {
-        self.policer = spec.map(|s| TokenBucket::new(s, now_ns));
+    /// Police this queue's barrier frames as the port's register says (its share,
+    /// `PolicerSpec::per_queue`): over the rate they are dropped before the table
+    /// (`drop_policed`). Management may change the register at any time.
+    pub fn with_policer(mut self, policer: Option<QueuePolicer>) -> Self {
+        self.policer = policer;
         self
     }
 
@@ -115,7 +117,7 @@ impl<Q: RxQueue> RxPoller<Q> {
             }
         };
         // The policer: after the parse (only barrier frames spend credit), before the table.
-        if let Some(b) = &mut self.policer {
+        if let Some(b) = self.policer.as_mut().and_then(|p| p.bucket.as_mut()) {
             if !b.allow(now_ns) {
                 bump(&c.drop_policed, 1);
                 return None;
@@ -182,6 +184,12 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
         let mut frames = std::mem::take(&mut self.frames);
         self.queue.rx_burst(&mut frames, BURST);
         let busy = !frames.is_empty();
+        if busy {
+            // Once per burst: a policer management changed (one load when nothing did).
+            if let Some(p) = &mut self.policer {
+                p.refresh(now_ns);
+            }
+        }
         // The burst in three passes, so that its cache misses overlap instead of being taken
         // one frame at a time: ask for every frame's bytes; parse them, asking for each
         // group's table slot; then apply them in order (perf/README.md, "The hot path").

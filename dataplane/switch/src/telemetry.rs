@@ -5,7 +5,7 @@
 //! | command | reply (a flat dictionary; `/` in a key separates levels) |
 //! | --- | --- |
 //! | `/barrier/stats` | every RX counter summed over the pollers (`rx/<name>`, the names the report prints), every TX counter summed over the ports (`tx/<name>`), the scheduler's (`scheduler/<name>`) |
-//! | `/barrier/ports` | per port: `<port>/port_id`, `<port>/rx_frames`, `<port>/tx_frames_out`, and the port's xstats under DPDK's own names (`<port>/rx_good_packets`, ...) |
+//! | `/barrier/ports` | per port: `<port>/port_id`, `<port>/rx_frames`, `<port>/tx_frames_out`, `<port>/policer_rate` and `<port>/policer_burst` (0: no policer), and the port's xstats under DPDK's own names (`<port>/rx_good_packets`, ...) |
 //! | `/barrier/lcores` | per loop: `<lcore>/busy_polls`, `<lcore>/idle_polls`, `<lcore>/backoffs` |
 //! | `/barrier/groups` | `capacity`, `configured`, `completions`, `resends`, then `<group>/completions` for the first configured groups |
 //! | `/barrier/group,N` | group N: `epoch`, `role`, `parent`, `children`, `phase`, `seq`, `arrived`, `missing`, `completions`, `resends`; for a group in `[stragglers] groups` also its straggler report (`crate::straggler`) |
@@ -326,6 +326,16 @@ pub fn ports_entries(stats: &SwitchStats, ids: &[PortId]) -> Vec<(String, Teleme
         out.push((
             format!("{name}/tx_frames_out"),
             TelemetryValue::U64(stats.tx[p].frames_out.load(Relaxed)),
+        ));
+        // the policer in force (file or `barrierctl port set`); 0: none
+        let policer = stats.policers.get(p).and_then(|r| r.get());
+        out.push((
+            format!("{name}/policer_rate"),
+            TelemetryValue::U64(policer.map_or(0, |s| s.rate)),
+        ));
+        out.push((
+            format!("{name}/policer_burst"),
+            TelemetryValue::U64(policer.map_or(0, |s| s.burst)),
         ));
         match dpdk::port::xstats_of(*id) {
             Ok(xs) => out.extend(

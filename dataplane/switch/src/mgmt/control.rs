@@ -4,6 +4,7 @@
 use crate::config::{self, DEFAULT_RESEND_TIMEOUT_US};
 use crate::counters::{RxCounters, SchedCounters, TxCounters};
 use crate::engine::SwitchStats;
+use crate::policer::PolicerSpec;
 use crate::spec::{Device, SwitchSpec};
 use barrier_ctl::proto::{
     parse_request, CounterSet, GroupBlockInfo, GroupInfo, GroupRegisters, PortInfo, Reply, Request,
@@ -110,6 +111,12 @@ impl Control {
             Request::GroupDelete { group } => self.delete(group),
             Request::Stats {} => Ok(self.stats()),
             Request::Ports {} => Ok(self.ports()),
+            Request::PortShow { port } => self.port_show(&port),
+            Request::PortSet {
+                port,
+                policer_rate,
+                policer_burst,
+            } => self.port_set(&port, policer_rate, policer_burst),
             Request::WriteBack {} => self.write_back(),
         };
         match out {
@@ -510,34 +517,97 @@ impl Control {
         Reply::Stats { sets }
     }
 
-    fn ports(&self) -> Reply {
+    /// One port as the control socket shows it: counters summed over its RX queues, the
+    /// policer its register holds now.
+    fn port_info(&self, i: usize) -> PortInfo {
         let s = &self.stats;
-        let frames = RxCounters::NAMES
-            .iter()
-            .position(|n| *n == "frames")
-            .expect("RX counts frames");
-        Reply::Ports {
-            ports: self
-                .ports
-                .iter()
-                .enumerate()
-                .map(|(i, d)| PortInfo {
-                    index: i as u8,
-                    name: d.name.clone(),
-                    device: d.device.clone(),
-                    peer_mac: mac_string(d.peer_mac),
-                    rx_frames: s
-                        .rx
-                        .iter()
-                        .filter(|(p, _)| *p == i)
-                        .map(|(_, c)| c.values()[frames])
-                        .sum(),
-                    tx_frames: s.tx.get(i).map_or(0, |c| {
-                        c.frames_out.load(std::sync::atomic::Ordering::Relaxed)
-                    }),
-                })
-                .collect(),
+        let rx = |name: &str| -> u64 {
+            let Some(k) = RxCounters::NAMES.iter().position(|n| *n == name) else {
+                return 0;
+            };
+            s.rx.iter()
+                .filter(|(p, _)| *p == i)
+                .map(|(_, c)| c.values()[k])
+                .sum()
+        };
+        let d = &self.ports[i];
+        let policer = s.policers.get(i).and_then(|r| r.get());
+        PortInfo {
+            index: i as u8,
+            name: d.name.clone(),
+            device: d.device.clone(),
+            peer_mac: mac_string(d.peer_mac),
+            rx_frames: rx("frames"),
+            tx_frames: s.tx.get(i).map_or(0, |c| {
+                c.frames_out.load(std::sync::atomic::Ordering::Relaxed)
+            }),
+            policer_rate: policer.map_or(0, |p| p.rate),
+            policer_burst: policer.map_or(0, |p| p.burst),
+            drop_policed: rx("drop_policed"),
         }
+    }
+
+    fn ports(&self) -> Reply {
+        Reply::Ports {
+            ports: (0..self.ports.len()).map(|i| self.port_info(i)).collect(),
+        }
+    }
+
+    fn port_show(&self, name: &str) -> Result<Reply, String> {
+        let p = self.port(name)?;
+        Ok(Reply::Port {
+            port: self.port_info(p.get() as usize),
+        })
+    }
+
+    /// Sets a port's policer: checked as the file's `policer_rate` / `policer_burst` are (each
+    /// RX queue's share at least 1 frame/s and 1 frame), then published through the port's
+    /// register, which the port's RX pollers read once per burst. A refusal changes nothing.
+    fn port_set(
+        &mut self,
+        name: &str,
+        rate: Option<u64>,
+        burst: Option<u64>,
+    ) -> Result<Reply, String> {
+        let p = self.port(name)?;
+        let i = p.get() as usize;
+        let register = self
+            .stats
+            .policers
+            .get(i)
+            .ok_or_else(|| format!("port {name:?} has no policer register"))?
+            .clone();
+        let rate = match (rate, burst) {
+            (None, None) => {
+                return Err(
+                    "nothing to change: give policer_rate (frames/s, 0: off) or policer_burst"
+                        .into(),
+                )
+            }
+            (Some(r), _) => r,
+            (None, Some(_)) => match register.get() {
+                Some(now) => now.rate,
+                None => {
+                    return Err(format!(
+                        "port {name:?} has no policer: give policer_rate with the burst"
+                    ))
+                }
+            },
+        };
+        let queues = self.stats.rx.iter().filter(|(q, _)| *q == i).count();
+        let spec = PolicerSpec::checked(rate, burst, u16::try_from(queues).unwrap_or(u16::MAX))
+            .map_err(|e| format!("port {name:?}: {e}"))?;
+        let generation = register.set(spec);
+        tracing::info!(
+            port = name,
+            rate = spec.map_or(0, |s| s.rate),
+            burst = spec.map_or(0, |s| s.burst),
+            generation,
+            "control: port policer set"
+        );
+        Ok(Reply::Port {
+            port: self.port_info(i),
+        })
     }
 
     /// The running groups as the file's `[[groups]]` array.

@@ -656,3 +656,132 @@ fn group_show_names_the_straggler_of_a_watched_group() {
     };
     assert!(g.stragglers.is_none());
 }
+
+impl Bed {
+    /// `port_show` of `name`: (rate, burst, rx frames, drop_policed).
+    fn policer_of(&mut self, name: &str) -> (u64, u64, u64, u64) {
+        match self.ok(&format!(r#"{{"op":"port_show","port":"{name}"}}"#)) {
+            Reply::Port { port } => (
+                port.policer_rate,
+                port.policer_burst,
+                port.rx_frames,
+                port.drop_policed,
+            ),
+            other => panic!("port_show answered {other:?}"),
+        }
+    }
+}
+
+/// A policer set through the control socket's `port_set` polices the port's barrier frames
+/// from the RX poller's next burst (`drop_policed`), and rate 0 turns it off. Time stands
+/// still here (every poll at 0 ns), so the bucket never refills: exactly the burst passes.
+#[test]
+fn a_policer_set_at_run_time_drops_frames_over_it_and_0_turns_it_off() {
+    let mut b = bed(4);
+    assert_eq!(b.policer_of("d0"), (0, 0, 0, 0));
+    for _ in 0..20 {
+        b.send_reduce(1, 1, 0);
+    }
+    b.run();
+    assert_eq!(b.policer_of("d0"), (0, 0, 20, 0), "policed with no policer");
+    match b.ok(r#"{"op":"port_set","port":"d0","policer_rate":1000,"policer_burst":5}"#) {
+        Reply::Port { port } => {
+            assert_eq!(
+                (port.name.as_str(), port.policer_rate, port.policer_burst),
+                ("d0", 1000, 5)
+            )
+        }
+        other => panic!("port_set answered {other:?}"),
+    }
+    for _ in 0..20 {
+        b.send_reduce(1, 1, 0);
+    }
+    b.run();
+    assert_eq!(
+        b.policer_of("d0"),
+        (1000, 5, 40, 15),
+        "5 pass, 15 over the rate"
+    );
+    // the other ports are not policed
+    b.send_reduce(2, 1, 0);
+    b.run();
+    assert_eq!(b.policer_of("d1"), (0, 0, 1, 0));
+    // the listing shows it too
+    match b.ok(r#"{"op":"ports"}"#) {
+        Reply::Ports { ports } => {
+            assert_eq!((ports[1].policer_rate, ports[1].drop_policed), (1000, 15));
+            assert_eq!(ports[0].policer_rate, 0);
+        }
+        other => panic!("ports answered {other:?}"),
+    }
+    // only the burst changes: the rate in force stays, the bucket starts full again
+    b.ok(r#"{"op":"port_set","port":"d0","policer_burst":2}"#);
+    for _ in 0..5 {
+        b.send_reduce(1, 1, 0);
+    }
+    b.run();
+    assert_eq!(b.policer_of("d0"), (1000, 2, 45, 18));
+    // 0: off
+    b.ok(r#"{"op":"port_set","port":"d0","policer_rate":0}"#);
+    for _ in 0..20 {
+        b.send_reduce(1, 1, 0);
+    }
+    b.run();
+    assert_eq!(b.policer_of("d0"), (0, 0, 65, 18), "policed after rate 0");
+}
+
+/// A `port_set` the switch cannot apply is refused naming what is wrong, and the port's
+/// policer stays as it was.
+#[test]
+fn a_bad_policer_is_refused_with_the_reason_and_changes_nothing() {
+    let mut b = bed(4);
+    let bad = [
+        (
+            r#"{"op":"port_set","port":"d9","policer_rate":5}"#,
+            "unknown port \"d9\" (this switch has up, d0, d1, d2)",
+        ),
+        (
+            r#"{"op":"port_set","port":"d0","policer_rate":2000000000}"#,
+            "port \"d0\": policer_rate 2000000000: give 0 (off) or 1..=1000000000 frames/s",
+        ),
+        (
+            r#"{"op":"port_set","port":"d0","policer_rate":100,"policer_burst":0}"#,
+            "policer_burst 0: give 1..=100000000 frames",
+        ),
+        (
+            r#"{"op":"port_set","port":"d0","policer_rate":100,"policer_burst":100000001}"#,
+            "policer_burst 100000001",
+        ),
+        (
+            r#"{"op":"port_set","port":"d0","policer_rate":0,"policer_burst":5}"#,
+            "a burst needs a rate",
+        ),
+        (r#"{"op":"port_set","port":"d0"}"#, "nothing to change"),
+        (
+            r#"{"op":"port_set","port":"d0","policer_rate":-5}"#,
+            "invalid value",
+        ),
+        (
+            r#"{"op":"port_set","port":"d0","policer_rate":"fast"}"#,
+            "invalid type",
+        ),
+        (
+            r#"{"op":"port_show","port":"nope"}"#,
+            "unknown port \"nope\"",
+        ),
+    ];
+    for (line, why) in bad {
+        b.refused(line, why);
+        assert_eq!(b.policer_of("d0").0, 0, "{line} set a policer");
+    }
+    b.refused(
+        r#"{"op":"port_set","port":"d0","policer_burst":5}"#,
+        "port \"d0\" has no policer: give policer_rate with the burst",
+    );
+    b.ok(r#"{"op":"port_set","port":"d0","policer_rate":1000,"policer_burst":5}"#);
+    for (line, why) in bad {
+        b.refused(line, why);
+        let (r, bu, _, _) = b.policer_of("d0");
+        assert_eq!((r, bu), (1000, 5), "{line} changed the policer");
+    }
+}
