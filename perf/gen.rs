@@ -109,6 +109,8 @@ fn main() {
     let plan = PortPlan::Inproc {
         ports: PORTS,
         switch_resend_ns: 20_000_000,
+        switch_backoff: barrier_protocol::backoff::Backoff::FIXED,
+        parent: false,
     };
 
     // Phase 1: the minimal reflector.

@@ -5,8 +5,9 @@
 
 use crate::engine::GenPort;
 use crate::fault::FaultRates;
+use barrier_protocol::backoff::Backoff;
 use barrier_protocol::switch::GroupConfig;
-use barrier_protocol::PortSet;
+use barrier_protocol::{PortIdx, PortSet};
 use barrier_runtime::clock::Clock;
 use barrier_runtime::counters::LoopCounters;
 use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
@@ -87,9 +88,17 @@ pub enum PortPlan {
     /// Existing ports by device name (`0000:3b:00.0`, `net_memif0`), or a vdev spec with
     /// arguments (`net_af_packet0,iface=veth0`) created now.
     Named(Vec<String>),
-    /// `n` ring pairs to an in-process barrier-switch root that has every group, resend timer
-    /// in ns.
-    Inproc { ports: usize, switch_resend_ns: u64 },
+    /// `n` ring pairs to an in-process barrier-switch that has every group.
+    Inproc {
+        ports: usize,
+        /// The switch's re-send timer, ns, and how its re-sends back off (a root arms none).
+        switch_resend_ns: u64,
+        switch_backoff: Backoff,
+        /// The switch is an intermediate, its parent port (index `ports`) joined by one more
+        /// ring pair to a second in-process switch, the root, whose one child that is. Without
+        /// it the switch is the root and re-sends nothing.
+        parent: bool,
+    },
 }
 
 fn mbufs_for(ports: usize) -> u32 {
@@ -113,7 +122,8 @@ fn mac_of(port: &Port, i: usize) -> [u8; 6] {
 }
 
 /// Opens the ports of `plan`; returns the wiring and the generator's side of each port. For
-/// `Inproc`, a barrier-switch root runs on the far ends with one group shape per entry of
+/// `Inproc`, a barrier-switch (the root, or with `parent` an intermediate under a second
+/// in-process switch, the root) runs on the far ends with one group shape per entry of
 /// `shards` (group numbers, children as a port bitmask), on `sut_lcore` or, without one, inside
 /// the generator's loop. `tag` names the pool and the ring pairs (unique in the process while
 /// they live).
@@ -127,21 +137,34 @@ pub fn open(
 ) -> Result<(Wiring, Vec<DpdkGenPort>), WiringError> {
     let (mut w, gen, far) = open_ports(eal, tag, plan, faults)?;
     if let PortPlan::Inproc {
-        switch_resend_ns, ..
+        ports,
+        switch_resend_ns,
+        switch_backoff,
+        parent,
     } = plan
     {
+        // The intermediate's parent port comes after the generator's ports.
+        let up = PortIdx::new(*ports as u8).filter(|_| *parent);
         let specs: Vec<GroupBlock> = shards
             .iter()
             .map(|(numbers, children)| GroupBlock {
                 numbers: numbers.clone(),
                 config: GroupConfig {
-                    resend_timeout_ns: *switch_resend_ns,
-                    ..GroupConfig::root(PortSet(*children))
+                    backoff: *switch_backoff,
+                    ..match up {
+                        Some(up) => {
+                            GroupConfig::intermediate(up, PortSet(*children), *switch_resend_ns)
+                        }
+                        None => GroupConfig {
+                            resend_timeout_ns: *switch_resend_ns,
+                            ..GroupConfig::root(PortSet(*children))
+                        },
+                    }
                 },
             })
             .collect();
         let table = Arc::new(build_table(&specs)?);
-        let io = far
+        let mut io: Vec<_> = far
             .into_iter()
             .map(|f| PortIo {
                 name: f.name,
@@ -152,9 +175,69 @@ pub fn open(
             })
             .collect();
         let clock = Clock::new();
+        let mut root_pollers = Vec::new();
+        if up.is_some() {
+            // One more ring pair: the intermediate's parent port and the root's child port 0.
+            let (a, b) = ring_pair(
+                &w.eal,
+                &w.pool,
+                &format!("{tag}up"),
+                &format!("{tag}root"),
+                *ports,
+            )?;
+            let mut pair = vec![a, b];
+            start_ports(&mut pair)?;
+            let b = pair.pop().expect("two ports");
+            let a = pair.pop().expect("two ports");
+            let (intermediate_mac, root_mac) = ([0x02, 0, 0, 0, 0x5e, 0], [0x02, 0, 0, 0, 0x5e, 1]);
+            let queues = |p: &Port| -> Result<(DpdkRx, DpdkTx), WiringError> {
+                Ok((
+                    DpdkRx::new(p.rx_queue(QueueId(0)).map_err(WiringError::Queue)?),
+                    DpdkTx::new(
+                        p.tx_queue(QueueId(0)).map_err(WiringError::Queue)?,
+                        w.pool.clone(),
+                    ),
+                ))
+            };
+            let (arx, atx) = queues(&a)?;
+            let (brx, btx) = queues(&b)?;
+            io.push(PortIo {
+                name: a.name().to_string(),
+                rx: vec![arx],
+                tx: atx,
+                peer_mac: root_mac,
+                mac: None,
+            });
+            let root_specs: Vec<GroupBlock> = shards
+                .iter()
+                .map(|(numbers, _)| GroupBlock {
+                    numbers: numbers.clone(),
+                    config: GroupConfig::root(PortSet(1)),
+                })
+                .collect();
+            let root_io = vec![PortIo {
+                name: b.name().to_string(),
+                rx: vec![brx],
+                tx: btx,
+                peer_mac: intermediate_mac,
+                mac: None,
+            }];
+            let root = build_switch(
+                "root",
+                root_mac,
+                root_io,
+                Arc::new(build_table(&root_specs)?),
+                clock.now_ns(),
+            );
+            root_pollers.extend(root.rx.into_iter().map(|(_, _, p)| p));
+            root_pollers.push(root.sched);
+            w.ports.push(a);
+            w.ports.push(b);
+        }
         let sw = build_switch("sut", [0x02, 0, 0, 0, 0x5e, 0], io, table, clock.now_ns());
         let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
         pollers.push(sw.sched);
+        pollers.extend(root_pollers);
         w.attach(pollers, clock, Some(sw.stats), sut_lcore)?;
     }
     Ok((w, gen))
@@ -168,13 +251,15 @@ pub fn open_ports(
     plan: &PortPlan,
     faults: &[(FaultRates, FaultRates)],
 ) -> Result<(Wiring, Vec<DpdkGenPort>, Vec<FarEnd>), WiringError> {
-    let n = match plan {
-        PortPlan::Named(v) => v.len(),
-        PortPlan::Inproc { ports, .. } => *ports,
+    let (n, max) = match plan {
+        PortPlan::Named(v) => (v.len(), 64),
+        // With a parent the in-process switch's last port leads up.
+        PortPlan::Inproc { ports, parent, .. } => (*ports, if *parent { 63 } else { 64 }),
     };
-    if n == 0 || n > 64 {
+    if n == 0 || n > max {
         return Err(WiringError::Plan(format!(
-            "{n} ports: the generator needs 1..=64 (a switch has at most 64 children per group)"
+            "{n} ports: the generator needs 1..={max} (a switch has at most 64 ports, children \
+             and parent, per group)"
         )));
     }
     let pool = Mempool::new_pktmbuf(&eal, tag, mbufs_for(n), 256, dpdk::MBUF_DEFAULT_BUF_SIZE)
@@ -200,18 +285,13 @@ pub fn open_ports(
         }
         PortPlan::Inproc { ports, .. } => {
             for i in 0..*ports {
-                let (mut a, mut b) = Port::ring_pair(
+                let (a, b) = ring_pair(
                     &eal,
+                    &pool,
                     &format!("{tag}{i}"),
                     &format!("{tag}sut{i}"),
-                    1,
-                    u32::from(QUEUE_DEPTH),
-                )
-                .map_err(|source| WiringError::RingPair { pair: i, source })?;
-                for p in [&mut a, &mut b] {
-                    p.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, &pool)
-                        .map_err(|source| WiringError::RingPair { pair: i, source })?;
-                }
+                    i,
+                )?;
                 gen_side.push(a);
                 far_side.push(b);
             }
@@ -254,6 +334,23 @@ pub fn open_ports(
     }
     w.ports = gen_side.into_iter().chain(far_side).collect();
     Ok((w, gen, far))
+}
+
+/// A configured (not started) `net_ring` pair named `a` and `b`; `i` numbers it in errors.
+fn ring_pair(
+    eal: &Eal,
+    pool: &Mempool,
+    a: &str,
+    b: &str,
+    i: usize,
+) -> Result<(Port, Port), WiringError> {
+    let (mut a, mut b) = Port::ring_pair(eal, a, b, 1, u32::from(QUEUE_DEPTH))
+        .map_err(|source| WiringError::RingPair { pair: i, source })?;
+    for p in [&mut a, &mut b] {
+        p.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, pool)
+            .map_err(|source| WiringError::RingPair { pair: i, source })?;
+    }
+    Ok((a, b))
 }
 
 impl Wiring {
