@@ -130,6 +130,10 @@ struct Opts {
     /// switch (the root, one more net_ring pair), so it re-sends reduces upward on its timer.
     #[arg(long, requires = "inproc_switch")]
     inproc_parent: bool,
+    /// With --inproc-parent: the root's frames to the intermediate are held back this many µs
+    /// (a long or slow link to the parent), so the intermediate's re-send timer can run out.
+    #[arg(long, default_value_t = 0, requires = "inproc_parent")]
+    inproc_parent_delay_us: u64,
     /// Drop probability per frame.
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -334,6 +338,7 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 jitter_pct: opts.switch_resend_jitter_pct,
             },
             parent: opts.inproc_parent,
+            parent_delay_ns: opts.inproc_parent_delay_us.saturating_mul(1000),
         }
     } else {
         PortPlan::Named(opts.port.clone())
@@ -385,6 +390,7 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         "ports": gen_ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
         "inproc_switch": opts.inproc_switch,
         "inproc_parent": opts.inproc_parent,
+        "inproc_parent_delay_us": opts.inproc_parent_delay_us,
         "switch_resend_us": opts.switch_resend_us,
         "switch_resend_max_us": opts.switch_resend_max_us,
         "switch_resend_jitter_pct": opts.switch_resend_jitter_pct,

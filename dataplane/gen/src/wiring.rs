@@ -11,6 +11,7 @@ use barrier_protocol::{PortIdx, PortSet};
 use barrier_runtime::clock::Clock;
 use barrier_runtime::counters::LoopCounters;
 use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
+use barrier_runtime::io::{TxBlocked, TxQueue};
 use barrier_runtime::launch::{
     close_ports, open_port, start_ports, CloseError, LaunchError, PortDevice, PortSetup,
 };
@@ -18,6 +19,7 @@ use barrier_runtime::poll::{finish_all, run_loop, Idle, Poller};
 use barrier_switch::engine::{build_switch, build_table, BuildTableError, PortIo, SwitchStats};
 use barrier_switch::spec::GroupBlock;
 use dpdk::{DpdkError, Eal, LcoreId, LcoreJoin, Mempool, Port, QueueId};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -98,6 +100,9 @@ pub enum PortPlan {
         /// ring pair to a second in-process switch, the root, whose one child that is. Without
         /// it the switch is the root and re-sends nothing.
         parent: bool,
+        /// With `parent`: the root's frames to the intermediate are held back this many ns (a
+        /// long or slow link to the parent; [`DelayTx`]). 0: none.
+        parent_delay_ns: u64,
     },
 }
 
@@ -141,6 +146,7 @@ pub fn open(
         switch_resend_ns,
         switch_backoff,
         parent,
+        parent_delay_ns,
     } = plan
     {
         // The intermediate's parent port comes after the generator's ports.
@@ -218,7 +224,7 @@ pub fn open(
             let root_io = vec![PortIo {
                 name: b.name().to_string(),
                 rx: vec![brx],
-                tx: btx,
+                tx: DelayTx::new(btx, *parent_delay_ns, clock),
                 peer_mac: intermediate_mac,
                 mac: None,
             }];
@@ -334,6 +340,61 @@ pub fn open_ports(
     }
     w.ports = gen_side.into_iter().chain(far_side).collect();
     Ok((w, gen, far))
+}
+
+/// Frames held back `delay_ns` before they reach the queue underneath (a long link). At most
+/// [`DelayTx::MAX_HELD`] frames are held; beyond that `offer` refuses (`TxBlocked::Full`), as a
+/// full device would. With a delay of 0 frames pass straight through.
+pub struct DelayTx<T: TxQueue> {
+    inner: T,
+    delay_ns: u64,
+    clock: Clock,
+    held: VecDeque<(u64, Vec<u8>)>,
+}
+
+impl<T: TxQueue> DelayTx<T> {
+    pub const MAX_HELD: usize = 1 << 16;
+
+    pub fn new(inner: T, delay_ns: u64, clock: Clock) -> Self {
+        DelayTx {
+            inner,
+            delay_ns,
+            clock,
+            held: VecDeque::new(),
+        }
+    }
+}
+
+impl<T: TxQueue> TxQueue for DelayTx<T> {
+    fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
+        if self.delay_ns == 0 {
+            return self.inner.offer(frame);
+        }
+        if self.held.len() >= Self::MAX_HELD {
+            return Err(TxBlocked::Full);
+        }
+        let due = self.clock.now_ns() + self.delay_ns;
+        self.held.push_back((due, frame.to_vec()));
+        Ok(())
+    }
+
+    fn flush(&mut self) -> (usize, usize) {
+        if !self.held.is_empty() {
+            let now = self.clock.now_ns();
+            while let Some((due, frame)) = self.held.front() {
+                if *due > now || self.inner.offer(frame).is_err() {
+                    break;
+                }
+                self.held.pop_front();
+            }
+        }
+        let (sent, left) = self.inner.flush();
+        (sent, left + self.held.len())
+    }
+
+    fn buffered(&self) -> usize {
+        self.inner.buffered() + self.held.len()
+    }
 }
 
 /// A configured (not started) `net_ring` pair named `a` and `b`; `i` numbers it in errors.
