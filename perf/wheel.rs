@@ -15,6 +15,8 @@ use barrier_runtime::wheel::TimerWheel;
 use std::hint::black_box;
 use std::time::Instant;
 
+// Copied as it was: not every method is used here.
+#[allow(dead_code)]
 mod old {
     //! The wheel before the flat storage (dataplane/runtime/src/wheel.rs at d64a1ec), plus
     //! `heap_bytes`.
