@@ -109,6 +109,9 @@ fn main() {
     let plan = PortPlan::Inproc {
         ports: PORTS,
         switch_resend_ns: 20_000_000,
+        switch_backoff: barrier_protocol::backoff::Backoff::FIXED,
+        parent: false,
+        parent_delay_ns: 0,
     };
 
     // Phase 1: the minimal reflector.

@@ -114,9 +114,26 @@ struct Opts {
     /// A barrier slower than this (first reduce to last release) counts as lost, milliseconds.
     #[arg(long, default_value_t = 1_000)]
     deadline_ms: u64,
-    /// With --inproc-switch: the switch's re-send timer, microseconds (a root arms none).
+    /// With --inproc-switch: the switch's re-send timer, microseconds (a root arms none: see
+    /// --inproc-parent).
     #[arg(long, default_value_t = 20_000)]
     switch_resend_us: u64,
+    /// With --inproc-switch: the switch doubles its re-send wait after each re-send of a
+    /// barrier, up to this many µs (the group register resend_max_us; default 0: fixed).
+    #[arg(long, default_value_t = 0)]
+    switch_resend_max_us: u64,
+    /// With --inproc-switch: the switch shortens each re-send wait by up to this many percent
+    /// (the group register resend_jitter_pct, 0..=50; default 0).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=50))]
+    switch_resend_jitter_pct: u8,
+    /// With --inproc-switch: the switch is an intermediate whose parent is a second in-process
+    /// switch (the root, one more net_ring pair), so it re-sends reduces upward on its timer.
+    #[arg(long, requires = "inproc_switch")]
+    inproc_parent: bool,
+    /// With --inproc-parent: the root's frames to the intermediate are held back this many µs
+    /// (a long or slow link to the parent), so the intermediate's re-send timer can run out.
+    #[arg(long, default_value_t = 0, requires = "inproc_parent")]
+    inproc_parent_delay_us: u64,
     /// Drop probability per frame.
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -316,6 +333,12 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         PortPlan::Inproc {
             ports: opts.ports,
             switch_resend_ns: opts.switch_resend_us * 1000,
+            switch_backoff: barrier_protocol::backoff::Backoff {
+                max_ns: opts.switch_resend_max_us.saturating_mul(1000),
+                jitter_pct: opts.switch_resend_jitter_pct,
+            },
+            parent: opts.inproc_parent,
+            parent_delay_ns: opts.inproc_parent_delay_us.saturating_mul(1000),
         }
     } else {
         PortPlan::Named(opts.port.clone())
@@ -366,6 +389,11 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let config = serde_json::json!({
         "ports": gen_ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
         "inproc_switch": opts.inproc_switch,
+        "inproc_parent": opts.inproc_parent,
+        "inproc_parent_delay_us": opts.inproc_parent_delay_us,
+        "switch_resend_us": opts.switch_resend_us,
+        "switch_resend_max_us": opts.switch_resend_max_us,
+        "switch_resend_jitter_pct": opts.switch_resend_jitter_pct,
         "workers": shards.len(),
         "groups": opts.groups,
         "first_group": opts.first_group,

@@ -5,11 +5,13 @@
 
 use crate::engine::GenPort;
 use crate::fault::FaultRates;
+use barrier_protocol::backoff::Backoff;
 use barrier_protocol::switch::GroupConfig;
-use barrier_protocol::PortSet;
+use barrier_protocol::{PortIdx, PortSet};
 use barrier_runtime::clock::Clock;
 use barrier_runtime::counters::LoopCounters;
 use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
+use barrier_runtime::io::{TxBlocked, TxQueue};
 use barrier_runtime::launch::{
     close_ports, open_port, start_ports, CloseError, LaunchError, PortDevice, PortSetup,
 };
@@ -17,6 +19,7 @@ use barrier_runtime::poll::{finish_all, run_loop, Idle, Poller};
 use barrier_switch::engine::{build_switch, build_table, BuildTableError, PortIo, SwitchStats};
 use barrier_switch::spec::GroupBlock;
 use dpdk::{DpdkError, Eal, LcoreId, LcoreJoin, Mempool, Port, QueueId};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -87,9 +90,20 @@ pub enum PortPlan {
     /// Existing ports by device name (`0000:3b:00.0`, `net_memif0`), or a vdev spec with
     /// arguments (`net_af_packet0,iface=veth0`) created now.
     Named(Vec<String>),
-    /// `n` ring pairs to an in-process barrier-switch root that has every group, resend timer
-    /// in ns.
-    Inproc { ports: usize, switch_resend_ns: u64 },
+    /// `n` ring pairs to an in-process barrier-switch that has every group.
+    Inproc {
+        ports: usize,
+        /// The switch's re-send timer, ns, and how its re-sends back off (a root arms none).
+        switch_resend_ns: u64,
+        switch_backoff: Backoff,
+        /// The switch is an intermediate, its parent port (index `ports`) joined by one more
+        /// ring pair to a second in-process switch, the root, whose one child that is. Without
+        /// it the switch is the root and re-sends nothing.
+        parent: bool,
+        /// With `parent`: the root's frames to the intermediate are held back this many ns (a
+        /// long or slow link to the parent; [`DelayTx`]). 0: none.
+        parent_delay_ns: u64,
+    },
 }
 
 fn mbufs_for(ports: usize) -> u32 {
@@ -113,7 +127,8 @@ fn mac_of(port: &Port, i: usize) -> [u8; 6] {
 }
 
 /// Opens the ports of `plan`; returns the wiring and the generator's side of each port. For
-/// `Inproc`, a barrier-switch root runs on the far ends with one group shape per entry of
+/// `Inproc`, a barrier-switch (the root, or with `parent` an intermediate under a second
+/// in-process switch, the root) runs on the far ends with one group shape per entry of
 /// `shards` (group numbers, children as a port bitmask), on `sut_lcore` or, without one, inside
 /// the generator's loop. `tag` names the pool and the ring pairs (unique in the process while
 /// they live).
@@ -127,21 +142,35 @@ pub fn open(
 ) -> Result<(Wiring, Vec<DpdkGenPort>), WiringError> {
     let (mut w, gen, far) = open_ports(eal, tag, plan, faults)?;
     if let PortPlan::Inproc {
-        switch_resend_ns, ..
+        ports,
+        switch_resend_ns,
+        switch_backoff,
+        parent,
+        parent_delay_ns,
     } = plan
     {
+        // The intermediate's parent port comes after the generator's ports.
+        let up = PortIdx::new(*ports as u8).filter(|_| *parent);
         let specs: Vec<GroupBlock> = shards
             .iter()
             .map(|(numbers, children)| GroupBlock {
                 numbers: numbers.clone(),
                 config: GroupConfig {
-                    resend_timeout_ns: *switch_resend_ns,
-                    ..GroupConfig::root(PortSet(*children))
+                    backoff: *switch_backoff,
+                    ..match up {
+                        Some(up) => {
+                            GroupConfig::intermediate(up, PortSet(*children), *switch_resend_ns)
+                        }
+                        None => GroupConfig {
+                            resend_timeout_ns: *switch_resend_ns,
+                            ..GroupConfig::root(PortSet(*children))
+                        },
+                    }
                 },
             })
             .collect();
         let table = Arc::new(build_table(&specs)?);
-        let io = far
+        let mut io: Vec<_> = far
             .into_iter()
             .map(|f| PortIo {
                 name: f.name,
@@ -152,9 +181,69 @@ pub fn open(
             })
             .collect();
         let clock = Clock::new();
+        let mut root_pollers = Vec::new();
+        if up.is_some() {
+            // One more ring pair: the intermediate's parent port and the root's child port 0.
+            let (a, b) = ring_pair(
+                &w.eal,
+                &w.pool,
+                &format!("{tag}up"),
+                &format!("{tag}root"),
+                *ports,
+            )?;
+            let mut pair = vec![a, b];
+            start_ports(&mut pair)?;
+            let b = pair.pop().expect("two ports");
+            let a = pair.pop().expect("two ports");
+            let (intermediate_mac, root_mac) = ([0x02, 0, 0, 0, 0x5e, 0], [0x02, 0, 0, 0, 0x5e, 1]);
+            let queues = |p: &Port| -> Result<(DpdkRx, DpdkTx), WiringError> {
+                Ok((
+                    DpdkRx::new(p.rx_queue(QueueId(0)).map_err(WiringError::Queue)?),
+                    DpdkTx::new(
+                        p.tx_queue(QueueId(0)).map_err(WiringError::Queue)?,
+                        w.pool.clone(),
+                    ),
+                ))
+            };
+            let (arx, atx) = queues(&a)?;
+            let (brx, btx) = queues(&b)?;
+            io.push(PortIo {
+                name: a.name().to_string(),
+                rx: vec![arx],
+                tx: atx,
+                peer_mac: root_mac,
+                mac: None,
+            });
+            let root_specs: Vec<GroupBlock> = shards
+                .iter()
+                .map(|(numbers, _)| GroupBlock {
+                    numbers: numbers.clone(),
+                    config: GroupConfig::root(PortSet(1)),
+                })
+                .collect();
+            let root_io = vec![PortIo {
+                name: b.name().to_string(),
+                rx: vec![brx],
+                tx: DelayTx::new(btx, *parent_delay_ns, clock),
+                peer_mac: intermediate_mac,
+                mac: None,
+            }];
+            let root = build_switch(
+                "root",
+                root_mac,
+                root_io,
+                Arc::new(build_table(&root_specs)?),
+                clock.now_ns(),
+            );
+            root_pollers.extend(root.rx.into_iter().map(|(_, _, p)| p));
+            root_pollers.push(root.sched);
+            w.ports.push(a);
+            w.ports.push(b);
+        }
         let sw = build_switch("sut", [0x02, 0, 0, 0, 0x5e, 0], io, table, clock.now_ns());
         let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
         pollers.push(sw.sched);
+        pollers.extend(root_pollers);
         w.attach(pollers, clock, Some(sw.stats), sut_lcore)?;
     }
     Ok((w, gen))
@@ -168,13 +257,15 @@ pub fn open_ports(
     plan: &PortPlan,
     faults: &[(FaultRates, FaultRates)],
 ) -> Result<(Wiring, Vec<DpdkGenPort>, Vec<FarEnd>), WiringError> {
-    let n = match plan {
-        PortPlan::Named(v) => v.len(),
-        PortPlan::Inproc { ports, .. } => *ports,
+    let (n, max) = match plan {
+        PortPlan::Named(v) => (v.len(), 64),
+        // With a parent the in-process switch's last port leads up.
+        PortPlan::Inproc { ports, parent, .. } => (*ports, if *parent { 63 } else { 64 }),
     };
-    if n == 0 || n > 64 {
+    if n == 0 || n > max {
         return Err(WiringError::Plan(format!(
-            "{n} ports: the generator needs 1..=64 (a switch has at most 64 children per group)"
+            "{n} ports: the generator needs 1..={max} (a switch has at most 64 ports, children \
+             and parent, per group)"
         )));
     }
     let pool = Mempool::new_pktmbuf(&eal, tag, mbufs_for(n), 256, dpdk::MBUF_DEFAULT_BUF_SIZE)
@@ -200,18 +291,13 @@ pub fn open_ports(
         }
         PortPlan::Inproc { ports, .. } => {
             for i in 0..*ports {
-                let (mut a, mut b) = Port::ring_pair(
+                let (a, b) = ring_pair(
                     &eal,
+                    &pool,
                     &format!("{tag}{i}"),
                     &format!("{tag}sut{i}"),
-                    1,
-                    u32::from(QUEUE_DEPTH),
-                )
-                .map_err(|source| WiringError::RingPair { pair: i, source })?;
-                for p in [&mut a, &mut b] {
-                    p.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, &pool)
-                        .map_err(|source| WiringError::RingPair { pair: i, source })?;
-                }
+                    i,
+                )?;
                 gen_side.push(a);
                 far_side.push(b);
             }
@@ -254,6 +340,78 @@ pub fn open_ports(
     }
     w.ports = gen_side.into_iter().chain(far_side).collect();
     Ok((w, gen, far))
+}
+
+/// Frames held back `delay_ns` before they reach the queue underneath (a long link). At most
+/// [`DelayTx::MAX_HELD`] frames are held; beyond that `offer` refuses (`TxBlocked::Full`), as a
+/// full device would. With a delay of 0 frames pass straight through.
+pub struct DelayTx<T: TxQueue> {
+    inner: T,
+    delay_ns: u64,
+    clock: Clock,
+    held: VecDeque<(u64, Vec<u8>)>,
+}
+
+impl<T: TxQueue> DelayTx<T> {
+    pub const MAX_HELD: usize = 1 << 16;
+
+    pub fn new(inner: T, delay_ns: u64, clock: Clock) -> Self {
+        DelayTx {
+            inner,
+            delay_ns,
+            clock,
+            held: VecDeque::new(),
+        }
+    }
+}
+
+impl<T: TxQueue> TxQueue for DelayTx<T> {
+    fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
+        if self.delay_ns == 0 {
+            return self.inner.offer(frame);
+        }
+        if self.held.len() >= Self::MAX_HELD {
+            return Err(TxBlocked::Full);
+        }
+        let due = self.clock.now_ns() + self.delay_ns;
+        self.held.push_back((due, frame.to_vec()));
+        Ok(())
+    }
+
+    fn flush(&mut self) -> (usize, usize) {
+        if !self.held.is_empty() {
+            let now = self.clock.now_ns();
+            while let Some((due, frame)) = self.held.front() {
+                if *due > now || self.inner.offer(frame).is_err() {
+                    break;
+                }
+                self.held.pop_front();
+            }
+        }
+        let (sent, left) = self.inner.flush();
+        (sent, left + self.held.len())
+    }
+
+    fn buffered(&self) -> usize {
+        self.inner.buffered() + self.held.len()
+    }
+}
+
+/// A configured (not started) `net_ring` pair named `a` and `b`; `i` numbers it in errors.
+fn ring_pair(
+    eal: &Eal,
+    pool: &Mempool,
+    a: &str,
+    b: &str,
+    i: usize,
+) -> Result<(Port, Port), WiringError> {
+    let (mut a, mut b) = Port::ring_pair(eal, a, b, 1, u32::from(QUEUE_DEPTH))
+        .map_err(|source| WiringError::RingPair { pair: i, source })?;
+    for p in [&mut a, &mut b] {
+        p.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, pool)
+            .map_err(|source| WiringError::RingPair { pair: i, source })?;
+    }
+    Ok((a, b))
 }
 
 impl Wiring {
@@ -309,5 +467,65 @@ impl Wiring {
     /// Stops and closes every port; then every mbuf must be back in the pool.
     pub fn close(self) -> Result<String, WiringError> {
         Ok(close_ports(self.ports, &self.pool)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use barrier_runtime::io::{mem_wire, RxQueue};
+
+    fn received(rx: &mut impl RxQueue<Frame = Vec<u8>>) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        rx.rx_burst(&mut out, 64);
+        out
+    }
+
+    #[test]
+    fn without_a_delay_frames_pass_straight_through() {
+        let (tx, mut rx) = mem_wire(16);
+        let mut d = DelayTx::new(tx, 0, Clock::new());
+        d.offer(&[1, 2, 3]).unwrap();
+        assert_eq!(d.flush(), (1, 0));
+        assert_eq!(received(&mut rx), vec![vec![1, 2, 3]]);
+    }
+
+    #[test]
+    fn delayed_frames_are_held_then_sent_in_order() {
+        // A delay no run of this test reaches: held, counted as buffered, never sent.
+        let (tx, mut rx) = mem_wire(16);
+        let mut d = DelayTx::new(tx, 3_600_000_000_000, Clock::new());
+        d.offer(&[1]).unwrap();
+        d.offer(&[2]).unwrap();
+        assert_eq!(d.buffered(), 2);
+        assert_eq!(d.flush(), (0, 2));
+        assert!(received(&mut rx).is_empty());
+        // A short delay: both frames come out, in order, once it has passed (polled; the
+        // bound is generous for a loaded machine).
+        let (tx, mut rx) = mem_wire(16);
+        let mut d = DelayTx::new(tx, 1_000_000, Clock::new());
+        d.offer(&[1]).unwrap();
+        d.offer(&[2]).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..5000 {
+            d.flush();
+            got.extend(received(&mut rx));
+            if got.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got, vec![vec![1], vec![2]]);
+        assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn a_full_delay_line_refuses() {
+        let (tx, _rx) = mem_wire(16);
+        let mut d = DelayTx::new(tx, 3_600_000_000_000, Clock::new());
+        for _ in 0..DelayTx::<barrier_runtime::io::MemTx>::MAX_HELD {
+            d.offer(&[0]).unwrap();
+        }
+        assert_eq!(d.offer(&[0]), Err(TxBlocked::Full));
     }
 }
