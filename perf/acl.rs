@@ -269,7 +269,7 @@ fn main() {
         );
     }
     println!(
-        "RX cost of a flood frame on x: refused by the table {:.0} ns, policed {:.0} ns (ratio {:.2})",
+        "RX cost of a flood frame on x: refused {:.0} ns, policed {:.0} ns (ratio {:.2})",
         phases[1].rx_ns_per_frame,
         phases[2].rx_ns_per_frame,
         phases[2].rx_ns_per_frame / phases[1].rx_ns_per_frame

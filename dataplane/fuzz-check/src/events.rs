@@ -51,7 +51,9 @@
 //!    nothing.
 //! 3. **Non-members change nothing**: a reduce from a port that is not a child, a release from a
 //!    port that is not the parent (every release at a root): counted `not_a_child` /
-//!    `not_the_parent`, nothing changed, nothing sent. A frame never changes another group.
+//!    `not_the_parent`, nothing changed, nothing sent. A frame never changes another group. A
+//!    frame on a port that no configured group names is counted so whatever its group (known,
+//!    unknown, any epoch): the RX path refuses it for its port before reading the table.
 //! 4. **Releases are justified by the history** (invariant (R) of `docs/protocol.md`, local to
 //!    one switch): a release for `r` goes only to child ports, in the group's current epoch,
 //!    and only if *all(r)*, *parent(r)* or *ahead(r)*. Under assumption 3 of
@@ -371,6 +373,21 @@ impl Harness {
             Kind::Reduce => assert_eq!((dred, drel), (1, 0)),
             Kind::Release => assert_eq!((dred, drel), (0, 1)),
             Kind::Abort(_) => assert_eq!((dred, drel), (0, 0)),
+        }
+        // 3. (first part) a port that no configured group names: refused for its port before
+        // the table is read, whatever the group, counted as a member's frame on a wrong port
+        let port_used = before
+            .iter()
+            .any(|(cfg, _)| cfg.is_some_and(|c| c.members().contains(port(p))));
+        if !port_used {
+            let want = match repr.kind {
+                Kind::Release => Reject::NotTheParent,
+                Kind::Reduce | Kind::Abort(_) => Reject::NotAChild,
+            };
+            assert_eq!(class, Class::Outcome(Outcome::Rejected(want)));
+            assert_eq!(after, before, "a frame on an unused port changed a group");
+            assert!(msgs.is_empty());
+            return;
         }
         let g = repr.group.0;
         let known = g < CAPACITY && before[g as usize].0.is_some();

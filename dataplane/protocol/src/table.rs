@@ -243,8 +243,24 @@ impl Slot {
     }
 
     /// Installs a new generation: fresh state, then the config, then the meta word.
-    fn install(&self, cfg: Option<&GroupConfig>) {
+    /// The ports the configuration of meta word `m` names (children and parent), while the
+    /// slot is locked (BUSY) so `children` belongs to `m`.
+    fn members_locked(&self, m: u64) -> PortSet {
+        if m & CONFIGURED == 0 {
+            return PortSet(0);
+        }
+        let children = PortSet(self.children.load(SeqCst));
+        if m & ROOT != 0 {
+            return children;
+        }
+        let parent = PortIdx::new(((m >> PARENT_SHIFT) & 0x3f) as u8).expect("6-bit port");
+        children.union(PortSet::single(parent))
+    }
+
+    /// Installs a new generation; returns the ports the replaced configuration named.
+    fn install(&self, cfg: Option<&GroupConfig>) -> PortSet {
         let old = self.lock_meta();
+        let old_members = self.members_locked(old);
         let gen = (gen_of_meta(old) + 1) & GEN_MASK;
         // The new state is stored first: from here every CAS prepared against the old
         // generation fails, and every reader waits for BUSY to clear.
@@ -267,6 +283,7 @@ impl Slot {
             self.backoff.store(0, SeqCst);
         }
         self.meta.store(meta, SeqCst);
+        old_members
     }
 
     fn state_store_fresh(&self, gen: u64) {
@@ -308,6 +325,10 @@ pub enum TableError {
 /// `Arc<GroupTable>` between RX threads, the scheduler and the management thread.
 pub struct GroupTable {
     slots: Box<[Slot]>,
+    /// Per port, the configured groups that name it (child or parent): a port at zero carries
+    /// no barrier frame of any group, and its frames are refused before the table is read
+    /// ([`GroupTable::port_in_use`]).
+    port_groups: Box<[AtomicU32]>,
 }
 
 impl fmt::Debug for GroupTable {
@@ -343,6 +364,7 @@ impl GroupTable {
         slots.extend((0..capacity).map(|_| Slot::new()));
         GroupTable {
             slots: slots.into_boxed_slice(),
+            port_groups: (0..64).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
@@ -403,14 +425,42 @@ impl GroupTable {
     #[cold]
     pub fn configure(&self, group: GroupId, cfg: GroupConfig) -> Result<(), TableError> {
         cfg.validate()?;
-        self.slot(group)?.install(Some(&cfg));
+        let slot = self.slot(group)?;
+        // The new members are counted before the old ones are let go, so a port that stays a
+        // member never reads as unused in between.
+        self.count_ports(cfg.members(), true);
+        let old = slot.install(Some(&cfg));
+        self.count_ports(old, false);
         Ok(())
+    }
+
+    fn count_ports(&self, ports: PortSet, add: bool) {
+        for p in ports.iter() {
+            let n = &self.port_groups[p.get() as usize];
+            if add {
+                n.fetch_add(1, SeqCst);
+            } else {
+                n.fetch_sub(1, SeqCst);
+            }
+        }
+    }
+
+    /// Whether any configured group names `port` as a child or its parent. False means no
+    /// frame received on `port` can be a member's: the RX path refuses it for its port without
+    /// reading the group's slot (a flood on a port that belongs to no tree costs a parse, not a
+    /// cache miss per frame). A frame that races a `configure` naming the port for the first
+    /// time may be refused as if it came just before: a lost frame, which the re-send timers
+    /// recover. True says nothing about a given group; `apply` decides.
+    #[inline]
+    pub fn port_in_use(&self, port: PortIdx) -> bool {
+        self.port_groups[port.get() as usize].load(Relaxed) != 0
     }
 
     /// Unconfigures a group; frames for it then fail with [`TableError::NotConfigured`].
     #[cold]
     pub fn remove(&self, group: GroupId) -> Result<(), TableError> {
-        self.slot(group)?.install(None);
+        let old = self.slot(group)?.install(None);
+        self.count_ports(old, false);
         Ok(())
     }
 
@@ -704,6 +754,44 @@ mod tests {
         assert!(t.on_timer(resend(GroupId(99), Seq(0)), ME).is_empty());
         // other groups untouched
         assert_eq!(t.config(GroupId(2)), None);
+    }
+
+    /// A port is in use while some configured group names it; reconfiguring and removing
+    /// groups keeps the count right, and a refused configuration changes nothing.
+    #[test]
+    fn ports_in_use_follow_configure_and_remove() {
+        let t = GroupTable::new(4);
+        let p = |i: u8| PortIdx::new(i).unwrap();
+        let used =
+            |t: &GroupTable| -> Vec<u8> { (0..64).filter(|&i| t.port_in_use(p(i))).collect() };
+        assert_eq!(used(&t), Vec::<u8>::new());
+        let mid = GroupConfig::intermediate(p(0), PortSet(0b0110), 1_000); // parent 0, children 1, 2
+        t.configure(GroupId(1), mid).unwrap();
+        assert_eq!(used(&t), [0, 1, 2]);
+        t.configure(GroupId(2), GroupConfig::root(PortSet(0b1100)))
+            .unwrap(); // children 2, 3
+        assert_eq!(used(&t), [0, 1, 2, 3]);
+        // Group 1 again, now a root over 1 and 63: port 0 is no longer named.
+        let mut wide = PortSet(0b10);
+        wide.insert(p(63));
+        t.configure(GroupId(1), GroupConfig::root(wide)).unwrap();
+        assert_eq!(used(&t), [1, 2, 3, 63]);
+        assert!(t
+            .configure(GroupId(3), GroupConfig::root(PortSet(0)))
+            .is_err());
+        assert!(
+            t.configure(GroupId(9), GroupConfig::root(PortSet(0b1)))
+                .is_err(),
+            "outside"
+        );
+        assert_eq!(used(&t), [1, 2, 3, 63], "refusals count nothing");
+        t.remove(GroupId(2)).unwrap();
+        assert_eq!(used(&t), [1, 63]);
+        t.remove(GroupId(2)).unwrap(); // already gone: nothing to let go
+        t.reset_all();
+        assert_eq!(used(&t), [1, 63], "a reset keeps configuration");
+        t.remove(GroupId(1)).unwrap();
+        assert_eq!(used(&t), Vec::<u8>::new());
     }
 
     #[test]
