@@ -29,6 +29,20 @@ const RUNNING: u32 = 1000;
 const MANAGED: u32 = 1050;
 const PORTS: [&str; 4] = ["d0", "d1", "d2", "d3"];
 
+/// How the control socket describes the test switch's ports (as `barrier-switch run` would
+/// for `net_ring` vdevs).
+fn port_descs() -> Vec<PortDesc> {
+    PORTS
+        .iter()
+        .enumerate()
+        .map(|(i, n)| PortDesc {
+            name: n.to_string(),
+            device: format!("vdev:net_ring{i}"),
+            peer_mac: [0xff; 6],
+        })
+        .collect()
+}
+
 fn reduce(group: u32, seq: u32) -> Vec<u8> {
     reduce_in(Epoch::DEFAULT, group, seq)
 }
@@ -142,15 +156,7 @@ fn start() -> Bed {
     }
     let clock = Clock::new();
     let sw = build_switch("s0", [2, 0, 0, 0, 0, 1], ports, table, clock.now_ns());
-    let descs = PORTS
-        .iter()
-        .enumerate()
-        .map(|(i, n)| PortDesc {
-            name: n.to_string(),
-            device: format!("vdev:net_ring{i}"),
-            peer_mac: [0xff; 6],
-        })
-        .collect();
+    let descs = port_descs();
     let control = Control::with_ports(sw.stats.clone(), descs, None);
     let dir = tempfile::tempdir().unwrap();
     // World-traversable, so that the non-root client below reaches the socket's own check.
@@ -724,15 +730,7 @@ impl Policed {
         }
         let clock = Clock::new();
         let sw = build_switch("s0", [2, 0, 0, 0, 0, 1], ports, table, clock.now_ns());
-        let descs = PORTS
-            .iter()
-            .enumerate()
-            .map(|(i, n)| PortDesc {
-                name: n.to_string(),
-                device: format!("vdev:net_ring{i}"),
-                peer_mac: [0xff; 6],
-            })
-            .collect();
+        let descs = port_descs();
         let control = Control::with_ports(sw.stats.clone(), descs, None);
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("s0.sock");
