@@ -1,8 +1,9 @@
 //! The parser and control parts on an RX lcore: receive a burst, parse each frame into a barrier
 //! event, apply it to the shared group table (one CAS), count the outcome, and hand the actions
-//! to the scheduler through this poller's ring. Frames are freed when the burst is dropped.
+//! to the scheduler through this poller's ring. Frames are freed in bulk after the burst.
 //! A port's policer (`crate::policer`), when configured, drops barrier frames over its rate
-//! between the parse and the table.
+//! between the parse and the table; a port that no group names refuses every barrier frame
+//! there too (`GroupTable::port_in_use`).
 
 use crate::counters::{bump, RxCounters};
 use crate::io::{RxQueue, BURST};
@@ -103,8 +104,8 @@ impl<Q: RxQueue> RxPoller<Q> {
         }
     }
 
-    /// Parse one frame and count it; `None` when it goes no further (malformed, or over the
-    /// policer's rate).
+    /// Parse one frame and count it; `None` when it goes no further (malformed, over the
+    /// policer's rate, or on a port that no group names).
     #[inline]
     fn parse(&mut self, bytes: &[u8], now_ns: u64) -> Option<Parsed> {
         let c = &*self.counters;

@@ -2,16 +2,18 @@
 //! [`round_robin`] (per-port queues served round-robin across groups) and the runtime's
 //! [`TimerWheel`] (the intermediate re-send timers, keyed by group and sequence number).
 //!
-//! The loop drains the RX rings into the per-port round-robin queues, fires due re-send
-//! timers, builds frames and transmits them with backpressure. It owns every TX queue of its
+//! The loop drains the RX rings, fires due re-send timers, builds frames and transmits them
+//! with backpressure. A send for a port with nothing waiting goes straight into the port's TX
+//! buffer; while a port backs up (the device refuses a burst), its sends wait in the per-port
+//! round-robin queues and leave them one group at a time. The loop owns every TX queue of its
 //! switch, so no TX locks. A full TX queue delays a send (it goes back first in line) and is
 //! counted; nothing is dropped.
 //!
-//! Frames are built when a send leaves the round-robin queue, one 60-byte copy per port, rather
-//! than built once per release and shared with `clone_ref` when the release is queued: built at
-//! enqueue, every waiting send would hold an mbuf, so the mempool would have to cover the deepest
-//! backlog (a million groups releasing at once) instead of the TX buffers; and a 60-byte write
-//! costs less than the refcount update and indirect free of a shared mbuf.
+//! Frames are built when a send goes into a TX buffer, from the port's [`FrameTemplate`]
+//! straight into the mbuf, rather than built once per release and shared with `clone_ref`:
+//! built at enqueue, every waiting send would hold an mbuf, so the mempool would have to cover
+//! the deepest backlog (a million groups releasing at once) instead of the TX buffers; and a
+//! 60-byte write costs less than the refcount update and indirect free of a shared mbuf.
 
 pub mod round_robin;
 
