@@ -298,6 +298,11 @@ fn admission_refuses_with_the_reason_and_changes_nothing() {
             create(r#""children":["d0"],"parent":"nowhere""#),
             "unknown port \"nowhere\"",
         ),
+        (
+            // One nanosecond over what the slot keeps (whole microseconds in 32 bits).
+            create(r#""children":["d0"],"fail_after_ns":4294967295001"#),
+            "about 71 minutes",
+        ),
         (create(r#""children":[]"#), "at least one child"),
         (create(r#""children":["d0","d0"]"#), "listed twice"),
         (
