@@ -107,7 +107,8 @@ impl<Q: RxQueue> RxPoller<Q> {
     /// Parse one frame and count it; `None` when it goes no further (malformed, over the
     /// policer's rate, or on a port that no group names).
     #[inline]
-    fn parse(&mut self, bytes: &[u8], now_ns: u64) -> Option<Parsed> {
+    /// `port_in_use`: whether any group names this port, read once per burst.
+    fn parse(&mut self, bytes: &[u8], now_ns: u64, port_in_use: bool) -> Option<Parsed> {
         let c = &*self.counters;
         bump(&c.frames, 1);
         let repr = match FrameRepr::parse(bytes) {
@@ -134,7 +135,7 @@ impl<Q: RxQueue> RxPoller<Q> {
         // or its parent) carries no member's frame, so it is refused for its port, whatever its
         // group, before the group's slot is read (a cache miss per frame at a million groups).
         // Counted as the table would count a member's frame on a wrong port.
-        if !self.table.port_in_use(self.port) {
+        if !port_in_use {
             let reason = match repr.kind {
                 Kind::Release => Reject::NotTheParent,
                 Kind::Reduce | Kind::Abort(_) => Reject::NotAChild,
@@ -210,8 +211,10 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
             dpdk::prefetch(f.as_ref());
         }
         let mut parsed = std::mem::take(&mut self.parsed);
+        // The same for every frame of the burst: one read of the table's port count per burst.
+        let port_in_use = busy && self.table.port_in_use(self.port);
         for f in &frames {
-            if let Some(p) = self.parse(f.as_ref(), now_ns) {
+            if let Some(p) = self.parse(f.as_ref(), now_ns, port_in_use) {
                 if let Some(line) = self.table.slot_line(p.group) {
                     dpdk::prefetch(line);
                 }
