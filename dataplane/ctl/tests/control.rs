@@ -29,6 +29,32 @@ const RUNNING: u32 = 1000;
 const MANAGED: u32 = 1050;
 const PORTS: [&str; 4] = ["d0", "d1", "d2", "d3"];
 
+/// The test switch's two threads: its pollers on one busy loop, the control server on
+/// another; both stop when the flag is set.
+fn run_threads(
+    pollers: Vec<Box<dyn Poller>>,
+    clock: Clock,
+    mut server: ControlServer,
+) -> (
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let dataplane = std::thread::spawn(move || {
+        let counters = LoopCounters::default();
+        run_loop(pollers, &s, clock, &counters, Idle::Yield { after: 100 });
+    });
+    let s = stop.clone();
+    let management = std::thread::spawn(move || {
+        while !s.load(Relaxed) {
+            server.serve(Duration::from_millis(20));
+        }
+    });
+    (stop, dataplane, management)
+}
+
 /// How the control socket describes the test switch's ports (as `barrier-switch run` would
 /// for `net_ring` vdevs).
 fn port_descs() -> Vec<PortDesc> {
@@ -162,7 +188,7 @@ fn start() -> Bed {
     // World-traversable, so that the non-root client below reaches the socket's own check.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let socket = dir.path().join("s0.sock");
-    let mut server = ControlServer::bind(&socket, control).unwrap();
+    let server = ControlServer::bind(&socket, control).unwrap();
 
     let completed: Arc<Vec<AtomicU64>> =
         Arc::new((0..RUNNING).map(|_| AtomicU64::new(0)).collect());
@@ -184,18 +210,7 @@ fn start() -> Bed {
     let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
     pollers.push(sw.sched);
     pollers.push(Box::new(leaves));
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let dataplane = std::thread::spawn(move || {
-        let counters = LoopCounters::default();
-        run_loop(pollers, &s, clock, &counters, Idle::Yield { after: 100 });
-    });
-    let s = stop.clone();
-    let management = std::thread::spawn(move || {
-        while !s.load(Relaxed) {
-            server.serve(Duration::from_millis(50));
-        }
-    });
+    let (stop, dataplane, management) = run_threads(pollers, clock, server);
     Bed {
         stop,
         threads: vec![dataplane, management],
@@ -734,21 +749,10 @@ impl Policed {
         let control = Control::with_ports(sw.stats.clone(), descs, None);
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("s0.sock");
-        let mut server = ControlServer::bind(&socket, control).unwrap();
+        let server = ControlServer::bind(&socket, control).unwrap();
         let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
         pollers.push(sw.sched);
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let dataplane = std::thread::spawn(move || {
-            let counters = LoopCounters::default();
-            run_loop(pollers, &s, clock, &counters, Idle::Yield { after: 100 });
-        });
-        let s = stop.clone();
-        let management = std::thread::spawn(move || {
-            while !s.load(Relaxed) {
-                server.serve(Duration::from_millis(20));
-            }
-        });
+        let (stop, dataplane, management) = run_threads(pollers, clock, server);
         Policed {
             stop,
             threads: vec![dataplane, management],
