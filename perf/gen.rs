@@ -9,6 +9,7 @@
 
 use barrier_gen::engine::{Clock, Engine, GenConfig, Load, TrialSpec};
 use barrier_gen::report::{ns, rate, TrialReport};
+use barrier_gen::spread::ByGroup;
 use barrier_gen::wiring::{self, PortPlan, Wiring};
 use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
 use barrier_runtime::poll::Poller;
@@ -20,7 +21,7 @@ const GROUPS: u32 = 1024;
 /// The scale phase: the generator against the reflector with this many groups.
 const BIG_GROUPS: u32 = 1 << 20;
 
-fn run(engine: &mut Engine<DpdkRx, DpdkTx>, secs: f64) -> TrialReport {
+fn run(engine: &mut Engine<DpdkRx, ByGroup<DpdkTx>>, secs: f64) -> TrialReport {
     // A short warm-up trial first (page faults, caches), then the measured one.
     let spec = |s: f64| TrialSpec {
         load: Load::Closed,
@@ -49,7 +50,7 @@ fn measure(mut w: Wiring, gen: Vec<wiring::DpdkGenPort>, cfg: GenConfig, secs: f
     r
 }
 
-fn finish(mut engine: Engine<DpdkRx, DpdkTx>, mut w: Wiring) {
+fn finish(mut engine: Engine<DpdkRx, ByGroup<DpdkTx>>, mut w: Wiring) {
     let inline = engine.take_inline_pollers();
     let sut = w.stop_switch(inline).expect("stop system under test");
     engine.drain_rx();
@@ -77,11 +78,12 @@ fn reflector_phase(
     groups: u32,
     secs: f64,
 ) -> TrialReport {
-    let (mut w, gen, far) = wiring::open_ports(eal.clone(), name, plan, &[]).expect("ports");
+    let (mut w, gen, far) = wiring::open_ports(eal.clone(), name, plan, &[], 1).expect("ports");
     let rp = far
         .into_iter()
         .map(|f| ReflectorPort {
-            rx: f.rx,
+            // one queue: the reflector polls queue 0
+            rx: f.rx.into_iter().next().expect("one RX queue"),
             tx: f.tx,
             peer_mac: f.peer_mac,
         })
@@ -124,6 +126,7 @@ fn main() {
         &plan,
         &[(0..GROUPS, (1u64 << PORTS) - 1)],
         &[],
+        1,
         None,
     )
     .expect("ports");

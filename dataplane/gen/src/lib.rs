@@ -12,6 +12,7 @@
 //! | [`fault`] | per-port, per-direction drop / duplicate / reorder / corrupt at set rates, seeded |
 //! | [`multi`] | several generators side by side, one per lcore, each with its own ports and groups; merged reports |
 //! | [`search`] | RFC 2544-style binary search for the highest rate with no lost barrier |
+//! | [`spread`] | a port's TX queues as one, each frame on the queue of its group (RX queue spreading on virtual devices) |
 //! | [`report`] | trial report: counts, rates, latency percentiles; text and JSON |
 //! | [`hdrlog`] | the hdrhistogram interval log, written on its own thread |
 //! | [`wiring`] | DPDK: ports by name, or ring pairs to a `barrier-switch` instance in this process |
@@ -26,4 +27,5 @@ pub mod hdrlog;
 pub mod multi;
 pub mod report;
 pub mod search;
+pub mod spread;
 pub mod wiring;

@@ -64,6 +64,12 @@ struct Opts {
     /// With --inproc-switch: how many ports (children).
     #[arg(long, default_value_t = 4)]
     ports: usize,
+    /// TX queues per port (1..=16): each frame goes out on queue `group % queues`, so a switch
+    /// that polls the port's RX queues from several lcores gets each group on one of them
+    /// (on net_ring pairs TX queue i is the peer's RX queue i; with --inproc-switch the switch
+    /// polls every queue). docs/configuration.md, "Spreading frames over RX queues".
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    queues: u16,
     /// Generators side by side, one per lcore (the first on the main lcore, the others on
     /// worker lcores): each takes an even share of the ports and of the groups, and its groups'
     /// children are its own ports.
@@ -382,6 +388,7 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         &plan,
         &switch_shards,
         &faults,
+        opts.queues,
         sut_lcore,
     )?;
 
@@ -389,6 +396,7 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let config = serde_json::json!({
         "ports": gen_ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
         "inproc_switch": opts.inproc_switch,
+        "queues": opts.queues,
         "inproc_parent": opts.inproc_parent,
         "inproc_parent_delay_us": opts.inproc_parent_delay_us,
         "switch_resend_us": opts.switch_resend_us,

@@ -5,6 +5,7 @@
 
 use crate::engine::GenPort;
 use crate::fault::FaultRates;
+use crate::spread::ByGroup;
 use barrier_protocol::backoff::Backoff;
 use barrier_protocol::switch::GroupConfig;
 use barrier_protocol::{PortIdx, PortSet};
@@ -48,14 +49,16 @@ pub struct Wiring {
 /// The far end of one ring pair: what a system under test in this process uses as its port.
 pub struct FarEnd {
     pub name: String,
-    pub rx: DpdkRx,
+    /// One per queue of the pair: the generator's TX queue *i* arrives on RX queue *i*.
+    pub rx: Vec<DpdkRx>,
     pub tx: DpdkTx,
     /// The generator port's MAC, for addressing releases.
     pub peer_mac: [u8; 6],
 }
 
-/// The generator's side of its ports, on DPDK queues.
-pub type DpdkGenPort = GenPort<DpdkRx, DpdkTx>;
+/// The generator's side of its ports, on DPDK queues: it receives on queue 0 and sends each
+/// frame on the TX queue of its group ([`crate::spread`]).
+pub type DpdkGenPort = GenPort<DpdkRx, ByGroup<DpdkTx>>;
 
 /// Why the generator's ports, or its in-process switch, could not be set up or shut down.
 #[derive(Debug, thiserror::Error)]
@@ -112,12 +115,18 @@ fn mbufs_for(ports: usize) -> u32 {
     n.next_power_of_two() - 1
 }
 
-const SETUP: PortSetup = PortSetup {
-    rx_queues: 1,
-    tx_queues: 1,
-    rx_descriptors: QUEUE_DEPTH,
-    tx_descriptors: QUEUE_DEPTH,
-};
+/// The most TX queues per port the generator spreads groups over (`net_ring` allows 16).
+pub const MAX_QUEUES: u16 = 16;
+
+/// A named port: one RX queue (the switch answers on its TX queue 0), `queues` TX queues.
+fn setup(queues: u16) -> PortSetup {
+    PortSetup {
+        rx_queues: 1,
+        tx_queues: queues,
+        rx_descriptors: QUEUE_DEPTH,
+        tx_descriptors: QUEUE_DEPTH,
+    }
+}
 
 fn mac_of(port: &Port, i: usize) -> [u8; 6] {
     match port.mac_address() {
@@ -126,7 +135,8 @@ fn mac_of(port: &Port, i: usize) -> [u8; 6] {
     }
 }
 
-/// Opens the ports of `plan`; returns the wiring and the generator's side of each port. For
+/// Opens the ports of `plan`, each sending on `queues` TX queues (a frame on the queue of its
+/// group, [`crate::spread`]); returns the wiring and the generator's side of each port. For
 /// `Inproc`, a barrier-switch (the root, or with `parent` an intermediate under a second
 /// in-process switch, the root) runs on the far ends with one group shape per entry of
 /// `shards` (group numbers, children as a port bitmask), on `sut_lcore` or, without one, inside
@@ -138,9 +148,10 @@ pub fn open(
     plan: &PortPlan,
     shards: &[(std::ops::Range<u32>, u64)],
     faults: &[(FaultRates, FaultRates)],
+    queues: u16,
     sut_lcore: Option<LcoreId>,
 ) -> Result<(Wiring, Vec<DpdkGenPort>), WiringError> {
-    let (mut w, gen, far) = open_ports(eal, tag, plan, faults)?;
+    let (mut w, gen, far) = open_ports(eal, tag, plan, faults, queues)?;
     if let PortPlan::Inproc {
         ports,
         switch_resend_ns,
@@ -174,7 +185,7 @@ pub fn open(
             .into_iter()
             .map(|f| PortIo {
                 name: f.name,
-                rx: vec![f.rx],
+                rx: f.rx,
                 tx: f.tx,
                 peer_mac: f.peer_mac,
                 mac: None,
@@ -190,6 +201,7 @@ pub fn open(
                 &format!("{tag}up"),
                 &format!("{tag}root"),
                 *ports,
+                1,
             )?;
             let mut pair = vec![a, b];
             start_ports(&mut pair)?;
@@ -249,14 +261,21 @@ pub fn open(
     Ok((w, gen))
 }
 
-/// Opens the ports of `plan`; for `Inproc` also returns the far ends of the ring pairs, for the
-/// caller's own system under test (run it with [`Wiring::attach`]).
+/// Opens the ports of `plan` with `queues` TX queues each (ring pairs: `queues` queues each
+/// way); for `Inproc` also returns the far ends of the ring pairs, for the caller's own system
+/// under test (run it with [`Wiring::attach`]).
 pub fn open_ports(
     eal: Eal,
     tag: &str,
     plan: &PortPlan,
     faults: &[(FaultRates, FaultRates)],
+    queues: u16,
 ) -> Result<(Wiring, Vec<DpdkGenPort>, Vec<FarEnd>), WiringError> {
+    if queues == 0 || queues > MAX_QUEUES {
+        return Err(WiringError::Plan(format!(
+            "{queues} queues: the generator spreads groups over 1..={MAX_QUEUES} TX queues a port"
+        )));
+    }
     let (n, max) = match plan {
         PortPlan::Named(v) => (v.len(), 64),
         // With a parent the in-process switch's last port leads up.
@@ -268,8 +287,14 @@ pub fn open_ports(
              and parent, per group)"
         )));
     }
-    let pool = Mempool::new_pktmbuf(&eal, tag, mbufs_for(n), 256, dpdk::MBUF_DEFAULT_BUF_SIZE)
-        .map_err(WiringError::Mempool)?;
+    let pool = Mempool::new_pktmbuf(
+        &eal,
+        tag,
+        mbufs_for(n * usize::from(queues)),
+        256,
+        dpdk::MBUF_DEFAULT_BUF_SIZE,
+    )
+    .map_err(WiringError::Mempool)?;
     let mut w = Wiring {
         eal: eal.clone(),
         pool: pool.clone(),
@@ -286,7 +311,7 @@ pub fn open_ports(
                 } else {
                     PortDevice::Existing(name)
                 };
-                gen_side.push(open_port(&eal, device, SETUP, &pool)?);
+                gen_side.push(open_port(&eal, device, setup(queues), &pool)?);
             }
         }
         PortPlan::Inproc { ports, .. } => {
@@ -297,6 +322,7 @@ pub fn open_ports(
                     &format!("{tag}{i}"),
                     &format!("{tag}sut{i}"),
                     i,
+                    queues,
                 )?;
                 gen_side.push(a);
                 far_side.push(b);
@@ -318,9 +344,15 @@ pub fn open_ports(
             name: p.name().to_string(),
             mac: mac_of(p, i),
             rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(WiringError::Queue)?),
-            tx: DpdkTx::new(
-                p.tx_queue(QueueId(0)).map_err(WiringError::Queue)?,
-                pool.clone(),
+            tx: ByGroup::new(
+                (0..queues)
+                    .map(|q| {
+                        Ok(DpdkTx::new(
+                            p.tx_queue(QueueId(q)).map_err(WiringError::Queue)?,
+                            pool.clone(),
+                        ))
+                    })
+                    .collect::<Result<_, WiringError>>()?,
             ),
             faults_tx: ftx,
             faults_rx: frx,
@@ -330,7 +362,13 @@ pub fn open_ports(
     for (i, p) in far_side.iter().enumerate() {
         far.push(FarEnd {
             name: p.name().to_string(),
-            rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(WiringError::Queue)?),
+            rx: (0..queues)
+                .map(|q| {
+                    Ok(DpdkRx::new(
+                        p.rx_queue(QueueId(q)).map_err(WiringError::Queue)?,
+                    ))
+                })
+                .collect::<Result<_, WiringError>>()?,
             tx: DpdkTx::new(
                 p.tx_queue(QueueId(0)).map_err(WiringError::Queue)?,
                 pool.clone(),
@@ -397,18 +435,20 @@ impl<T: TxQueue> TxQueue for DelayTx<T> {
     }
 }
 
-/// A configured (not started) `net_ring` pair named `a` and `b`; `i` numbers it in errors.
+/// A configured (not started) `net_ring` pair named `a` and `b` with `queues` queues each way;
+/// `i` numbers it in errors.
 fn ring_pair(
     eal: &Eal,
     pool: &Mempool,
     a: &str,
     b: &str,
     i: usize,
+    queues: u16,
 ) -> Result<(Port, Port), WiringError> {
-    let (mut a, mut b) = Port::ring_pair(eal, a, b, 1, u32::from(QUEUE_DEPTH))
+    let (mut a, mut b) = Port::ring_pair(eal, a, b, queues, u32::from(QUEUE_DEPTH))
         .map_err(|source| WiringError::RingPair { pair: i, source })?;
     for p in [&mut a, &mut b] {
-        p.configure(1, 1, QUEUE_DEPTH, QUEUE_DEPTH, pool)
+        p.configure(queues, queues, QUEUE_DEPTH, QUEUE_DEPTH, pool)
             .map_err(|source| WiringError::RingPair { pair: i, source })?;
     }
     Ok((a, b))

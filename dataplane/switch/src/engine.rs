@@ -108,6 +108,18 @@ impl SwitchStats {
                     .filter(|(i, _)| *i == p)
                     .map(|(_, c)| c.values()),
             );
+            // A port polled on several RX queues: each queue's share (how the frames spread,
+            // docs/configuration.md, "Spreading frames over RX queues").
+            let queues: Vec<_> = self.rx.iter().filter(|(i, _)| *i == p).collect();
+            if queues.len() > 1 {
+                for (q, (_, c)) in queues.iter().enumerate() {
+                    out += &format_sum(
+                        &format!("  port {name} rx queue {q}"),
+                        RxCounters::NAMES,
+                        [c.values()],
+                    );
+                }
+            }
             out += &format_sum(
                 &format!("  port {name} tx"),
                 TxCounters::NAMES,
