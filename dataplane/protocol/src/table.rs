@@ -484,6 +484,23 @@ impl GroupTable {
     /// barrier completes in exactly one call, which alone gets [`Outcome::Completed`] and the
     /// actions to send.
     pub fn apply(&self, group: GroupId, ev: Event) -> Result<(Outcome, Actions), TableError> {
+        let mut actions = Actions::new();
+        self.apply_into(group, ev, &mut actions)
+            .map(|outcome| (outcome, actions))
+    }
+
+    /// [`apply`](Self::apply) writing the actions into `out` (replaced, not appended to) and
+    /// returning only the outcome: the RX path's form. Returned by value, the outcome and the
+    /// actions were assembled and copied through the `Result` on every frame, and the reads of
+    /// that copy stalled on store forwarding (perf/README.md, "The hot path"). `out` is left
+    /// as it was on an error.
+    #[inline]
+    pub fn apply_into(
+        &self,
+        group: GroupId,
+        ev: Event,
+        out: &mut Actions,
+    ) -> Result<Outcome, TableError> {
         let slot = self.slot(group)?;
         loop {
             let (s, cfg) = slot.snapshot().ok_or(TableError::NotConfigured(group))?;
@@ -503,7 +520,8 @@ impl GroupTable {
                     }
                     _ => {}
                 }
-                return Ok((outcome, actions));
+                *out = actions;
+                return Ok(outcome);
             }
         }
     }

@@ -9,7 +9,7 @@ use crate::counters::{bump, RxCounters};
 use crate::io::{RxQueue, BURST};
 use crate::policer::QueuePolicer;
 use crate::poll::Poller;
-use barrier_protocol::switch::{Action, Event, Outcome, Reject};
+use barrier_protocol::switch::{Action, Actions, Event, Outcome, Reject};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{FrameRepr, Kind};
 use barrier_protocol::{Epoch, GroupId, PortIdx};
@@ -155,8 +155,9 @@ impl<Q: RxQueue> RxPoller<Q> {
     #[inline]
     fn apply(&mut self, p: Parsed, now_ns: u64) {
         let c = &*self.counters;
-        let (outcome, actions) = match self.table.apply(p.group, p.ev) {
-            Ok(r) => r,
+        let mut actions = Actions::new();
+        let outcome = match self.table.apply_into(p.group, p.ev, &mut actions) {
+            Ok(o) => o,
             // apply fails only for a group number the table does not hold or has no
             // configuration for: either way the frame belongs to no tree here.
             Err(_) => {
