@@ -623,6 +623,7 @@ impl FrameRepr {
     /// counted under that field's reason; any damage the field checks cannot see (group,
     /// sequence, timestamp) is caught by it. Padding is ignored, and so is the value of a
     /// timestamp field without HAS_TIMESTAMP (the checksum still covers its bytes).
+    #[inline]
     pub fn parse(bytes: &[u8]) -> Result<FrameRepr, ParseError> {
         if bytes.len() < field::ETHERTYPE.end {
             return Err(ParseError::TooShort);
