@@ -326,6 +326,12 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 .ok_or_else(|| usage(format!("--flood-rate {s}: frames/s above 0, or full")))?,
         ),
     };
+    if opts.flood_nonmember && !opts.inproc_switch {
+        return Err(usage(
+            "--flood-nonmember adds a ring pair to the in-process switch: give --inproc-switch \
+             (or --flood-port NAME for a switch elsewhere)",
+        ));
+    }
     if flooding {
         if is_search {
             return Err(usage("a flood runs with `run`, not `search`"));
