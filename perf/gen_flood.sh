@@ -14,20 +14,22 @@
 # generator's check of the switch's counters (each flood frame in its refusal class, the
 # foreign groups unchanged, the switch's completions equal to the generator's): exit 1
 # otherwise. Prints per run and per configuration (median) flood frames/s reached, and the
-# flood/control ratios of barriers/s, leaf p50, leaf p99 and leaf re-sends per barrier.
+# flood/control ratios of barriers/s, leaf p50 and leaf p99, and the leaves' re-sends per
+# barrier in control and flood phases (often 0 in the control, where a ratio says nothing).
 # Needs root (DPDK) and a built barrier-gen (the release build when there is one).
 #
 # usage: perf/gen_flood.sh [--groups N] [--ports P] [--duration S] [--phases K] [--rounds R]
 #                          [--rate FPS] [--lcores L] [--leaf-us U] [--only CONFIGS] [--out DIR]
-#   defaults: 1024 groups, 4 ports, 4 s per run, 2 phases of each kind, 3 rounds, 500000
-#   frames/s, lcores "0,1" (the switch on its own lcore; "0": inside the generator's loop),
+#   defaults: 64 groups, 4 ports, 4 s per run, 2 phases of each kind, 3 rounds, 500000
+#   frames/s, EAL --lcores "0@(0-1)" (one lcore that may run on either CPU: the switch runs
+#   inside the generator's loop; "0@0,1@1": the switch on its own lcore and CPU),
 #   leaf timer 10000 µs, every configuration (--only "N M" for some); DIR (default a new
 #   /tmp/gen_flood.XXXXXX) keeps each run's JSON report and summary.md
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../scripts/lib/netns.sh
 source "$here/../scripts/lib/netns.sh"
-groups=1024 ports=4 duration=4 phases=2 rounds=3 rate=500000 lcores=0,1 leaf_us=10000 only="N NF M MF" out=""
+groups=64 ports=4 duration=4 phases=2 rounds=3 rate=500000 lcores='0@(0-1)' leaf_us=10000 only="N NF M MF" out=""
 while [ $# -gt 0 ]; do
   case $1 in
     --groups) groups=${2:?}; shift 2 ;;
@@ -48,7 +50,6 @@ for v in groups ports phases rounds rate leaf_us; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gen_flood.sh: $v wants a whole number" >&2; exit 2; }
 done
 [[ $duration =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "gen_flood.sh: --duration wants seconds" >&2; exit 2; }
-[[ $lcores =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "gen_flood.sh: --lcores wants a list like 0,1" >&2; exit 2; }
 for c in $only; do
   case $c in N|NF|M|MF) ;; *) echo "gen_flood.sh: --only: N, NF, M or MF, not '$c'" >&2; exit 2 ;; esac
 done
@@ -76,7 +77,7 @@ for ((r = 1; r <= rounds; r++)); do
     f="$out/$c$r.json"
     rc=0
     "$gen" --no-huge -m 512 --no-shconf --no-pci --iova-mode=va --no-telemetry \
-      --log-level='*:warning' -l "$lcores" --file-prefix "gen-flood-$$" \
+      --log-level='*:warning' --lcores "$lcores" --file-prefix "gen-flood-$$" \
       -- "${common[@]}" "${extra[@]}" >"$f" 2>"$out/$c$r.err" || rc=$?
     rm -rf "/var/run/dpdk/gen-flood-$$"
     echo "gen_flood: round $r $c exit $rc" >&2
@@ -88,9 +89,9 @@ import json, math, statistics, sys
 out, rounds, only = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 names = {"N": "non-member port, set rate", "NF": "non-member port, full rate",
          "M": "member port 0, set rate", "MF": "member port 0, full rate"}
-keys = ["fps", "bps", "p50", "p99", "res"]
+keys = ["fps", "bps", "p50", "p99", "res", "cres", "fres", "cbps", "cp50", "cp99"]
 rows, bad = {c: [] for c in only}, 0
-print("| run | flood frames/s | control barriers/s | control p50 / p99 µs | control re-sends/barrier | barriers/s ratio | p50 ratio | p99 ratio | re-sends ratio | check |")
+print("| run | flood frames/s | control barriers/s | control p50 / p99 µs | re-sends/barrier control / flood | barriers/s ratio | p50 ratio | p99 ratio | re-sends ratio | check |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in range(1, rounds + 1):
     for c in only:
@@ -105,16 +106,18 @@ for r in range(1, rounds + 1):
         ctl, fl, ra = f["control"], f["flood"], f["ratios"]
         num = lambda x: float("nan") if x is None else x
         v = {"fps": fl["flood_fps"], "bps": num(ra["barriers_per_s"]), "p50": num(ra["leaf_p50"]),
-             "p99": num(ra["leaf_p99"]), "res": num(ra["resends_per_barrier"])}
+             "p99": num(ra["leaf_p99"]), "res": num(ra["resends_per_barrier"]),
+             "cres": ctl["resends_per_barrier"], "fres": fl["resends_per_barrier"],
+             "cbps": ctl["barriers_per_s"], "cp50": ctl["leaf"]["p50_ns"] / 1e3, "cp99": ctl["leaf"]["p99_ns"] / 1e3}
         rows[c].append(v)
         ok = chk.get("ok", False) and not b["incomplete"] and not b["early_releases"] and b["completed"] > 0
         bad += 0 if ok else 1
         print(f"| {c}{r} | {v['fps']:,.0f} | {ctl['barriers_per_s']:,.0f} | {ctl['leaf']['p50_ns'] / 1e3:,.0f} / {ctl['leaf']['p99_ns'] / 1e3:,.0f} "
-              f"| {ctl['resends_per_barrier']:.4f} | {v['bps']:.2f} | {v['p50']:.2f} | {v['p99']:.2f} | {v['res']:.2f} "
+              f"| {v['cres']:.4f} / {v['fres']:.4f} | {v['bps']:.2f} | {v['p50']:.2f} | {v['p99']:.2f} | {v['res']:.2f} "
               f"| {'ok' if ok else 'FAILED: ' + '; '.join(chk.get('problems', ['no check']))} |")
 print()
-print("| configuration | flood frames/s | barriers/s flood/control | leaf p50 | leaf p99 | re-sends per barrier |")
-print("| --- | --- | --- | --- | --- | --- |")
+print("| configuration (medians) | flood frames/s | control barriers/s, p50 / p99 µs | barriers/s flood/control | leaf p50 ratio | leaf p99 ratio | re-sends per barrier control / flood |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 def med(xs):
     xs = [x for x in xs if not math.isnan(x)]
     return statistics.median(xs) if xs else float("nan")
@@ -122,6 +125,6 @@ for c in only:
     if not rows[c]:
         continue
     m = {k: med(v[k] for v in rows[c]) for k in keys}
-    print(f"| {c} {names[c]} | {m['fps']:,.0f} | {m['bps']:.2f} | {m['p50']:.2f} | {m['p99']:.2f} | {m['res']:.2f} |")
+    print(f"| {c} {names[c]} | {m['fps']:,.0f} | {m['cbps']:,.0f}, {m['cp50']:,.0f} / {m['cp99']:,.0f} | {m['bps']:.2f} | {m['p50']:.2f} | {m['p99']:.2f} | {m['cres']:.4f} / {m['fres']:.4f} |")
 sys.exit(1 if bad else 0)
 PY

@@ -219,7 +219,8 @@ pub struct FloodReport {
     pub phases: u32,
     pub targets: Vec<FloodTarget>,
     pub sent: u64,
-    /// Flood-port frames still queued in front of a device at the end (must be 0).
+    /// Frames still queued in front of a flooded port's device at the end, the flood's and (on
+    /// a member port) the leaves' (must be 0: the trial waits for them within its drain).
     pub unsent: u64,
     pub per_phase: Vec<FloodPhase>,
     pub control: FloodPhase,

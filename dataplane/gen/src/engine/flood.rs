@@ -305,14 +305,15 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         }
     }
 
-    /// Frames still queued in front of a flooded port's device (the trial waits for them).
+    /// Frames still queued in front of a flooded port's device (the trial waits for them): on
+    /// a member port the leaves' frames waiting there too, which the flood's share.
     pub(super) fn flood_buffered(&self) -> usize {
         let Some(f) = &self.flood else { return 0 };
         f.targets
             .iter()
             .map(|t| match &t.via {
                 Via::Extra(p, _) => p.tx.buffered(),
-                Via::Member(i) => self.ports[*i].tx.buffered(),
+                Via::Member(i) => self.ports[*i].tx.buffered() + self.ports[*i].pending.len(),
             })
             .sum()
     }
