@@ -5,7 +5,8 @@
 # --duration, so the flood/control ratios come from the same run. Four configurations, each
 # run --rounds times in the order N NF M MF N NF ...:
 #   N   the flood on a port no group names (--flood-nonmember) at --rate frames/s
-#   NF  the same at full rate (a full burst on every pass of the generator's loop)
+#   NF  the same at full rate (as many as the device queue takes on every pass of the
+#       generator's loop, at most 256)
 #   M   the flood on member port 0 (--flood-member 0, beside its leaves' frames) at --rate
 #   MF  the same at full rate
 # A member flood mixes releases on a child port, reduces of another epoch, of 16 groups the

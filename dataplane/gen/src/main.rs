@@ -187,7 +187,8 @@ struct Opts {
     /// (--flood-foreign-groups) and of unconfigured groups (--inproc-switch). Repeatable.
     #[arg(long = "flood-member", value_name = "I")]
     flood_member: Vec<usize>,
-    /// Flood frames per second per flooded port, or `full`: a full burst on every loop pass.
+    /// Flood frames per second per flooded port, or `full`: as many as the device queue takes
+    /// on every pass of the loop (at most 256 a pass).
     #[arg(long, default_value = "500000", value_name = "FPS|full")]
     flood_rate: String,
     /// Flood: N control phases and N flood phases over --duration, alternating, control first.

@@ -213,7 +213,7 @@ pub struct FloodTarget {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct FloodReport {
-    /// Frames per second per flooded port (None: a full burst every loop pass).
+    /// Frames per second per flooded port (None: full rate, what the device queue takes).
     pub rate_per_port: Option<u64>,
     /// Control and flood phases, `phases` of each, alternating, control first.
     pub phases: u32,

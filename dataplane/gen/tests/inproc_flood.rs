@@ -75,8 +75,8 @@ fn a_flood_on_a_nonmember_and_a_member_port_changes_no_group_and_every_barrier_c
     assert_eq!(u(&f["sent"]), total);
     assert_eq!(u(&f["unsent"]), 0);
     // 0.6 s of flood at 50,000 frames/s on each of two ports: about 60,000 frames (the bucket
-    // may be behind on a loaded machine, never ahead by more than its depth).
-    assert!(total <= 2 * (30_000 + 2 * 100), "{total}");
+    // may be behind on a loaded machine, never ahead by more than its depth, 256, per phase).
+    assert!(total <= 2 * (30_000 + 2 * 256), "{total}");
     let phases = f["per_phase"].as_array().unwrap();
     assert_eq!(phases.len(), 4);
     let mut in_flood = 0;

@@ -13,6 +13,11 @@ use barrier_protocol::wire::FRAME_LEN;
 use barrier_runtime::io::{RxQueue, TxBlocked, TxQueue, BURST};
 use hdrhistogram::Histogram;
 
+/// Flood frames offered to one port's device queue in one pass of the loop, at most: a full
+/// rate fills the queue as far as it takes them (8 device bursts); a set rate keeps up where a
+/// pass takes longer than one burst's worth of its tokens.
+const PER_PASS: u64 = 8 * BURST as u64;
+
 /// An extra port that floods and carries no member's frame.
 pub struct FloodPort<R, T> {
     pub name: String,
@@ -30,7 +35,8 @@ pub enum FloodOn<R, T> {
 /// A flood for an engine.
 pub struct FloodPlan<R, T> {
     pub targets: Vec<FloodOn<R, T>>,
-    /// Frames per second per flooded port; None: a full burst on every pass of the loop.
+    /// Frames per second per flooded port; None: as many as the device queue takes on every
+    /// pass of the loop (at most 256 a pass).
     pub rate: Option<u64>,
     /// Control and flood phases alternate, control first: `phases` of each.
     pub phases: u32,
@@ -163,10 +169,10 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             t.sent = [0; 6];
             t.blocked = 0;
             t.device_tx = 0;
-            // Burst: 1 ms of frames, at least one device burst.
+            // Depth: 1 ms of frames, at least what one pass may send.
             t.bucket = f
                 .rate
-                .map(|r| TokenBucket::new(r, (r / 1000).max(BURST as u64), hz, start_tick));
+                .map(|r| TokenBucket::new(r, (r / 1000).max(PER_PASS), hz, start_tick));
         }
     }
 
@@ -212,8 +218,8 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         f.stats.get_mut(i)
     }
 
-    /// One pass: in a flood phase, each target's frames (its bucket's tokens, or a full burst)
-    /// to its device; extra ports' receive queues are emptied and their buffered frames pushed
+    /// One pass: in a flood phase, each target's frames (its bucket's tokens, or as many as
+    /// its device queue takes; at most [`PER_PASS`]) to its device; extra ports' receive queues are emptied and their buffered frames pushed
     /// in every pass.
     pub(super) fn flood_pass(&mut self, tick: u64) {
         let Engine {
@@ -243,9 +249,9 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
                 match &mut t.bucket {
                     Some(b) => {
                         b.refill(tick);
-                        b.available().min(BURST as u64)
+                        b.available().min(PER_PASS)
                     }
-                    None => BURST as u64,
+                    None => PER_PASS,
                 }
             } else {
                 0
