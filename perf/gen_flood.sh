@@ -20,17 +20,20 @@
 # Needs root (DPDK) and a built barrier-gen (the release build when there is one).
 #
 # usage: perf/gen_flood.sh [--groups N] [--ports P] [--duration S] [--phases K] [--rounds R]
-#                          [--rate FPS] [--lcores L] [--leaf-us U] [--only CONFIGS] [--out DIR]
+#                          [--rate FPS] [--lcores L] [--leaf-us U] [--foreign K]
+#                          [--only CONFIGS] [--out DIR]
 #   defaults: 64 groups, 4 ports, 4 s per run, 2 phases of each kind, 3 rounds, 500000
 #   frames/s, EAL --lcores "0@(0-1)" (one lcore that may run on either CPU: the switch runs
 #   inside the generator's loop; "0@0,1@1": the switch on its own lcore and CPU),
-#   leaf timer 10000 µs, every configuration (--only "N M" for some); DIR (default a new
+#   leaf timer 10000 µs, 16 foreign groups for M and MF (--foreign 1048000: a table of a
+#   million groups, 64 MiB, whose random slots a quarter of the member flood reads), every
+#   configuration (--only "N M" for some); DIR (default a new
 #   /tmp/gen_flood.XXXXXX) keeps each run's JSON report and summary.md
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../scripts/lib/netns.sh
 source "$here/../scripts/lib/netns.sh"
-groups=64 ports=4 duration=4 phases=2 rounds=3 rate=500000 lcores='0@(0-1)' leaf_us=10000 only="N NF M MF" out=""
+groups=64 ports=4 duration=4 phases=2 rounds=3 rate=500000 lcores='0@(0-1)' leaf_us=10000 foreign=16 only="N NF M MF" out=""
 while [ $# -gt 0 ]; do
   case $1 in
     --groups) groups=${2:?}; shift 2 ;;
@@ -41,13 +44,14 @@ while [ $# -gt 0 ]; do
     --rate) rate=${2:?}; shift 2 ;;
     --lcores) lcores=${2:?}; shift 2 ;;
     --leaf-us) leaf_us=${2:?}; shift 2 ;;
+    --foreign) foreign=${2:?}; shift 2 ;;
     --only) only=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
-    -h|--help) awk 'NR >= 20 && !/^#/ { exit } NR >= 20 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) awk 'NR >= 22 && !/^#/ { exit } NR >= 22 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "gen_flood.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
-for v in groups ports phases rounds rate leaf_us; do
+for v in groups ports phases rounds rate leaf_us foreign; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gen_flood.sh: $v wants a whole number" >&2; exit 2; }
 done
 [[ $duration =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "gen_flood.sh: --duration wants seconds" >&2; exit 2; }
@@ -72,12 +76,12 @@ for ((r = 1; r <= rounds; r++)); do
     case $c in
       N) extra=(--flood-nonmember --flood-rate "$rate") ;;
       NF) extra=(--flood-nonmember --flood-rate full) ;;
-      M) extra=(--flood-member 0 --flood-rate "$rate") ;;
-      MF) extra=(--flood-member 0 --flood-rate full) ;;
+      M) extra=(--flood-member 0 --flood-rate "$rate" --flood-foreign-groups "$foreign") ;;
+      MF) extra=(--flood-member 0 --flood-rate full --flood-foreign-groups "$foreign") ;;
     esac
     f="$out/$c$r.json"
     rc=0
-    "$gen" --no-huge -m 512 --no-shconf --no-pci --iova-mode=va --no-telemetry \
+    "$gen" --no-huge -m 1024 --no-shconf --no-pci --iova-mode=va --no-telemetry \
       --log-level='*:warning' --lcores "$lcores" --file-prefix "gen-flood-$$" \
       -- "${common[@]}" "${extra[@]}" >"$f" 2>"$out/$c$r.err" || rc=$?
     rm -rf "/var/run/dpdk/gen-flood-$$"
