@@ -88,11 +88,13 @@ fn a_flood_on_a_nonmember_and_a_member_port_changes_no_group_and_every_barrier_c
         in_flood += u(&p["flood_frames"]);
     }
     assert_eq!(in_flood, total);
+    // A ratio is null only when the control phases had nothing to divide by (a machine that
+    // took the CPU away for all of them).
     for k in ["barriers_per_s", "leaf_p50", "leaf_p99"] {
-        let v = f["ratios"][k]
-            .as_f64()
-            .unwrap_or_else(|| panic!("{k}: {f}"));
-        assert!(v > 0.0, "{k} {v}");
+        match f["ratios"][k].as_f64() {
+            Some(v) => assert!(v > 0.0 || u(&f["flood"]["completed"]) == 0, "{k} {v}"),
+            None => assert_eq!(u(&f["control"]["completed"]), 0, "{k}: {f}"),
+        }
     }
 
     // The switch's side: each class in its counter, exactly; nothing else changed.

@@ -429,8 +429,10 @@ fn a_flood_on_a_nonmember_and_a_member_port_is_refused_and_every_barrier_complet
     assert_eq!(f.per_phase.len(), 4);
     for (i, p) in f.per_phase.iter().enumerate() {
         assert_eq!(p.flood, i % 2 == 1);
-        assert_eq!(p.flood_frames > 0, p.flood, "{}", r.text());
+        // (A flood phase may send nothing only if the loop lost its CPU for all of it.)
+        assert!(p.flood || p.flood_frames == 0, "{}", r.text());
     }
+    assert!(f.flood.flood_frames > 0, "{}", r.text());
     assert_eq!(f.sent, f.flood.flood_frames, "{}", r.text());
     // The phases cover the load, not the drain: at most the groups' last barriers are outside.
     let in_phases = f.control.completed + f.flood.completed;
