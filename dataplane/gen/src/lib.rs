@@ -9,6 +9,7 @@
 //! | --- | --- |
 //! | [`engine`] | the loop: arrivals (open loop on a token bucket, or closed loop), releases, re-send timers, fault injection, latency histograms |
 //! | [`bucket`] | the token bucket on the TSC that paces open-loop arrivals |
+//! | [`flood`] | frames the switch's access lists must refuse, by class; the check of a barrier-switch's counters after a flood |
 //! | [`fault`] | per-port, per-direction drop / duplicate / reorder / corrupt at set rates, seeded |
 //! | [`multi`] | several generators side by side, one per lcore, each with its own ports and groups; merged reports |
 //! | [`search`] | RFC 2544-style binary search for the highest rate with no lost barrier |
@@ -23,6 +24,7 @@
 pub mod bucket;
 pub mod engine;
 pub mod fault;
+pub mod flood;
 pub mod hdrlog;
 pub mod multi;
 pub mod report;

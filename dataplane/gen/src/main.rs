@@ -180,6 +180,32 @@ struct Opts {
     /// No progress lines.
     #[arg(long, short)]
     quiet: bool,
+    /// Flood (docs/gen.md, "Flood"): with --inproc-switch, one more net_ring pair to the
+    /// switch, a port that no group names, flooded with reduces and releases of random groups.
+    #[arg(long, requires = "inproc_switch")]
+    flood_nonmember: bool,
+    /// Flood: one more DPDK port (device name or vdev spec) wired to a port of the switch that
+    /// no group names, flooded like --flood-nonmember.
+    #[arg(long, value_name = "NAME", conflicts_with = "inproc_switch")]
+    flood_port: Option<String>,
+    /// Flood: generator port I (a child of every group), beside its leaves' frames, with
+    /// releases on a child port, reduces of another epoch, of groups it is no child of
+    /// (--flood-foreign-groups) and of unconfigured groups (--inproc-switch). Repeatable.
+    #[arg(long = "flood-member", value_name = "I")]
+    flood_member: Vec<usize>,
+    /// Flood frames per second per flooded port, or `full`: as many as the device queue takes
+    /// on every pass of the loop (at most 256 a pass).
+    #[arg(long, default_value = "500000", value_name = "FPS|full")]
+    flood_rate: String,
+    /// Flood: N control phases and N flood phases over --duration, alternating, control first.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    flood_phases: u32,
+    /// Flood: groups after the generator's that no flooded member port belongs to, for
+    /// reduces of groups the port is no child of. With --inproc-switch (default 16) the switch
+    /// gets them with the generator's other ports as children; a switch elsewhere must have
+    /// them configured that way (default 0: not sent).
+    #[arg(long, value_name = "K")]
+    flood_foreign_groups: Option<u32>,
     /// search: lowest rate (frames/s).
     #[arg(long, default_value_t = 1_000)]
     min_rate: u64,
@@ -296,6 +322,39 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
             "give --port NAME (one per child port) or --inproc-switch",
         ));
     }
+    let flooding =
+        opts.flood_nonmember || opts.flood_port.is_some() || !opts.flood_member.is_empty();
+    let flood_rate = match opts.flood_rate.as_str() {
+        "full" => None,
+        s => Some(
+            s.parse::<u64>()
+                .ok()
+                .filter(|&r| r > 0)
+                .ok_or_else(|| usage(format!("--flood-rate {s}: frames/s above 0, or full")))?,
+        ),
+    };
+    if opts.flood_nonmember && !opts.inproc_switch {
+        return Err(usage(
+            "--flood-nonmember adds a ring pair to the in-process switch: give --inproc-switch \
+             (or --flood-port NAME for a switch elsewhere)",
+        ));
+    }
+    if flooding {
+        if is_search {
+            return Err(usage("a flood runs with `run`, not `search`"));
+        }
+        if opts.workers != 1 {
+            return Err(usage("a flood runs with one generator (--workers 1)"));
+        }
+        if opts.count.is_some() {
+            return Err(usage(
+                "a flood's phases divide --duration: leave --count out",
+            ));
+        }
+        if opts.flood_phases == 0 {
+            return Err(usage("--flood-phases: at least 1"));
+        }
+    }
     let eal_args = if eal_part.is_empty() {
         default_eal(&prog)
     } else {
@@ -382,15 +441,73 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         .iter()
         .map(|s| (s.groups.clone(), s.children_mask()))
         .collect();
-    let (mut wiring, gen_ports) = wiring::open(
+    // The flood's groups: the generator's, then the foreign ones, then (in-process) numbers the
+    // switch has no configuration for.
+    let foreign_n = if opts.flood_member.is_empty() {
+        0
+    } else {
+        opts.flood_foreign_groups
+            .unwrap_or(if opts.inproc_switch { 16 } else { 0 })
+    };
+    let foreign = groups.end..groups.end.saturating_add(foreign_n);
+    if foreign.end > barrier_protocol::MAX_GROUPS {
+        return Err(usage("--flood-foreign-groups: beyond the group numbers"));
+    }
+    let not_flooded: u64 = (0..nports)
+        .filter(|i| !opts.flood_member.contains(i))
+        .fold(0, |m, i| m | (1u64 << i));
+    if let Some(&i) = opts.flood_member.iter().find(|&&i| i >= nports) {
+        return Err(usage(format!("--flood-member {i}: ports are 0..{nports}")));
+    }
+    if opts.inproc_switch && foreign_n > 0 && not_flooded == 0 {
+        return Err(usage(
+            "foreign groups need a generator port that is not flooded (their child);              give --flood-foreign-groups 0 or flood fewer ports",
+        ));
+    }
+    let extras = wiring::InprocExtras {
+        lcore: sut_lcore,
+        groups: if opts.inproc_switch && foreign_n > 0 {
+            vec![(foreign.clone(), not_flooded)]
+        } else {
+            Vec::new()
+        },
+        flood_nonmember: opts.flood_nonmember,
+    };
+    let table_groups = foreign.end;
+    let flood_groups = barrier_gen::flood::FloodGroups {
+        members: groups.clone(),
+        foreign: foreign.clone(),
+        table: table_groups,
+        unknown: if opts.inproc_switch {
+            table_groups..(table_groups.saturating_add(4096)).min(barrier_protocol::MAX_GROUPS)
+        } else {
+            0..0
+        },
+        epoch: opts.epoch,
+    };
+    let (mut wiring, gen_ports) = wiring::open_with(
         eal.clone(),
         "gen",
         &plan,
         &switch_shards,
         &faults,
         opts.queues,
-        sut_lcore,
+        &extras,
     )?;
+    if let Some(name) = &opts.flood_port {
+        wiring.open_flood_port(name)?;
+    }
+    let foreign_before = wiring
+        .switch
+        .as_ref()
+        .and_then(|s| s.stats.as_ref())
+        .map(|s| barrier_gen::flood::states(s, foreign.clone()))
+        .unwrap_or_default();
+    let flood_ports: Vec<_> = std::mem::take(&mut wiring.flood);
+    let flood_switch_port: Vec<(String, Option<usize>)> = flood_ports
+        .iter()
+        .map(|(p, i)| (p.name.clone(), *i))
+        .collect();
 
     // Echoed in the JSON report so a result says how it was produced.
     let config = serde_json::json!({
@@ -420,6 +537,14 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         "fault_ports": opts.fault_port,
         "seed": opts.seed,
         "timestamps": !opts.no_timestamp,
+        "flood": flooding.then(|| serde_json::json!({
+            "nonmember": opts.flood_nonmember,
+            "port": opts.flood_port,
+            "member": opts.flood_member,
+            "rate_per_port": flood_rate,
+            "phases": opts.flood_phases,
+            "foreign_groups": [foreign.start, foreign.end],
+        })),
     });
     let quit = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -471,6 +596,26 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
             e.set_hdr_log(log.handle());
         }
         engines.push(e);
+    }
+    if flooding {
+        let mut targets: Vec<barrier_gen::engine::FloodOn<_, _>> = flood_ports
+            .into_iter()
+            .map(|(p, _)| barrier_gen::engine::FloodOn::Extra(p))
+            .collect();
+        targets.extend(
+            opts.flood_member
+                .iter()
+                .map(|&i| barrier_gen::engine::FloodOn::Member(i)),
+        );
+        engines[0]
+            .set_flood(barrier_gen::engine::FloodPlan {
+                targets,
+                rate: flood_rate,
+                phases: opts.flood_phases,
+                groups: flood_groups,
+                seed: opts.seed,
+            })
+            .map_err(usage)?;
     }
     if let Some(sw) = &mut wiring.switch {
         if let Some((pollers, clock)) = sw.inline.take() {
@@ -610,19 +755,83 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 drain,
             },
         )?;
-        ok = r.barriers.incomplete == 0 && r.barriers.early_releases == 0 && !r.interrupted;
-        let switch_report = wiring
-            .switch
-            .as_ref()
-            .and_then(|s| s.stats.as_ref())
-            .map(|s| s.report());
+        let mut good =
+            r.barriers.incomplete == 0 && r.barriers.early_releases == 0 && !r.interrupted;
+        let stats = wiring.switch.as_ref().and_then(|s| s.stats.clone());
+        // A flood against the in-process switch: once the switch has taken every frame sent
+        // to it, each flood frame must be in its refusal class and no group changed for it.
+        let check = match (&stats, &r.flood) {
+            (Some(stats), Some(fr)) => {
+                let sent = engines[0].flood_sent();
+                let extra_tx = engines[0].flood_device_tx();
+                let mut want: Vec<(usize, u64)> = r
+                    .per_port
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (i, p.tx))
+                    .collect();
+                let mut expect = Vec::new();
+                for (member, name, counts) in sent {
+                    let switch_port = match member {
+                        Some(i) => i,
+                        None => flood_switch_port
+                            .iter()
+                            .find(|(n, _)| *n == name)
+                            .and_then(|(_, i)| *i)
+                            .ok_or("a flood port without a switch port")?,
+                    };
+                    if member.is_none() {
+                        let device = extra_tx
+                            .iter()
+                            .find(|(n, _)| *n == name)
+                            .map_or(0, |(_, n)| *n);
+                        want.push((switch_port, device));
+                    }
+                    expect.push(barrier_gen::flood::PortExpect {
+                        switch_port,
+                        name,
+                        nonmember: member.is_none(),
+                        sent: counts,
+                    });
+                }
+                // Wait (at most 5 s) until the switch received every frame the devices took.
+                let t0 = std::time::Instant::now();
+                while want
+                    .iter()
+                    .any(|&(p, n)| barrier_gen::flood::rx_counter(stats, p, "frames") < n)
+                    && t0.elapsed() < Duration::from_secs(5)
+                {
+                    if !engines[0].poll_inline() {
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                }
+                let c = barrier_gen::flood::check_switch(
+                    stats,
+                    &expect,
+                    &foreign_before,
+                    foreign.clone(),
+                    r.barriers.completed + r.barriers.carried_over,
+                    fr.unsent,
+                );
+                good &= c.ok;
+                Some(c)
+            }
+            _ => None,
+        };
+        ok = good;
+        let switch_report = stats.as_ref().map(|s| s.report());
         if opts.json {
-            serde_json::to_string_pretty(
-                &serde_json::json!({ "config": config, "report": r, "switch": switch_report }),
-            )
+            serde_json::to_string_pretty(&serde_json::json!({
+                "config": config,
+                "report": r,
+                "switch": switch_report,
+                "flood_check": check,
+            }))
             .map_err(|e| e.to_string())?
         } else {
-            r.text() + &switch_report.unwrap_or_default()
+            r.text()
+                + &switch_report.unwrap_or_default()
+                + &check.map(|c| c.text()).unwrap_or_default()
         }
     };
 

@@ -162,6 +162,127 @@ pub struct TrialReport {
     pub faults_rx: FaultCounts,
     pub per_port: Vec<PortCounts>,
     pub interrupted: bool,
+    /// With a flood (`--flood-*`): what was sent, and control against flood phases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flood: Option<FloodReport>,
+}
+
+/// The member groups in one phase, or in all phases of one kind together.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FloodPhase {
+    /// A flood phase (else control).
+    pub flood: bool,
+    pub secs: f64,
+    /// Barriers completed in the phase (by the time of their last release).
+    pub completed: u64,
+    pub barriers_per_s: f64,
+    /// The leaves' re-sent reduces in the phase.
+    pub resends: u64,
+    pub resends_per_barrier: f64,
+    /// Barriers completed in the phase that needed a re-send.
+    pub needed_resend: u64,
+    /// Flood frames the devices took in the phase, all flooded ports.
+    pub flood_frames: u64,
+    pub flood_fps: f64,
+    /// Leaf latency of the releases received in the phase.
+    pub leaf: Percentiles,
+}
+
+/// Flood over control, of the phases' totals (NaN, `null` in JSON, when the control has 0).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FloodRatios {
+    pub barriers_per_s: f64,
+    pub leaf_p50: f64,
+    pub leaf_p99: f64,
+    pub resends_per_barrier: f64,
+}
+
+/// One flooded port.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FloodTarget {
+    pub port: String,
+    /// An extra port that no group names (else a member port, shared with its leaves).
+    pub nonmember: bool,
+    /// Flood frames its device queue took, all classes.
+    pub sent: u64,
+    /// Per class (`crate::flood::FloodClass::name`).
+    pub by_class: Vec<(String, u64)>,
+    /// Passes in which the device took no flood frame although one was ready.
+    pub blocked: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FloodReport {
+    /// Frames per second per flooded port (None: full rate, what the device queue takes).
+    pub rate_per_port: Option<u64>,
+    /// Control and flood phases, `phases` of each, alternating, control first.
+    pub phases: u32,
+    pub targets: Vec<FloodTarget>,
+    pub sent: u64,
+    /// Frames still queued in front of a flooded port's device at the end, the flood's and (on
+    /// a member port) the leaves' (must be 0: the trial waits for them within its drain).
+    pub unsent: u64,
+    pub per_phase: Vec<FloodPhase>,
+    pub control: FloodPhase,
+    pub flood: FloodPhase,
+    pub ratios: FloodRatios,
+}
+
+impl FloodReport {
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "flood:    {} frames ({} per port), {} control + {} flood phases; {} left unsent",
+            self.sent,
+            self.rate_per_port
+                .map(|r| format!("{}/s", rate(r as f64)))
+                .unwrap_or_else(|| "full rate".into()),
+            self.phases,
+            self.phases,
+            self.unsent
+        );
+        for t in &self.targets {
+            let _ = writeln!(
+                s,
+                "  flood port {} ({}): {} frames: {} (device refused {} passes)",
+                t.port,
+                if t.nonmember {
+                    "no group names it"
+                } else {
+                    "member"
+                },
+                t.sent,
+                t.by_class
+                    .iter()
+                    .map(|(c, n)| format!("{c}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                t.blocked
+            );
+        }
+        let line = |name: &str, p: &FloodPhase| {
+            format!(
+                "  {name:<8} {:.2} s: barriers {} ({}/s), re-sends/barrier {:.4}, flood {}/s, leaf p50 {} p99 {}",
+                p.secs,
+                p.completed,
+                rate(p.barriers_per_s),
+                p.resends_per_barrier,
+                rate(p.flood_fps),
+                ns(p.leaf.p50_ns),
+                ns(p.leaf.p99_ns)
+            )
+        };
+        let _ = writeln!(s, "{}", line("control", &self.control));
+        let _ = writeln!(s, "{}", line("flood", &self.flood));
+        let r = &self.ratios;
+        let _ = writeln!(
+            s,
+            "  flood/control: barriers/s {:.3}  leaf p50 {:.3}  leaf p99 {:.3}  re-sends/barrier {:.3}",
+            r.barriers_per_s, r.leaf_p50, r.leaf_p99, r.resends_per_barrier
+        );
+        s
+    }
 }
 
 /// What the search requires of a trial.
@@ -268,6 +389,9 @@ impl TrialReport {
         }
         for p in &self.per_port {
             let _ = writeln!(s, "  port {}: tx {} rx {}", p.name, p.tx, p.rx);
+        }
+        if let Some(f) = &self.flood {
+            s += &f.text();
         }
         s
     }

@@ -3,7 +3,7 @@
 //! `barrier-switch` root built from the switch crate's library, or any other poller), where
 //! that system's pollers run, and shutdown in the order that returns every mbuf.
 
-use crate::engine::GenPort;
+use crate::engine::{FloodPort, GenPort};
 use crate::fault::FaultRates;
 use crate::spread::ByGroup;
 use barrier_protocol::backoff::Backoff;
@@ -44,6 +44,27 @@ pub struct Wiring {
     pub pool: Mempool,
     ports: Vec<Port>,
     pub switch: Option<InprocSwitch>,
+    /// Extra ports that flood (`InprocExtras::flood_nonmember`, [`Wiring::open_flood_port`]),
+    /// each with its index at the in-process switch (None: a switch elsewhere). Taken by the
+    /// generator.
+    pub flood: Vec<(DpdkFloodPort, Option<usize>)>,
+}
+
+/// An extra flooding port on DPDK queues.
+pub type DpdkFloodPort = FloodPort<DpdkRx, ByGroup<DpdkTx>>;
+
+/// Where an in-process switch runs and what it has beside the generator's groups (by default:
+/// inside the generator's loop, nothing more).
+#[derive(Clone, Debug, Default)]
+pub struct InprocExtras {
+    /// The lcore its pollers run on; `None`: inside the generator's loop.
+    pub lcore: Option<LcoreId>,
+    /// More groups, as (numbers, children bitmask), that the generator does not run: for a
+    /// flood's reduces of groups a port does not belong to.
+    pub groups: Vec<(std::ops::Range<u32>, u64)>,
+    /// One more ring pair to the switch, after every other port: a port no group names, for
+    /// a flood (its generator side lands in [`Wiring::flood`]).
+    pub flood_nonmember: bool,
 }
 
 /// The far end of one ring pair: what a system under test in this process uses as its port.
@@ -151,6 +172,47 @@ pub fn open(
     queues: u16,
     sut_lcore: Option<LcoreId>,
 ) -> Result<(Wiring, Vec<DpdkGenPort>), WiringError> {
+    open_with(
+        eal,
+        tag,
+        plan,
+        shards,
+        faults,
+        queues,
+        &InprocExtras {
+            lcore: sut_lcore,
+            ..InprocExtras::default()
+        },
+    )
+}
+
+/// [`open`] with the in-process switch's `extras`: the lcore it runs on, groups the generator
+/// does not run, a port no group names.
+pub fn open_with(
+    eal: Eal,
+    tag: &str,
+    plan: &PortPlan,
+    shards: &[(std::ops::Range<u32>, u64)],
+    faults: &[(FaultRates, FaultRates)],
+    queues: u16,
+    extras: &InprocExtras,
+) -> Result<(Wiring, Vec<DpdkGenPort>), WiringError> {
+    if extras.flood_nonmember || !extras.groups.is_empty() {
+        match plan {
+            PortPlan::Inproc { ports, parent, .. }
+                if ports + usize::from(*parent) + usize::from(extras.flood_nonmember) <= 64 => {}
+            PortPlan::Inproc { .. } => {
+                return Err(WiringError::Plan(
+                    "a flood port needs one more switch port: at most 64 in all".into(),
+                ))
+            }
+            PortPlan::Named(_) => {
+                return Err(WiringError::Plan(
+                    "extra groups and a non-member ring pair need the in-process switch".into(),
+                ))
+            }
+        }
+    }
     let (mut w, gen, far) = open_ports(eal, tag, plan, faults, queues)?;
     if let PortPlan::Inproc {
         ports,
@@ -164,6 +226,7 @@ pub fn open(
         let up = PortIdx::new(*ports as u8).filter(|_| *parent);
         let specs: Vec<GroupBlock> = shards
             .iter()
+            .chain(&extras.groups)
             .map(|(numbers, children)| GroupBlock {
                 numbers: numbers.clone(),
                 config: GroupConfig {
@@ -252,11 +315,51 @@ pub fn open(
             w.ports.push(a);
             w.ports.push(b);
         }
+        if extras.flood_nonmember {
+            // The flood's port: after every other port of the switch, named by no group.
+            let (a, b) = ring_pair(
+                &w.eal,
+                &w.pool,
+                &format!("{tag}x"),
+                &format!("{tag}sutx"),
+                io.len(),
+                1,
+            )?;
+            let mut pair = vec![a, b];
+            start_ports(&mut pair)?;
+            let b = pair.pop().expect("two ports");
+            let a = pair.pop().expect("two ports");
+            let mac = [0x02, 0, 0, 0, 0x9f, 0];
+            let flood = FloodPort {
+                name: a.name().to_string(),
+                mac,
+                rx: DpdkRx::new(a.rx_queue(QueueId(0)).map_err(WiringError::Queue)?),
+                tx: ByGroup::new(vec![DpdkTx::new(
+                    a.tx_queue(QueueId(0)).map_err(WiringError::Queue)?,
+                    w.pool.clone(),
+                )]),
+            };
+            w.flood.push((flood, Some(io.len())));
+            io.push(PortIo {
+                name: b.name().to_string(),
+                rx: vec![DpdkRx::new(
+                    b.rx_queue(QueueId(0)).map_err(WiringError::Queue)?,
+                )],
+                tx: DpdkTx::new(
+                    b.tx_queue(QueueId(0)).map_err(WiringError::Queue)?,
+                    w.pool.clone(),
+                ),
+                peer_mac: mac,
+                mac: None,
+            });
+            w.ports.push(a);
+            w.ports.push(b);
+        }
         let sw = build_switch("sut", [0x02, 0, 0, 0, 0x5e, 0], io, table, clock.now_ns());
         let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
         pollers.push(sw.sched);
         pollers.extend(root_pollers);
-        w.attach(pollers, clock, Some(sw.stats), sut_lcore)?;
+        w.attach(pollers, clock, Some(sw.stats), extras.lcore)?;
     }
     Ok((w, gen))
 }
@@ -287,10 +390,11 @@ pub fn open_ports(
              and parent, per group)"
         )));
     }
+    // Room for every queue, and for the parent's and a flood port's ring pairs too.
     let pool = Mempool::new_pktmbuf(
         &eal,
         tag,
-        mbufs_for(n * usize::from(queues)),
+        mbufs_for((n + 2) * usize::from(queues)),
         256,
         dpdk::MBUF_DEFAULT_BUF_SIZE,
     )
@@ -300,6 +404,7 @@ pub fn open_ports(
         pool: pool.clone(),
         ports: Vec::new(),
         switch: None,
+        flood: Vec::new(),
     };
     let mut gen_side = Vec::new();
     let mut far_side = Vec::new();
@@ -455,6 +560,32 @@ fn ring_pair(
 }
 
 impl Wiring {
+    /// Opens one more port by name (as `PortPlan::Named` does) for a flood on a switch
+    /// elsewhere: a port that no group of that switch names. It lands in [`Wiring::flood`].
+    pub fn open_flood_port(&mut self, name: &str) -> Result<(), WiringError> {
+        let device = if name.contains(',') {
+            PortDevice::Vdev(name)
+        } else {
+            PortDevice::Existing(name)
+        };
+        let mut v = vec![open_port(&self.eal, device, setup(1), &self.pool)?];
+        start_ports(&mut v)?;
+        let p = v.pop().expect("one port");
+        let i = self.ports.len();
+        let flood = FloodPort {
+            name: p.name().to_string(),
+            mac: mac_of(&p, i),
+            rx: DpdkRx::new(p.rx_queue(QueueId(0)).map_err(WiringError::Queue)?),
+            tx: ByGroup::new(vec![DpdkTx::new(
+                p.tx_queue(QueueId(0)).map_err(WiringError::Queue)?,
+                self.pool.clone(),
+            )]),
+        };
+        self.flood.push((flood, None));
+        self.ports.push(p);
+        Ok(())
+    }
+
     /// Runs the pollers of a system under test on `lcore`, or (None) leaves them in
     /// `switch.inline` for the generator's loop to run.
     pub fn attach(

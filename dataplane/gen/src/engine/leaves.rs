@@ -111,6 +111,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             }
             let _ = self.hist_leaf.record(rel.waited_ns.max(1));
             let _ = self.iv_leaf.record(rel.waited_ns.max(1));
+            self.flood_note_leaf(rel.waited_ns);
         }
         if let Some(c) = rel.completed {
             self.complete(gi, c, now, running, count);
@@ -142,9 +143,13 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         } else {
             self.t.carried += 1;
         }
+        let this_trial = gr.trial == trial;
         if running && count.is_none_or(|c| gr.done < c) {
             gr.queued = true;
             self.ready.push_back(gi as u32);
+        }
+        if this_trial {
+            self.flood_note_completed(c.resent);
         }
     }
 
@@ -154,6 +159,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         self.fleet.expire(now, &mut resends);
         for &(port, send) in &resends {
             self.t.tx_resend += 1;
+            self.flood_note_resend();
             self.send(port as usize, send, now);
         }
         resends.clear();

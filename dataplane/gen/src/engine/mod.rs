@@ -4,6 +4,7 @@
 //! directions and latency into hdrhistograms. Generic over the switch crate's I/O seam, so it runs on DPDK queues and, in
 //! tests, on in-memory wires.
 
+mod flood;
 mod leaves;
 mod ports;
 mod spec;
@@ -11,6 +12,7 @@ mod spec;
 mod tests;
 mod trial;
 
+pub use flood::{FloodOn, FloodPlan, FloodPort};
 use leaves::GroupRun;
 use ports::PortRt;
 pub use spec::{GenConfig, GenPort, Load, TrialSpec};
@@ -60,6 +62,8 @@ pub struct Engine<R: RxQueue, T: TxQueue> {
     inline_clock: Clock,
     hdr: Option<HdrLog>,
     quit: Arc<AtomicBool>,
+    /// A flood of frames the switch must refuse (`set_flood`), and its phases.
+    flood: Option<flood::FloodRt<R, T>>,
 }
 
 impl<R: RxQueue, T: TxQueue> Engine<R, T> {
@@ -120,6 +124,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             inline_clock: Clock::new(),
             hdr: None,
             quit: Arc::new(AtomicBool::new(false)),
+            flood: None,
             cfg,
         }
     }

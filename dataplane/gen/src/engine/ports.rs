@@ -89,6 +89,6 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         for p in &mut self.ports {
             n += p.rx.drain(&mut p.frames);
         }
-        n
+        n + self.flood_drain_rx()
     }
 }

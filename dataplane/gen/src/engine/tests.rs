@@ -322,3 +322,158 @@ fn reduce_frames_carry_timestamp_and_flags() {
     .unwrap();
     assert_eq!(r.tx_timestamp, None);
 }
+
+/// The generator's `n` ports and one more, `x`, wired to a barrier-switch root (in-memory,
+/// inline) whose groups are the generator's (all `n` ports children) and 8 foreign groups whose
+/// one child is the last generator port; `x` is named by no group.
+fn with_switch_and_x(
+    n: usize,
+    gcfg: GenConfig,
+) -> (
+    Engine<MemRx, MemTx>,
+    FloodPort<MemRx, MemTx>,
+    barrier_switch::engine::SwitchStats,
+) {
+    let mut gen_ports = Vec::new();
+    let mut sw_ports = Vec::new();
+    let mut x = None;
+    for i in 0..=n {
+        let (up_tx, up_rx) = mem_wire(1024);
+        let (down_tx, down_rx) = mem_wire(1024);
+        let mac = [2, 0, 0, 0, 1, i as u8];
+        if i < n {
+            gen_ports.push(GenPort {
+                name: format!("g{i}"),
+                mac,
+                rx: down_rx,
+                tx: up_tx,
+                faults_tx: FaultRates::default(),
+                faults_rx: FaultRates::default(),
+            });
+        } else {
+            x = Some(FloodPort {
+                name: "x".into(),
+                mac,
+                rx: down_rx,
+                tx: up_tx,
+            });
+        }
+        sw_ports.push(PortIo {
+            name: format!("s{i}"),
+            rx: vec![up_rx],
+            tx: down_tx,
+            peer_mac: mac,
+            mac: None,
+        });
+    }
+    let members = gcfg.first_group..gcfg.first_group + gcfg.groups;
+    let table = Arc::new(
+        build_table(&[
+            GroupBlock {
+                numbers: members.clone(),
+                config: GroupConfig::root(PortSet((1u64 << n) - 1)),
+            },
+            GroupBlock {
+                numbers: members.end..members.end + 8,
+                config: GroupConfig::root(PortSet(1u64 << (n - 1))),
+            },
+        ])
+        .unwrap(),
+    );
+    let clock = Clock::new();
+    let sw = build_switch("sut", [2, 0, 0, 0, 0, 1], sw_ports, table, clock.now_ns());
+    let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
+    pollers.push(sw.sched);
+    let mut e = Engine::new(gcfg, gen_ports, Clock::new());
+    e.set_inline_pollers(pollers, clock);
+    (e, x.expect("port x"), sw.stats)
+}
+
+#[test]
+fn a_flood_on_a_nonmember_and_a_member_port_is_refused_and_every_barrier_completes() {
+    use crate::flood::{check_switch, states, FloodGroups, PortExpect};
+    let _serial = serial();
+    let gcfg = GenConfig {
+        resend_timeout_ns: 20 * MS,
+        ..cfg(32)
+    };
+    let (mut e, x, stats) = with_switch_and_x(3, gcfg);
+    let foreign = 32..40;
+    let foreign_before = states(&stats, foreign.clone());
+    e.set_flood(FloodPlan {
+        targets: vec![FloodOn::Extra(x), FloodOn::Member(0)],
+        rate: Some(200_000),
+        phases: 2,
+        groups: FloodGroups {
+            members: 0..32,
+            foreign: foreign.clone(),
+            table: 40,
+            unknown: 40..1000,
+            epoch: 1,
+        },
+        seed: 3,
+    })
+    .unwrap();
+    let r = e.run_trial(&TrialSpec {
+        load: Load::Closed,
+        duration: Duration::from_millis(800),
+        count: None,
+        drain: Duration::from_secs(5),
+    });
+    let f = r.flood.clone().expect("a flood report");
+    let b = &r.barriers;
+    assert!(b.completed > 0, "{}", r.text());
+    assert_eq!((b.incomplete, b.early_releases), (0, 0), "{}", r.text());
+    assert_eq!(b.started, b.completed);
+    // Four phases, control first; the flood only in flood phases; every class sent.
+    assert_eq!(f.per_phase.len(), 4);
+    for (i, p) in f.per_phase.iter().enumerate() {
+        assert_eq!(p.flood, i % 2 == 1);
+        // (A flood phase may send nothing only if the loop lost its CPU for all of it.)
+        assert!(p.flood || p.flood_frames == 0, "{}", r.text());
+    }
+    assert!(f.flood.flood_frames > 0, "{}", r.text());
+    assert_eq!(f.sent, f.flood.flood_frames, "{}", r.text());
+    // The phases cover the load, not the drain: at most the groups' last barriers are outside.
+    let in_phases = f.control.completed + f.flood.completed;
+    assert!(
+        in_phases <= b.completed && in_phases + 32 >= b.completed,
+        "{}",
+        r.text()
+    );
+    assert_eq!(f.targets.len(), 2);
+    assert_eq!(f.targets[0].by_class.len(), 2);
+    assert_eq!(f.targets[1].by_class.len(), 4);
+    for t in &f.targets {
+        assert!(t.by_class.iter().all(|(_, n)| *n > 0), "{}", r.text());
+    }
+    assert_eq!(f.unsent, 0);
+    // What the switch counted: let it take everything left on its wires first.
+    for _ in 0..1000 {
+        e.poll_inline();
+    }
+    let expect: Vec<PortExpect> = e
+        .flood_sent()
+        .into_iter()
+        .map(|(member, name, sent)| PortExpect {
+            switch_port: member.unwrap_or(3),
+            name,
+            nonmember: member.is_none(),
+            sent,
+        })
+        .collect();
+    let check = check_switch(
+        &stats,
+        &expect,
+        &foreign_before,
+        foreign,
+        b.completed,
+        f.unsent,
+    );
+    assert!(check.ok, "{}\n{}", check.text(), r.text());
+    // The extra port's device took exactly the frames counted per class.
+    assert_eq!(
+        e.flood_device_tx(),
+        vec![("x".to_string(), f.targets[0].sent)]
+    );
+}

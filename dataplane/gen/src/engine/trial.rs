@@ -69,6 +69,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         let mut stop_ns = end_ns;
         let mut interrupted = false;
         let mut progress = Progress::new(start_ns);
+        self.flood_start(start_ns, start_tick, spec.duration.as_nanos() as u64);
         loop {
             let tick = self.clock.ticks();
             let now = self.clock.ns(tick);
@@ -82,6 +83,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
                     interrupted = quit;
                 }
             }
+            self.flood_phase(now, running);
             self.receive(now, running, spec.count);
             self.expire_timers(now);
             if running || self.cursor > 0 {
@@ -94,6 +96,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
                 }
             }
             self.transmit(now);
+            self.flood_pass(tick);
             if !self.inline.is_empty() {
                 let t = self.inline_clock.now_ns();
                 for p in self.inline.iter_mut() {
@@ -103,7 +106,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             if now >= progress.next {
                 self.tick_progress(&mut progress, now);
             }
-            if !running && self.cursor == 0 && self.outstanding == 0 {
+            if !running && self.cursor == 0 && self.outstanding == 0 && self.flood_buffered() == 0 {
                 break;
             }
             if !running
@@ -121,6 +124,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             p.inj_tx.flush(&mut p.pending);
         }
         self.transmit(end);
+        self.flood_pass(self.clock.ticks());
         self.tick_progress(&mut progress, end);
         self.report(
             spec,
@@ -207,6 +211,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             faults_rx,
             per_port,
             interrupted,
+            flood: self.flood_report(self.flood_buffered() as u64),
         }
     }
 
