@@ -28,31 +28,35 @@ fn cfg(groups: u32) -> GenConfig {
     }
 }
 
-/// The generator's `n` ports wired to a barrier-switch root (in-memory wires), whose pollers
-/// run inside the generator's loop.
-fn with_switch(n: usize, gcfg: GenConfig, faults: FaultRates) -> Engine<MemRx, MemTx> {
-    let mut gen_ports = Vec::new();
-    let mut sw_ports = Vec::new();
-    for i in 0..n {
-        let (up_tx, up_rx) = mem_wire(1024);
-        let (down_tx, down_rx) = mem_wire(1024);
-        let mac = [2, 0, 0, 0, 1, i as u8];
-        gen_ports.push(GenPort {
+/// Generator port `i` (faults in both directions) and the switch port at the other end of its
+/// two in-memory wires.
+fn wired(i: usize, faults: FaultRates) -> (GenPort<MemRx, MemTx>, PortIo<MemRx, MemTx>) {
+    let (up_tx, up_rx) = mem_wire(1024);
+    let (down_tx, down_rx) = mem_wire(1024);
+    let mac = [2, 0, 0, 0, 1, i as u8];
+    (
+        GenPort {
             name: format!("g{i}"),
             mac,
             rx: down_rx,
             tx: up_tx,
             faults_tx: faults,
             faults_rx: faults,
-        });
-        sw_ports.push(PortIo {
+        },
+        PortIo {
             name: format!("s{i}"),
             rx: vec![up_rx],
             tx: down_tx,
             peer_mac: mac,
             mac: None,
-        });
-    }
+        },
+    )
+}
+
+/// The generator's `n` ports wired to a barrier-switch root (in-memory wires), whose pollers
+/// run inside the generator's loop.
+fn with_switch(n: usize, gcfg: GenConfig, faults: FaultRates) -> Engine<MemRx, MemTx> {
+    let (gen_ports, sw_ports): (Vec<_>, Vec<_>) = (0..n).map(|i| wired(i, faults)).unzip();
     let spec = GroupBlock {
         numbers: gcfg.first_group..gcfg.first_group + gcfg.groups,
         config: GroupConfig {
@@ -338,33 +342,18 @@ fn with_switch_and_x(
     let mut sw_ports = Vec::new();
     let mut x = None;
     for i in 0..=n {
-        let (up_tx, up_rx) = mem_wire(1024);
-        let (down_tx, down_rx) = mem_wire(1024);
-        let mac = [2, 0, 0, 0, 1, i as u8];
+        let (g, sw) = wired(i, FaultRates::default());
         if i < n {
-            gen_ports.push(GenPort {
-                name: format!("g{i}"),
-                mac,
-                rx: down_rx,
-                tx: up_tx,
-                faults_tx: FaultRates::default(),
-                faults_rx: FaultRates::default(),
-            });
+            gen_ports.push(g);
         } else {
             x = Some(FloodPort {
                 name: "x".into(),
-                mac,
-                rx: down_rx,
-                tx: up_tx,
+                mac: g.mac,
+                rx: g.rx,
+                tx: g.tx,
             });
         }
-        sw_ports.push(PortIo {
-            name: format!("s{i}"),
-            rx: vec![up_rx],
-            tx: down_tx,
-            peer_mac: mac,
-            mac: None,
-        });
+        sw_ports.push(sw);
     }
     let members = gcfg.first_group..gcfg.first_group + gcfg.groups;
     let table = Arc::new(
