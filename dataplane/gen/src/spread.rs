@@ -59,24 +59,21 @@ impl<T: TxQueue> TxQueue for ByGroup<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+    use barrier_protocol::wire::{Flags, FrameTemplate, Kind, MacAddr, FRAME_LEN};
     use barrier_protocol::{Epoch, GroupId, Seq};
     use barrier_runtime::io::{mem_wire, RxQueue};
 
     fn reduce(group: u32) -> Vec<u8> {
-        let mut b = vec![0u8; FRAME_LEN];
-        FrameRepr {
-            dst: MacAddr::BROADCAST,
-            src: MacAddr([2, 0, 0, 0, 0, 1]),
-            kind: Kind::Reduce,
-            flags: Flags::empty(),
-            group: GroupId(group),
-            epoch: Epoch::DEFAULT,
-            seq: Seq(0),
-            tx_timestamp: None,
-        }
-        .emit(&mut b);
-        b
+        let mut b = [0u8; FRAME_LEN];
+        FrameTemplate::new(MacAddr::BROADCAST, MacAddr([2, 0, 0, 0, 0, 1])).write(
+            &mut b,
+            Kind::Reduce,
+            Flags::empty(),
+            GroupId(group),
+            Epoch::DEFAULT,
+            Seq(0),
+        );
+        b.to_vec()
     }
 
     #[test]
