@@ -518,6 +518,13 @@ impl Actions {
         self.items[..self.len as usize].iter().flatten()
     }
 
+    /// True when one of the actions sends a reduce up: at an intermediate's completion, or
+    /// (from a timer) a re-send. The one test for "this decision reduced up" that the table's
+    /// re-send count, the scheduler's `timer_resends` and the straggler report share.
+    pub fn reduces_up(&self) -> bool {
+        self.iter().any(|a| matches!(a, Action::SendReduce { .. }))
+    }
+
     /// Action `i`, if any.
     pub fn get(&self, i: usize) -> Option<&Action> {
         self.items.get(i).and_then(Option::as_ref)

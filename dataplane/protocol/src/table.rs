@@ -540,10 +540,7 @@ impl GroupTable {
             let (next, actions) = switch::on_timer(&cfg, GroupState::from_bits(s), fired, me);
             let new = next.to_bits() | (s & STATE_GEN_MASK);
             if new == s || slot.state.compare_exchange(s, new).is_ok() {
-                if actions
-                    .iter()
-                    .any(|a| matches!(a, switch::Action::SendReduce { .. }))
-                {
+                if actions.reduces_up() {
                     slot.resends.fetch_add(1, Relaxed);
                 }
                 return actions;

@@ -314,10 +314,10 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
                         "failure declared: a child stayed silent; the group is aborted until reset"
                     );
                 }
+                if actions.reduces_up() {
+                    bump(&self.counters.timer_resends, 1);
+                }
                 for action in actions.iter() {
-                    if matches!(action, Action::SendReduce { .. }) {
-                        bump(&self.counters.timer_resends, 1);
-                    }
                     self.dispatch(
                         Msg {
                             group,
