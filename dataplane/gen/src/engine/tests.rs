@@ -4,6 +4,7 @@ use super::*;
 use crate::fault::FaultRates;
 use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::switch::GroupConfig;
+use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr};
 use barrier_protocol::{Epoch, GroupId, PortSet};
 use barrier_runtime::io::{mem_wire, MemRx, MemTx};
@@ -65,13 +66,24 @@ fn with_switch(n: usize, gcfg: GenConfig, faults: FaultRates) -> Engine<MemRx, M
         },
     };
     let table = Arc::new(build_table(&[spec]).unwrap());
+    inline_switch(gcfg, gen_ports, sw_ports, table).0
+}
+
+/// A generator on `gen_ports` with a barrier-switch on `sw_ports` (its table `table`) whose
+/// pollers run inside the generator's loop; the switch's counters.
+fn inline_switch(
+    gcfg: GenConfig,
+    gen_ports: Vec<GenPort<MemRx, MemTx>>,
+    sw_ports: Vec<PortIo<MemRx, MemTx>>,
+    table: Arc<GroupTable>,
+) -> (Engine<MemRx, MemTx>, barrier_switch::engine::SwitchStats) {
     let clock = Clock::new();
     let sw = build_switch("sut", [2, 0, 0, 0, 0, 1], sw_ports, table, clock.now_ns());
     let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
     pollers.push(sw.sched);
     let mut e = Engine::new(gcfg, gen_ports, Clock::new());
     e.set_inline_pollers(pollers, clock);
-    e
+    (e, sw.stats)
 }
 
 fn closed(count: u64) -> TrialSpec {
@@ -369,13 +381,8 @@ fn with_switch_and_x(
         ])
         .unwrap(),
     );
-    let clock = Clock::new();
-    let sw = build_switch("sut", [2, 0, 0, 0, 0, 1], sw_ports, table, clock.now_ns());
-    let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
-    pollers.push(sw.sched);
-    let mut e = Engine::new(gcfg, gen_ports, Clock::new());
-    e.set_inline_pollers(pollers, clock);
-    (e, x.expect("port x"), sw.stats)
+    let (e, stats) = inline_switch(gcfg, gen_ports, sw_ports, table);
+    (e, x.expect("port x"), stats)
 }
 
 #[test]
