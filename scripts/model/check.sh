@@ -151,6 +151,9 @@ if [ "$mode" != bounded ]; then
   run small-k2-capdn2-safety     safety pass "-DK=2 -DM=7 -DF=5 -DEPOCHS=1 -DCAP=1 -DCAPDN=2" "$SAFE" "-m4000000 -w27"
   run small-cap2-1epoch-safety   safety pass "-DK=1 -DM=6 -DF=5 -DEPOCHS=1 -DCAP=2" "$SAFE" "-m4000000 -w26"
   run big-safety-bitstate        safety pass-bitstate "-DTREE_BIG $S1" "$SAFE -DBITSTATE" "-m4000000 -w32"
+  # the big tree's safety exhaustively, in one epoch (restarts, loss, duplicates, timers; no
+  # new run), as big-progress is
+  run big-1epoch-safety          safety pass "-DTREE_BIG -DK=1 -DM=6 -DF=5 -DEPOCHS=1 -DCAP=1" "$SAFE" "-m4000000 -w27"
   run big-progress               progress pass "-DTREE_BIG -DK=1 -DM=6 -DF=5 -DEPOCHS=1 -DCAP=1 -DPROGRESS -DFAULTS=1" "$PROG" "-l -m2000000 -w26"
 fi
 
