@@ -17,6 +17,7 @@
 //! The classes of a port are sent in turn (so each gets an even share) with random groups and
 //! sequence numbers (half of them small, near the barriers in progress, half anywhere).
 
+use barrier_protocol::counts::CountKey;
 use barrier_protocol::rng::Rng;
 use barrier_protocol::switch::GroupState;
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
@@ -44,8 +45,10 @@ pub enum FloodClass {
     UnknownGroup,
 }
 
-impl FloodClass {
-    pub const ALL: [FloodClass; 6] = [
+/// Every class, a dense index and a stable name: the project's counter-key trait, as for
+/// outcomes and parse errors.
+impl CountKey for FloodClass {
+    const ALL: &'static [Self] = &[
         FloodClass::NonMemberReduce,
         FloodClass::NonMemberRelease,
         FloodClass::ChildRelease,
@@ -54,12 +57,11 @@ impl FloodClass {
         FloodClass::UnknownGroup,
     ];
 
-    pub fn index(self) -> usize {
+    fn index(self) -> usize {
         self as usize
     }
 
-    /// The name in reports.
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             FloodClass::NonMemberReduce => "nonmember_reduce",
             FloodClass::NonMemberRelease => "nonmember_release",
@@ -69,7 +71,9 @@ impl FloodClass {
             FloodClass::UnknownGroup => "unknown_group",
         }
     }
+}
 
+impl FloodClass {
     /// The barrier-switch RX counter (`RxCounters::NAMES`) that must count a frame of this
     /// class on the port it was sent to.
     pub fn counter(self) -> &'static str {
@@ -90,7 +94,7 @@ impl FloodClass {
 }
 
 /// Frames per class, indexed by [`FloodClass::index`].
-pub type ClassCounts = [u64; 6];
+pub type ClassCounts = [u64; FloodClass::ALL.len()];
 
 /// The group numbers a flood's frames name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -314,7 +318,7 @@ pub fn check_switch(
                 None => want.push((name, n)),
             }
         }
-        for c in FloodClass::ALL {
+        for &c in FloodClass::ALL {
             add(&mut want, c.counter(), pe.sent[c.index()]);
         }
         if pe.nonmember {

@@ -9,6 +9,7 @@ use crate::flood::{ClassCounts, FloodClass, FloodGroups, FloodSource, Target};
 use crate::report::{
     new_histogram, FloodPhase, FloodRatios, FloodReport, FloodTarget, Percentiles,
 };
+use barrier_protocol::counts::CountKey;
 use barrier_protocol::wire::FRAME_LEN;
 use barrier_runtime::io::{RxQueue, TxBlocked, TxQueue, BURST};
 use hdrhistogram::Histogram;

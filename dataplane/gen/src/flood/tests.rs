@@ -127,7 +127,7 @@ fn classes_by_target_and_what_counts_them() {
         classes_for(Target::Member, &none),
         [FloodClass::ChildRelease, FloodClass::OtherEpoch]
     );
-    for c in FloodClass::ALL {
+    for &c in FloodClass::ALL {
         assert!(RxCounters::NAMES.contains(&c.counter()), "{c:?}");
         assert_eq!(FloodClass::ALL[c.index()], c);
     }
