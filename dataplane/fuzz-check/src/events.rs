@@ -80,6 +80,11 @@
 //!    `docs/reliability.md`); the only exception is an abort, which names its own barrier; a
 //!    known group never becomes `Unknown` by a frame; each barrier completes (outcome
 //!    `Completed`) at most once between two losses of state.
+//! 9. **A timer acts only on the run it was armed in**: a re-send or a deadline armed before
+//!    the group's state was last lost (configured anew in any epoch, the same one included;
+//!    removed and configured again; restarted) sends nothing, arms nothing and changes no
+//!    state when it fires, even when the new run has reached the same barrier and phase. The
+//!    harness counts runs itself (one per loss of state), not through the table's generation.
 //!
 //! Assumptions used: 1 (a child is its port: the history is keyed by ingress port) and 3 (only
 //! in the meaning of invariant 4's "implies"); the checks themselves assume nothing about the
@@ -90,7 +95,7 @@
 
 use crate::Input;
 use barrier_protocol::switch::{
-    Action, Event, Fired, GroupConfig, GroupState, Outcome, Phase, Reject, Timer as Kind2,
+    Action, Event, Fired, GroupConfig, GroupState, Outcome, Phase, Reject, Run, Timer as Kind2,
 };
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{
@@ -215,13 +220,17 @@ struct RxPort {
 /// The switch's id in the aborts it declares.
 const ME: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xee]);
 
-/// A pending timer: (due time, group, seq, what for).
-type Timer = (u64, u32, Seq, Kind2);
+/// A pending timer: (due time, group, seq, what for, the run that armed it as the switch
+/// stamped it, the run that armed it as the harness counts runs).
+type Timer = (u64, u32, Seq, Kind2, Run, u64);
 
 struct Harness {
     table: Arc<GroupTable>,
     ports: Vec<RxPort>,
     history: Vec<History>,
+    /// Per group, its runs so far as the harness counts them: one more at every loss of state
+    /// (configuration, removal, restart), independently of the table's own generation.
+    runs: Vec<u64>,
     timers: Vec<Timer>,
     now: u64,
 }
@@ -297,6 +306,7 @@ impl Harness {
             table,
             ports,
             history: vec![History::default(); CAPACITY as usize],
+            runs: vec![0; CAPACITY as usize],
             timers: Vec::new(),
             now: 0,
         }
@@ -449,7 +459,7 @@ impl Harness {
         let mut completed = None;
         for m in &msgs {
             assert_eq!(m.group, repr.group);
-            assert_eq!(m.epoch, cfg.epoch, "an action in another epoch");
+            assert_eq!(m.run.epoch, cfg.epoch, "an action in another epoch");
             match m.action {
                 Action::SendRelease {
                     seq: r,
@@ -493,7 +503,9 @@ impl Harness {
                             );
                         }
                     }
-                    self.timers.push((self.now + after_ns, g, seq, timer));
+                    let run = self.runs[g as usize];
+                    self.timers
+                        .push((self.now + after_ns, g, seq, timer, m.run, run));
                 }
                 Action::SendAbort {
                     seq: r,
@@ -581,15 +593,25 @@ impl Harness {
             }
         });
         due.sort_unstable_by_key(|t| t.0);
-        for (_, g, seq, timer) in due {
+        for (_, g, seq, timer, stamped, run) in due {
             let before = self.snapshot();
             let fired = Fired {
                 group: GroupId(g),
                 seq,
                 timer,
+                run: stamped,
             };
             let acts = self.table.on_timer(fired, ME);
             let after = self.snapshot();
+            // 9. a timer acts only on the run it was armed in
+            if run != self.runs[g as usize] {
+                assert!(
+                    acts.is_empty(),
+                    "a {timer:?} timer for {seq:?} armed in an earlier run of group {g} acted: {acts:?}"
+                );
+                assert_eq!(after, before, "a timer of an earlier run changed a state");
+                continue;
+            }
             // A deadline that declares is the one timer that changes a state: the group's,
             // from gathering `seq` with some children but not all, to aborted naming a silent
             // child and this switch.
@@ -634,7 +656,8 @@ impl Harness {
                             matches!(next, Kind2::Resend { .. }),
                             "a timer armed {next:?}"
                         );
-                        self.timers.push((now + after_ns, g, t, next));
+                        self.timers
+                            .push((now + after_ns, g, t, next, acts.run(), run));
                     }
                     Action::SendAbort {
                         seq: r,
@@ -657,6 +680,7 @@ impl Harness {
 
     fn lose_state(&mut self, g: u32) {
         self.history[g as usize] = History::default();
+        self.runs[g as usize] += 1;
         if self.table.config(GroupId(g)).is_some() {
             assert_eq!(self.table.state(GroupId(g)), Some(GroupState::fresh()));
         } else {

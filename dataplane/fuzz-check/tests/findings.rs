@@ -165,3 +165,25 @@ fn finding_4_a_huge_eal_lcore_range_is_not_expanded() {
     assert_eq!(e.key, "lcores.scheduler", "{e}");
     assert!(e.reason.contains("\"99949-0491414532\""), "{e}");
 }
+
+/// Issue 21 (found by an operator, written for this harness): a timer outlived the run of its
+/// group. Root group 0 (children 1, 2, 3, `fail_after` 4 µs) records child 1's reduce for
+/// barrier 0, which arms a deadline; then the group is configured anew (into the next epoch,
+/// the same epoch as `group set` does, or its state is lost as in a restart); the new run's
+/// child 1 reports barrier 0; time passes both deadlines. The first run's deadline found the new
+/// run gathering barrier 0 with one child and declared child 2 failed: the new run aborted
+/// before it began. Timers now carry their run (`switch::Run`: epoch and the table's
+/// configuration generation) and fire only into it; invariant 9 of `events` checks it for every
+/// timer of every input.
+#[test]
+fn finding_5_a_deadline_of_the_previous_run_does_not_abort_the_next() {
+    events::check(include_bytes!(
+        "findings/switch_events-deadline-of-previous-run.bin"
+    ));
+    events::check(include_bytes!(
+        "findings/switch_events-deadline-before-set.bin"
+    ));
+    events::check(include_bytes!(
+        "findings/switch_events-deadline-before-restart.bin"
+    ));
+}

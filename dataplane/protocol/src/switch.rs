@@ -447,7 +447,37 @@ pub enum Timer {
     Deadline,
 }
 
-/// A timer that fired: the group, the barrier and the timer armed for it.
+/// One run of a group at one switch: what a decision, and every timer it arms, belongs to.
+///
+/// `epoch` is the run as management names it to the whole tree (frames carry it).
+/// `generation` is the run as this switch's table knows it: a number that every
+/// configuration of the group (create, reset, set), every removal and every loss of its
+/// state (a restart) advances, so it also tells apart two configurations in one epoch (`set`,
+/// delete and create of the same number and epoch). [`on_event`] and [`on_timer`] see only
+/// the configuration, so they fill in the epoch and leave the generation 0;
+/// [`crate::table::GroupTable`] stamps its own ([`Actions::with_generation`]) and checks it
+/// when a timer fires.
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq, Hash)]
+pub struct Run {
+    /// The group's epoch when the decision was made.
+    pub epoch: Epoch,
+    /// The table's configuration generation of the group when the decision was made (0
+    /// outside a table).
+    pub generation: u32,
+}
+
+impl Run {
+    /// The run of epoch `epoch`, outside a table (generation 0).
+    pub const fn of_epoch(epoch: Epoch) -> Run {
+        Run {
+            epoch,
+            generation: 0,
+        }
+    }
+}
+
+/// A timer that fired: the group, the barrier, the timer armed for it, and the run that armed
+/// it (a timer acts only on the run it was armed in: [`on_timer`]).
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub struct Fired {
     /// The group.
@@ -456,20 +486,23 @@ pub struct Fired {
     pub seq: Seq,
     /// What it is for.
     pub timer: Timer,
+    /// The run that armed it: [`Actions::run`] of the decision that asked for the timer.
+    pub run: Run,
 }
 
 /// The most actions one event can produce: a re-sent release, a reduce and a timer.
 pub const MAX_ACTIONS: usize = 4;
 
 /// A short list of actions with fixed capacity, so the per-frame path never allocates, and
-/// the epoch of the configuration that decided them: the frames they ask for carry that
+/// the run of the group that decided them ([`Run`]): the frames they ask for carry its
 /// epoch, fixed when the decision was made, so a send still queued when management resets
-/// the group goes out in the old epoch (and is dropped as such), never in the new one.
+/// the group goes out in the old epoch (and is dropped as such), never in the new one; the
+/// timers they arm carry the whole run, so a timer fires only into the run that armed it.
 #[derive(Copy, Clone, Default, Eq, PartialEq, Hash)]
 pub struct Actions {
     items: [Option<Action>; MAX_ACTIONS],
     len: u8,
-    epoch: Epoch,
+    run: Run,
 }
 
 impl Actions {
@@ -478,18 +511,52 @@ impl Actions {
         Actions::in_epoch(Epoch::DEFAULT)
     }
 
-    /// No actions yet, decided in `epoch`.
+    /// No actions yet, decided in `epoch` (generation 0: outside a table).
     pub const fn in_epoch(epoch: Epoch) -> Self {
         Actions {
             items: [None; MAX_ACTIONS],
             len: 0,
-            epoch,
+            run: Run::of_epoch(epoch),
         }
     }
 
     /// The epoch every frame of these actions carries.
     pub const fn epoch(&self) -> Epoch {
-        self.epoch
+        self.run.epoch
+    }
+
+    /// The run that decided these actions: what a timer they arm must carry
+    /// ([`Fired::run`]).
+    pub const fn run(&self) -> Run {
+        self.run
+    }
+
+    /// The same actions, decided in the table's configuration generation `generation`.
+    #[must_use]
+    pub const fn with_generation(mut self, generation: u32) -> Self {
+        self.run.generation = generation;
+        self
+    }
+
+    /// The timer `ArmTimer` action `a` asks for, as the caller arms it: with this decision's
+    /// group and run. `None` for any other action.
+    pub const fn timer(&self, group: GroupId, a: &Action) -> Option<(Fired, u64)> {
+        match *a {
+            Action::ArmTimer {
+                seq,
+                after_ns,
+                timer,
+            } => Some((
+                Fired {
+                    group,
+                    seq,
+                    timer,
+                    run: self.run,
+                },
+                after_ns,
+            )),
+            _ => None,
+        }
     }
 
     /// Appends one action.
@@ -950,7 +1017,10 @@ fn forward_release(cfg: &GroupConfig, t: Seq, acts: &mut Actions) -> (GroupState
 }
 
 /// A timer armed for barrier `fired.seq` expired; `me` is this switch's id (named in the aborts
-/// it declares). Stale timers (the group moved on) do nothing.
+/// it declares). Stale timers do nothing: the group moved on from `seq`, or the timer was armed
+/// in another run of the group (`fired.run.epoch` is not the configuration's: the group was
+/// reset since, and the new run may be at the same `seq`). The configuration generation in
+/// `fired.run` is the table's to check ([`crate::table::GroupTable::on_timer`]).
 ///
 /// - [`Timer::Resend`]: an intermediate still waiting for the release of `seq` re-sends its
 ///   reduce (claim 3); one that aborted `seq` and has no answer from its parent re-sends the
@@ -967,7 +1037,7 @@ pub fn on_timer(
 ) -> (GroupState, Actions) {
     let mut acts = Actions::in_epoch(cfg.epoch);
     let seq = fired.seq;
-    if state.seq != seq {
+    if state.seq != seq || fired.run.epoch != cfg.epoch {
         return (state, acts);
     }
     let rearm = |attempt: u32| Action::ArmTimer {
@@ -1052,6 +1122,7 @@ mod tests {
             group: GroupId(0),
             seq,
             timer: Timer::Resend { attempt: 0 },
+            run: Run::of_epoch(Epoch::DEFAULT),
         }
     }
     fn acts(a: &Actions) -> Vec<Action> {
@@ -1578,12 +1649,54 @@ mod tests {
             group: GroupId(0),
             seq: Seq(seq),
             timer: Timer::Deadline,
+            run: Run::of_epoch(Epoch::DEFAULT),
         }
     }
     const F: Failure = Failure {
         switch: MacAddr([2, 0, 0, 0, 0, 0x77]),
         port: 5,
     };
+
+    /// A deadline and a re-send armed in one epoch, fired after the group was reset into the
+    /// next and has reached the same barrier and phase: neither acts (issue 21: the previous
+    /// run's deadline aborted the new run's barrier 0). The same timers in their own run do.
+    #[test]
+    fn a_timer_of_another_epoch_is_stale_at_the_same_seq() {
+        let old = Run::of_epoch(Epoch::DEFAULT);
+        let new = ROOT3.with_fail_after(1_000).with_epoch(Epoch(2));
+        let (st, o, _) = on_event(&new, GroupState::fresh(), red(1, 0).with_epoch(Epoch(2)));
+        assert_eq!(o, Outcome::Recorded);
+        let stale = Fired {
+            run: old,
+            ..deadline(0)
+        };
+        assert_eq!(
+            on_timer(&new, st, stale, F.switch),
+            (st, Actions::in_epoch(Epoch(2)))
+        );
+        let own = Fired {
+            run: Run::of_epoch(Epoch(2)),
+            ..deadline(0)
+        };
+        assert_eq!(on_timer(&new, st, own, F.switch).0.phase, Phase::Aborted);
+
+        let mid = mid3().with_epoch(Epoch(2));
+        let mut st = GroupState::fresh();
+        for c in 1..=3 {
+            st = on_event(&mid, st, red(c, 0).with_epoch(Epoch(2))).0;
+        }
+        assert_eq!(st.phase, Phase::AwaitingRelease);
+        let stale = Fired {
+            run: old,
+            ..resend(Seq(0))
+        };
+        assert!(on_timer(&mid, st, stale, F.switch).1.is_empty());
+        let own = Fired {
+            run: Run::of_epoch(Epoch(2)),
+            ..resend(Seq(0))
+        };
+        assert_eq!(on_timer(&mid, st, own, F.switch).1.len(), 2);
+    }
 
     #[test]
     fn the_first_arrival_starts_the_deadline_and_a_silent_child_is_declared_at_the_root() {

@@ -12,7 +12,7 @@ use core::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use crate::backoff::Backoff;
 use crate::switch::{
-    self, bits, Actions, ConfigError, Event, Fired, GroupConfig, GroupState, Outcome, Role,
+    self, bits, Actions, ConfigError, Event, Fired, GroupConfig, GroupState, Outcome, Role, Run,
 };
 use crate::wire::MacAddr;
 use crate::{Epoch, GroupId, PortIdx, PortSet};
@@ -286,6 +286,19 @@ impl Slot {
         old_members
     }
 
+    /// The group's state lost, its configuration kept: a new generation with the same
+    /// registers (fresh state first, as in `install`). Nothing to do when unconfigured.
+    fn restart(&self) {
+        let old = self.lock_meta();
+        if old & CONFIGURED == 0 {
+            self.meta.store(old, SeqCst);
+            return;
+        }
+        let gen = (gen_of_meta(old) + 1) & GEN_MASK;
+        self.state_store_fresh(gen);
+        self.meta.store((old & !GEN_MASK) | gen, SeqCst);
+    }
+
     fn state_store_fresh(&self, gen: u64) {
         let fresh = state_with_gen(GroupState::fresh(), gen);
         loop {
@@ -469,6 +482,16 @@ impl GroupTable {
         self.slot(group).ok()?.read_config().map(|(_, c)| c)
     }
 
+    /// The group's current run (its epoch and configuration generation), if configured: what
+    /// the timers its decisions arm now carry.
+    pub fn run(&self, group: GroupId) -> Option<Run> {
+        let (s, cfg) = self.slot(group).ok()?.snapshot()?;
+        Some(Run {
+            epoch: cfg.epoch,
+            generation: gen_of_state(s) as u32,
+        })
+    }
+
     /// The group's current state, if configured.
     pub fn state(&self, group: GroupId) -> Option<GroupState> {
         self.slot(group)
@@ -520,7 +543,7 @@ impl GroupTable {
                     }
                     _ => {}
                 }
-                *out = actions;
+                *out = actions.with_generation(gen_of_state(s) as u32);
                 return Ok(outcome);
             }
         }
@@ -528,7 +551,10 @@ impl GroupTable {
 
     /// A timer armed for the group fired (see [`switch::on_timer`]); `me` is this switch's
     /// id, named in the aborts it declares. Empty when the group is unconfigured or the timer
-    /// is stale.
+    /// is stale: the group moved on from its barrier, or the timer belongs to another run of
+    /// the group (`fired.run.generation` is not the group's configuration generation: it was
+    /// created, reset, changed, deleted or restarted since the timer was armed). So a timer
+    /// never needs cancelling, and none acts on a run it was not armed in.
     pub fn on_timer(&self, fired: Fired, me: MacAddr) -> Actions {
         let Ok(slot) = self.slot(fired.group) else {
             return Actions::new();
@@ -537,7 +563,12 @@ impl GroupTable {
             let Some((s, cfg)) = slot.snapshot() else {
                 return Actions::new();
             };
+            let generation = gen_of_state(s) as u32;
+            if u64::from(fired.run.generation) & GEN_MASK != u64::from(generation) {
+                return Actions::new();
+            }
             let (next, actions) = switch::on_timer(&cfg, GroupState::from_bits(s), fired, me);
+            let actions = actions.with_generation(generation);
             let new = next.to_bits() | (s & STATE_GEN_MASK);
             if new == s || slot.state.compare_exchange(s, new).is_ok() {
                 if actions.reduces_up() {
@@ -560,28 +591,19 @@ impl GroupTable {
     }
 
     /// Models a restart that loses all barrier state but keeps configuration: every group
-    /// goes back to [`GroupState::fresh`] (phase `Unknown`).
+    /// goes back to [`GroupState::fresh`] (phase `Unknown`) in a new generation, so the
+    /// timers armed before it are stale, as a restarted process has none.
     #[cold]
     pub fn reset_all(&self) {
         for slot in self.slots.iter() {
-            self.reset_slot(slot);
+            slot.restart();
         }
     }
 
     /// Like [`GroupTable::reset_all`] for one group.
     pub fn reset(&self, group: GroupId) -> Result<(), TableError> {
-        self.reset_slot(self.slot(group)?);
+        self.slot(group)?.restart();
         Ok(())
-    }
-
-    fn reset_slot(&self, slot: &Slot) {
-        loop {
-            let s = slot.state.load();
-            let fresh = s & STATE_GEN_MASK; // keep the generation, so config stays valid
-            if s == fresh || slot.state.compare_exchange(s, fresh).is_ok() {
-                return;
-            }
-        }
     }
 }
 
@@ -592,11 +614,13 @@ mod tests {
     use crate::Seq;
 
     const ME: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xaa]);
-    fn resend(group: GroupId, seq: Seq) -> Fired {
+    /// A re-send timer for `seq` of the group's current run (read off the table).
+    fn resend(t: &GroupTable, group: GroupId, seq: Seq) -> Fired {
         Fired {
             group,
             seq,
             timer: Timer::Resend { attempt: 0 },
+            run: t.run(group).expect("configured"),
         }
     }
     use crate::switch::{Action, Phase, Reject};
@@ -729,8 +753,8 @@ mod tests {
             })
         );
         assert_eq!(t.state(g).unwrap().phase, Phase::AwaitingRelease);
-        assert_eq!(t.on_timer(resend(g, Seq(0)), ME).len(), 2);
-        assert!(t.on_timer(resend(g, Seq(1)), ME).is_empty());
+        assert_eq!(t.on_timer(resend(&t, g, Seq(0)), ME).len(), 2);
+        assert!(t.on_timer(resend(&t, g, Seq(1)), ME).is_empty());
         assert_eq!(
             t.apply(
                 g,
@@ -765,8 +789,14 @@ mod tests {
         assert_eq!(t.state(g), Some(GroupState::fresh()));
         t.remove(g).unwrap();
         assert_eq!(t.apply(g, ev), Err(TableError::NotConfigured(g)));
-        assert!(t.on_timer(resend(g, Seq(0)), ME).is_empty());
-        assert!(t.on_timer(resend(GroupId(99), Seq(0)), ME).is_empty());
+        let gone = |group| Fired {
+            group,
+            seq: Seq(0),
+            timer: Timer::Resend { attempt: 0 },
+            run: Run::default(),
+        };
+        assert!(t.on_timer(gone(g), ME).is_empty());
+        assert!(t.on_timer(gone(GroupId(99)), ME).is_empty());
         // other groups untouched
         assert_eq!(t.config(GroupId(2)), None);
     }
@@ -1103,5 +1133,158 @@ mod tests {
             .0,
             Outcome::Completed
         );
+    }
+}
+
+/// A timer belongs to the run of its group it was armed in (issue 21): a deadline or a re-send
+/// armed before a reset, a `set`, a delete and create, or a restart of the group's state must
+/// not act on the next run, even at the same sequence number.
+#[cfg(all(test, not(loom)))]
+mod run_tests {
+    use super::*;
+    use crate::switch::Phase;
+    use crate::Seq;
+
+    const ME: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xaa]);
+    const G: GroupId = GroupId(3);
+
+    fn p(i: u8) -> PortIdx {
+        PortIdx::new(i).unwrap()
+    }
+
+    fn reduce(port: u8, epoch: Epoch, seq: u32) -> Event {
+        Event::Reduce {
+            port: p(port),
+            epoch,
+            seq: Seq(seq),
+        }
+    }
+
+    /// The timers `acts` asks for, as the scheduler would arm them.
+    fn armed(acts: &Actions) -> Vec<Fired> {
+        acts.iter()
+            .filter_map(|a| acts.timer(G, a).map(|(f, _)| f))
+            .collect()
+    }
+
+    /// Root over ports 1, 2, 3 declaring after 800 ms.
+    fn root(epoch: Epoch) -> GroupConfig {
+        GroupConfig::root(PortSet(0b1110))
+            .with_fail_after(800_000_000)
+            .with_epoch(epoch)
+    }
+
+    /// The ways a run of a group ends while the group stays configured at this switch.
+    #[derive(Debug, Clone, Copy)]
+    enum End {
+        /// `barrierctl group reset` into a new epoch.
+        Reset,
+        /// `barrierctl group set`: new registers, same epoch, fresh state.
+        Set,
+        /// delete, then create with the same number and epoch.
+        DeleteCreate,
+        /// the group's state lost as in a restart (`GroupTable::reset`).
+        Restart,
+    }
+    const ENDS: [End; 4] = [End::Reset, End::Set, End::DeleteCreate, End::Restart];
+
+    fn end(t: &GroupTable, how: End, cfg: GroupConfig) -> GroupConfig {
+        let next = match how {
+            End::Reset => cfg.with_epoch(cfg.epoch.next()),
+            End::Set => cfg.with_fail_after(cfg.fail_after_ns + 1_000),
+            End::DeleteCreate | End::Restart => cfg,
+        };
+        match how {
+            End::Reset | End::Set => t.configure(G, next).unwrap(),
+            End::DeleteCreate => {
+                t.remove(G).unwrap();
+                t.configure(G, next).unwrap();
+            }
+            End::Restart => t.reset(G).unwrap(),
+        }
+        next
+    }
+
+    /// The issue's reproduction: barrier 0 of run 1 arms a deadline at its first arrival and
+    /// completes; the run ends; the new run's first child reports barrier 0. The old deadline
+    /// fires while the new run gathers barrier 0 with one child recorded: it must not abort.
+    #[test]
+    fn a_deadline_of_the_previous_run_does_not_abort_the_next() {
+        for how in ENDS {
+            let t = GroupTable::new(8);
+            let cfg = root(Epoch(1));
+            t.configure(G, cfg).unwrap();
+            let (o, a) = t.apply(G, reduce(1, cfg.epoch, 0)).unwrap();
+            assert_eq!(o, Outcome::Recorded);
+            let old = armed(&a);
+            assert_eq!(old.len(), 1, "the first arrival arms the deadline");
+            t.apply(G, reduce(2, cfg.epoch, 0)).unwrap();
+            assert_eq!(
+                t.apply(G, reduce(3, cfg.epoch, 0)).unwrap().0,
+                Outcome::Completed
+            );
+            let cfg = end(&t, how, cfg);
+            let (o, a) = t.apply(G, reduce(1, cfg.epoch, 0)).unwrap();
+            assert_eq!(o, Outcome::Recorded, "{how:?}");
+            let new = armed(&a);
+            let before = t.state(G).unwrap();
+            assert_eq!(before.phase, Phase::Unknown);
+            let acts = t.on_timer(old[0], ME);
+            assert!(
+                acts.is_empty(),
+                "{how:?}: the previous run's deadline acted on the next: {acts:?}"
+            );
+            assert_eq!(t.state(G), Some(before), "{how:?}");
+            // the new run's own deadline still declares
+            assert!(!t.on_timer(new[0], ME).is_empty(), "{how:?}");
+            assert_eq!(t.state(G).unwrap().phase, Phase::Aborted, "{how:?}");
+        }
+    }
+
+    /// An intermediate's re-send timer armed for barrier 0 of one run, fired while the next
+    /// run awaits the release of its own barrier 0: no re-send (the new run's timer does that,
+    /// with its own attempt count).
+    #[test]
+    fn a_resend_of_the_previous_run_does_not_resend_in_the_next() {
+        for how in ENDS {
+            let t = GroupTable::new(8);
+            let cfg = GroupConfig::intermediate(p(5), PortSet(0b110), 1_000).with_epoch(Epoch(4));
+            t.configure(G, cfg).unwrap();
+            t.apply(G, reduce(1, cfg.epoch, 0)).unwrap();
+            let (o, a) = t.apply(G, reduce(2, cfg.epoch, 0)).unwrap();
+            assert_eq!(o, Outcome::Completed);
+            let old = armed(&a);
+            assert_eq!(old.len(), 1);
+            let cfg = end(&t, how, cfg);
+            t.apply(G, reduce(1, cfg.epoch, 0)).unwrap();
+            let (o, a) = t.apply(G, reduce(2, cfg.epoch, 0)).unwrap();
+            assert_eq!(o, Outcome::Completed, "{how:?}");
+            let new = armed(&a);
+            assert_eq!(t.state(G).unwrap().phase, Phase::AwaitingRelease);
+            let acts = t.on_timer(old[0], ME);
+            assert!(
+                acts.is_empty(),
+                "{how:?}: the previous run's re-send timer acted on the next: {acts:?}"
+            );
+            assert_eq!(t.on_timer(new[0], ME).len(), 2, "{how:?}: re-send, re-arm");
+            let before = t.counts(G);
+            assert_eq!(
+                before.resends, 1,
+                "{how:?}: only the new run's re-send counts"
+            );
+        }
+    }
+
+    /// A timer of a group that was deleted does nothing, and one armed before a removal does
+    /// nothing once the number is configured again with other registers.
+    #[test]
+    fn a_timer_of_a_deleted_group_does_nothing() {
+        let t = GroupTable::new(8);
+        let cfg = root(Epoch(1));
+        t.configure(G, cfg).unwrap();
+        let old = armed(&t.apply(G, reduce(1, cfg.epoch, 0)).unwrap().1);
+        t.remove(G).unwrap();
+        assert!(t.on_timer(old[0], ME).is_empty());
+        assert_eq!(t.state(G), None);
     }
 }

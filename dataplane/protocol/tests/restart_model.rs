@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use barrier_protocol::leaf::{Leaf, LeafConfig, LeafState};
 use barrier_protocol::switch::{
-    self, Action, Actions, Event, Fired, GroupConfig, GroupState, Outcome, Phase, Timer,
+    self, Action, Actions, Event, Fired, GroupConfig, GroupState, Outcome, Phase, Run, Timer,
 };
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Kind, MacAddr};
@@ -58,7 +58,7 @@ struct SwitchNode {
     children: Vec<(PortIdx, Node)>,
     /// (parent switch, ingress port at the parent)
     up: Option<(usize, PortIdx)>,
-    timers: Vec<(Seq, Timer)>,
+    timers: Vec<(Seq, Timer, Run)>,
     /// leaves anywhere below
     leaves_below: Vec<usize>,
 }
@@ -352,7 +352,9 @@ impl Model {
                         seq,
                     });
                 }
-                Action::ArmTimer { seq, timer, .. } => self.switches[s].timers.push((seq, timer)),
+                Action::ArmTimer { seq, timer, .. } => {
+                    self.switches[s].timers.push((seq, timer, acts.run()))
+                }
                 Action::SendAbort { .. } => {
                     return Err(self.fail("an abort without failure declaration".into()))
                 }
@@ -363,12 +365,13 @@ impl Model {
 
     fn fire_timers(&mut self, s: usize) -> Result<(), TestCaseError> {
         let timers = std::mem::take(&mut self.switches[s].timers);
-        for (seq, timer) in timers {
+        for (seq, timer, run) in timers {
             let sw = &self.switches[s];
             let fired = Fired {
                 group: GroupId(s as u32),
                 seq,
                 timer,
+                run,
             };
             let (next, acts) = match &self.table {
                 Some(t) => {

@@ -9,10 +9,10 @@ use crate::counters::{bump, RxCounters};
 use crate::io::{RxQueue, BURST};
 use crate::policer::QueuePolicer;
 use crate::poll::Poller;
-use barrier_protocol::switch::{Action, Actions, Event, Outcome, Reject};
+use barrier_protocol::switch::{Action, Actions, Event, Outcome, Reject, Run};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{FrameRepr, Kind};
-use barrier_protocol::{Epoch, GroupId, PortIdx};
+use barrier_protocol::{GroupId, PortIdx};
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,9 +21,10 @@ use std::sync::Arc;
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Msg {
     pub group: GroupId,
-    /// The epoch the action was decided in ([`barrier_protocol::switch::Actions::epoch`]):
-    /// the frame carries it.
-    pub epoch: Epoch,
+    /// The run of the group the action was decided in
+    /// ([`barrier_protocol::switch::Actions::run`]): a frame carries its epoch, a timer the
+    /// whole run (it fires only into that run).
+    pub run: Run,
     pub action: Action,
 }
 
@@ -175,7 +176,7 @@ impl<Q: RxQueue> RxPoller<Q> {
         for action in actions.iter() {
             self.push(Msg {
                 group: p.group,
-                epoch: actions.epoch(),
+                run: actions.run(),
                 action: *action,
             });
         }
@@ -239,7 +240,7 @@ mod tests {
     use crate::io::{mem_wire, TxQueue};
     use barrier_protocol::switch::{GroupConfig, GroupState, Reject};
     use barrier_protocol::wire::{Flags, MacAddr, ParseError, FRAME_LEN};
-    use barrier_protocol::{PortSet, Seq};
+    use barrier_protocol::{Epoch, PortSet, Seq};
     use std::sync::atomic::Ordering::Relaxed;
 
     fn reduce(group: u32, seq: u32) -> Vec<u8> {

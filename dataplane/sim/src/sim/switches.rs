@@ -7,7 +7,7 @@ use super::{Ev, Sim, ViolationKind};
 use crate::broken;
 use crate::topology::NodeRef;
 use crate::trace::TraceWhat;
-use barrier_protocol::switch::{self, Action, Event, Fired, GroupState, Outcome, Timer};
+use barrier_protocol::switch::{self, Action, Event, Fired, GroupState, Outcome, Run, Timer};
 use barrier_protocol::wire::{Kind, MacAddr};
 use barrier_protocol::{GroupId, PortIdx, Seq, Time};
 
@@ -191,10 +191,13 @@ impl Sim<'_> {
             return; // armed before a restart: the restart dropped it
         }
         let g = &mut sw.groups[slot as usize];
+        // The simulator runs one epoch per group (no management resets): the restart count
+        // `epoch` above is what tells this switch's runs apart.
         let fired = Fired {
             group: self.groups[g.group as usize].id,
             seq,
             timer,
+            run: Run::of_epoch(g.cfg.epoch),
         };
         let me = MacAddr([2, 0, 0, 0, (switch >> 8) as u8, switch as u8]);
         let (state, actions) = switch::on_timer(&g.cfg, g.state, fired, me);

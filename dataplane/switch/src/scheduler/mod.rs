@@ -119,7 +119,7 @@ impl<T: TxQueue> SchedPoller<T> {
                     group,
                     PendingFrame {
                         kind: Kind::Reduce,
-                        epoch: msg.epoch,
+                        epoch: msg.run.epoch,
                         seq,
                         retransmit,
                     },
@@ -132,7 +132,7 @@ impl<T: TxQueue> SchedPoller<T> {
             } => {
                 let send = PendingFrame {
                     kind: Kind::Release,
-                    epoch: msg.epoch,
+                    epoch: msg.run.epoch,
                     seq,
                     retransmit,
                 };
@@ -147,7 +147,7 @@ impl<T: TxQueue> SchedPoller<T> {
             } => {
                 let send = PendingFrame {
                     kind: Kind::Abort(failure),
-                    epoch: msg.epoch,
+                    epoch: msg.run.epoch,
                     seq,
                     retransmit: false,
                 };
@@ -161,8 +161,13 @@ impl<T: TxQueue> SchedPoller<T> {
                 timer,
             } => {
                 bump(&self.counters.timers_armed, 1);
-                self.wheel
-                    .arm(Fired { group, seq, timer }, now_ns.saturating_add(after_ns));
+                let fired = Fired {
+                    group,
+                    seq,
+                    timer,
+                    run: msg.run,
+                };
+                self.wheel.arm(fired, now_ns.saturating_add(after_ns));
             }
         }
     }
@@ -321,7 +326,7 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
                     self.dispatch(
                         Msg {
                             group,
-                            epoch: actions.epoch(),
+                            run: actions.run(),
                             action: *action,
                         },
                         now_ns,
@@ -347,7 +352,7 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
 mod tests {
     use super::*;
     use crate::io::{mem_wire, MemRx, RxQueue};
-    use barrier_protocol::switch::GroupConfig;
+    use barrier_protocol::switch::{GroupConfig, Run};
     use barrier_protocol::wire::FrameRepr;
     use barrier_protocol::Seq;
     use barrier_protocol::{Epoch, PortIdx, PortSet};
@@ -390,7 +395,7 @@ mod tests {
         for g in 0..300u32 {
             let msg = Msg {
                 group: GroupId(g),
-                epoch: Epoch::DEFAULT,
+                run: Run::of_epoch(Epoch::DEFAULT),
                 action: Action::SendRelease {
                     seq: Seq(g),
                     ports: PortSet::single(port0()),
@@ -454,7 +459,7 @@ mod tests {
         for a in actions.iter() {
             ring.push(Msg {
                 group: GroupId(0),
-                epoch: Epoch::DEFAULT,
+                run: actions.run(),
                 action: *a,
             })
             .unwrap();

@@ -14,9 +14,14 @@ use std::time::{Duration, Instant};
 
 /// A leaf's first reduce for `group`, barrier `seq`, to broadcast.
 pub fn reduce(src: [u8; 6], group: u32, seq: u32) -> Vec<u8> {
+    reduce_in(src, group, Epoch::DEFAULT.get(), seq)
+}
+
+/// A leaf's first reduce for `group`, barrier `seq` of `epoch`, to broadcast.
+pub fn reduce_in(src: [u8; 6], group: u32, epoch: u32, seq: u32) -> Vec<u8> {
     LeafSend {
         group: GroupId(group),
-        epoch: Epoch::DEFAULT,
+        epoch: Epoch::new(epoch),
         seq: Seq(seq),
         retransmit: false,
     }
