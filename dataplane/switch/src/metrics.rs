@@ -369,7 +369,7 @@ fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch
     for &g in &watched {
         let Some(s) = w.get(g) else { continue };
         let age = s
-            .waiting()
+            .waiting(stats.table.run(GroupId(g)))
             .map_or(0.0, |(_, first)| now.saturating_sub(first) as f64 / 1e9);
         let _ = writeln!(out, "barrier_group_waiting_seconds{{group=\"{g}\"}} {age}");
     }

@@ -171,7 +171,16 @@ impl<Q: RxQueue> RxPoller<Q> {
             // An intermediate's completion reduces up, a root's does not: the actions say
             // which, so the table is not read a second time for the role.
             let root = outcome == Outcome::Completed && !actions.reduces_up();
-            w.on_frame(p.group, p.kind, self.port, p.seq, outcome, root, now_ns);
+            w.on_frame(
+                p.group,
+                p.kind,
+                self.port,
+                p.seq,
+                actions.run(),
+                outcome,
+                root,
+                now_ns,
+            );
         }
         for action in actions.iter() {
             self.push(Msg {

@@ -18,7 +18,7 @@
 //! then wait in the scheduler's queue for their port (sub-microsecond without backpressure);
 //! that wait is not included.
 
-use barrier_protocol::switch::Outcome;
+use barrier_protocol::switch::{Outcome, Run};
 use barrier_protocol::wire::Kind;
 use barrier_protocol::{GroupId, PortIdx};
 use barrier_runtime::clock::Clock;
@@ -42,12 +42,20 @@ pub struct Barrier {
 }
 
 /// What is known of one watched group.
+///
+/// The barrier in progress and an intermediate's barrier awaiting its release belong to the run
+/// of the group they were seen in ([`Run`]: epoch and configuration generation). A reset, `set`,
+/// delete and create, or restart ends that run: a frame of the next run at the same sequence
+/// number starts its own barrier instead of inheriting the old first arrival, and the readers
+/// ([`GroupWatch::waiting`], [`GroupWatch::awaiting_release`]) show nothing of a run that is not
+/// the group's current one. The recent list and the histograms are the group number's history
+/// across runs.
 pub struct GroupWatch {
-    /// The barrier in progress: its sequence number and first arrival.
-    current: Option<(u32, u64)>,
-    /// An intermediate's completed barrier waiting for the parent's release, with its first
-    /// arrival (the latency ends when the release comes).
-    pending: Option<(Barrier, u64)>,
+    /// The barrier in progress: its sequence number, run and first arrival.
+    current: Option<(u32, Run, u64)>,
+    /// An intermediate's completed barrier waiting for the parent's release, with its run and
+    /// first arrival (the latency ends when the release comes).
+    pending: Option<(Barrier, Run, u64)>,
     pub recent: VecDeque<Barrier>,
     /// Per-barrier latency in ns (1 ns .. 1 h, 3 significant digits).
     pub latency: Histogram<u64>,
@@ -70,15 +78,20 @@ impl GroupWatch {
         }
     }
 
-    /// The barrier in progress, if a reduce for it has arrived: (seq, first arrival ns).
-    pub fn waiting(&self) -> Option<(u32, u64)> {
+    /// The barrier in progress in run `run` (the group's current one,
+    /// `GroupTable::run`), if a reduce for it has arrived: (seq, first arrival ns).
+    pub fn waiting(&self, run: Option<Run>) -> Option<(u32, u64)> {
         self.current
+            .filter(|c| Some(c.1) == run)
+            .map(|(seq, _, first)| (seq, first))
     }
 
-    /// An intermediate's barrier completed here and waiting for the parent's release: its
-    /// sequence number, last child and spread.
-    pub fn awaiting_release(&self) -> Option<(u32, PortIdx, u64)> {
-        self.pending.map(|(b, _)| (b.seq, b.last_port, b.spread_ns))
+    /// An intermediate's barrier of run `run` completed here and waiting for the parent's
+    /// release: its sequence number, last child and spread.
+    pub fn awaiting_release(&self, run: Option<Run>) -> Option<(u32, PortIdx, u64)> {
+        self.pending
+            .filter(|p| Some(p.1) == run)
+            .map(|(b, _, _)| (b.seq, b.last_port, b.spread_ns))
     }
 
     fn finish(&mut self, b: Barrier) {
@@ -135,8 +148,9 @@ impl Watch {
     }
 
     /// What an RX poller saw: a frame of `kind` for barrier `seq` of `group` from `port` at
-    /// `now_ns`, and what the table made of it. `root`: whether this switch is the group's root
-    /// (a completion is then the release decision).
+    /// `now_ns`, and what the table made of it in run `run` (`Actions::run` of the decision).
+    /// `root`: whether this switch is the group's root (a completion is then the release
+    /// decision).
     #[allow(clippy::too_many_arguments)]
     pub fn on_frame(
         &self,
@@ -144,6 +158,7 @@ impl Watch {
         kind: Kind,
         port: PortIdx,
         seq: u32,
+        run: Run,
         outcome: Outcome,
         root: bool,
         now_ns: u64,
@@ -152,13 +167,17 @@ impl Watch {
             return;
         };
         match (kind, outcome) {
-            (Kind::Reduce, Outcome::Recorded) if w.current.map(|(s, _)| s) != Some(seq) => {
-                w.current = Some((seq, now_ns));
+            (Kind::Reduce, Outcome::Recorded)
+                if w.current.map(|(s, r, _)| (s, r)) != Some((seq, run)) =>
+            {
+                w.current = Some((seq, run, now_ns));
             }
             (Kind::Reduce, Outcome::Completed) => {
                 let first = match w.current {
-                    Some((s, t)) if s == seq => t,
-                    _ => now_ns, // one child, or the first reduce we saw completed it
+                    Some((s, r, t)) if (s, r) == (seq, run) => t,
+                    // one child, the first reduce we saw completed it, or the barrier in
+                    // progress was another run's
+                    _ => now_ns,
                 };
                 w.current = None;
                 let w = &mut *w;
@@ -172,12 +191,12 @@ impl Watch {
                 if root {
                     w.finish(b);
                 } else {
-                    w.pending = Some((b, first));
+                    w.pending = Some((b, run, first));
                 }
             }
             (Kind::Release, Outcome::Released) => {
-                if let Some((mut b, first)) = w.pending.take() {
-                    if b.seq == seq {
+                if let Some((mut b, r, first)) = w.pending.take() {
+                    if (b.seq, r) == (seq, run) {
                         b.latency_ns = Some(now_ns.saturating_sub(first));
                         w.finish(b);
                     }
@@ -196,18 +215,83 @@ mod tests {
         PortIdx::new(i).unwrap()
     }
 
+    const R: Run = Run {
+        epoch: barrier_protocol::Epoch(1),
+        generation: 1,
+    };
+
+    /// A reset (or set, delete and create, restart) between two runs at the same barrier: the
+    /// new run's barrier 0 is measured from its own first arrival, and the old run's barrier in
+    /// progress or awaiting its release is not shown as the group's.
+    #[test]
+    fn a_barrier_of_the_previous_run_is_not_the_next_runs() {
+        let w = Watch::new(&[7], Clock::new());
+        let g = GroupId(7);
+        let next = Run { generation: 2, ..R };
+        w.on_frame(g, Kind::Reduce, p(0), 0, R, Outcome::Recorded, true, 1_000);
+        assert_eq!(w.get(7).unwrap().waiting(Some(R)), Some((0, 1_000)));
+        assert_eq!(
+            w.get(7).unwrap().waiting(Some(next)),
+            None,
+            "not the new run's"
+        );
+        w.on_frame(
+            g,
+            Kind::Reduce,
+            p(0),
+            0,
+            next,
+            Outcome::Recorded,
+            true,
+            50_000,
+        );
+        assert_eq!(w.get(7).unwrap().waiting(Some(next)), Some((0, 50_000)));
+        w.on_frame(
+            g,
+            Kind::Reduce,
+            p(1),
+            0,
+            next,
+            Outcome::Completed,
+            true,
+            51_000,
+        );
+        let b = *w.get(7).unwrap().recent.back().unwrap();
+        assert_eq!((b.spread_ns, b.latency_ns), (1_000, Some(1_000)));
+
+        // an intermediate: the old run's completion awaits a release that never comes
+        let w = Watch::new(&[1], Clock::new());
+        let g = GroupId(1);
+        w.on_frame(g, Kind::Reduce, p(1), 0, R, Outcome::Completed, false, 10);
+        assert!(w.get(1).unwrap().awaiting_release(Some(next)).is_none());
+        w.on_frame(
+            g,
+            Kind::Release,
+            p(2),
+            0,
+            next,
+            Outcome::Released,
+            false,
+            90_000,
+        );
+        assert!(
+            w.get(1).unwrap().recent.is_empty(),
+            "the old run's barrier is not finished by the new run's release"
+        );
+    }
+
     #[test]
     fn the_last_child_and_the_spread_of_each_barrier_at_a_root() {
         let w = Watch::new(&[7, 3], Clock::new());
         let g = GroupId(7);
-        w.on_frame(g, Kind::Reduce, p(0), 0, Outcome::Recorded, true, 1_000);
-        w.on_frame(g, Kind::Reduce, p(2), 0, Outcome::Recorded, true, 1_500);
-        assert_eq!(w.get(7).unwrap().waiting(), Some((0, 1_000)));
-        w.on_frame(g, Kind::Reduce, p(1), 0, Outcome::Completed, true, 4_000);
+        w.on_frame(g, Kind::Reduce, p(0), 0, R, Outcome::Recorded, true, 1_000);
+        w.on_frame(g, Kind::Reduce, p(2), 0, R, Outcome::Recorded, true, 1_500);
+        assert_eq!(w.get(7).unwrap().waiting(Some(R)), Some((0, 1_000)));
+        w.on_frame(g, Kind::Reduce, p(1), 0, R, Outcome::Completed, true, 4_000);
         // a duplicate changes nothing
-        w.on_frame(g, Kind::Reduce, p(1), 0, Outcome::Duplicate, true, 5_000);
+        w.on_frame(g, Kind::Reduce, p(1), 0, R, Outcome::Duplicate, true, 5_000);
         let s = w.get(7).unwrap();
-        assert_eq!(s.waiting(), None);
+        assert_eq!(s.waiting(Some(R)), None);
         assert_eq!(
             s.recent.iter().copied().collect::<Vec<_>>(),
             [Barrier {
@@ -226,6 +310,7 @@ mod tests {
             Kind::Reduce,
             p(0),
             0,
+            R,
             Outcome::Completed,
             true,
             1,
@@ -240,12 +325,13 @@ mod tests {
         let g = GroupId(1);
         for seq in 0..(RECENT as u32 + 4) {
             let t = u64::from(seq) * 100_000;
-            w.on_frame(g, Kind::Reduce, p(0), seq, Outcome::Recorded, false, t);
+            w.on_frame(g, Kind::Reduce, p(0), seq, R, Outcome::Recorded, false, t);
             w.on_frame(
                 g,
                 Kind::Reduce,
                 p(1),
                 seq,
+                R,
                 Outcome::Completed,
                 false,
                 t + 10,
@@ -256,6 +342,7 @@ mod tests {
                 Kind::Release,
                 p(2),
                 seq,
+                R,
                 Outcome::Released,
                 false,
                 t + 50,
@@ -268,7 +355,10 @@ mod tests {
         assert_eq!((last.spread_ns, last.latency_ns), (10, Some(50)));
         assert_eq!(s.last_counts[1], RECENT as u64 + 4);
         drop(s);
-        w.on_frame(g, Kind::Reduce, p(1), 99, Outcome::Completed, false, 7);
-        assert_eq!(w.get(1).unwrap().awaiting_release(), Some((99, p(1), 0)));
+        w.on_frame(g, Kind::Reduce, p(1), 99, R, Outcome::Completed, false, 7);
+        assert_eq!(
+            w.get(1).unwrap().awaiting_release(Some(R)),
+            Some((99, p(1), 0))
+        );
     }
 }

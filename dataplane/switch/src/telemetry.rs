@@ -209,7 +209,8 @@ pub fn group_entries(
     ];
     if let Some(w) = stats.watch.as_ref() {
         if let Some(g) = w.get(n) {
-            out.extend(straggler_entries(stats, &g, w.clock.now_ns()));
+            let run = stats.table.run(GroupId(n));
+            out.extend(straggler_entries(stats, &g, run, w.clock.now_ns()));
         }
     }
     Some(out)
@@ -221,19 +222,20 @@ pub fn group_entries(
 fn straggler_entries(
     stats: &SwitchStats,
     g: &crate::straggler::GroupWatch,
+    run: Option<barrier_protocol::switch::Run>,
     now_ns: u64,
 ) -> Vec<(String, TelemetryValue)> {
     let u = TelemetryValue::U64;
     let name = |p: barrier_protocol::PortIdx| port_names(stats, PortSet::single(p));
     let mut out = Vec::new();
-    if let Some((seq, first)) = g.waiting() {
+    if let Some((seq, first)) = g.waiting(run) {
         out.push(("waiting_seq".into(), u(u64::from(seq))));
         out.push((
             "waiting_since_us".into(),
             u(now_ns.saturating_sub(first) / 1000),
         ));
     }
-    if let Some((seq, last, spread)) = g.awaiting_release() {
+    if let Some((seq, last, spread)) = g.awaiting_release(run) {
         out.push(("awaiting_release_seq".into(), u(u64::from(seq))));
         out.push((
             "awaiting_release_last".into(),

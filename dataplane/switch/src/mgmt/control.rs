@@ -406,7 +406,9 @@ impl Control {
         let w = watch.get(group)?;
         let now = watch.clock.now_ns();
         Some(Stragglers {
-            waiting_ns: w.waiting().map(|(_, since)| now.saturating_sub(since)),
+            waiting_ns: w
+                .waiting(self.table().run(GroupId(group)))
+                .map(|(_, since)| now.saturating_sub(since)),
             recent: w
                 .recent
                 .iter()
