@@ -1275,6 +1275,27 @@ mod run_tests {
         }
     }
 
+    /// The per-group counters belong to the group number, not to a run: they keep counting
+    /// across every way a run ends (Prometheus counters must never go back).
+    #[test]
+    fn counters_count_the_group_number_across_runs() {
+        for how in ENDS {
+            let t = GroupTable::new(8);
+            let cfg = root(Epoch(1));
+            t.configure(G, cfg).unwrap();
+            for c in 1..=3 {
+                t.apply(G, reduce(c, cfg.epoch, 0)).unwrap();
+            }
+            assert_eq!(t.counts(G).completions, 1);
+            let cfg = end(&t, how, cfg);
+            assert_eq!(t.counts(G).completions, 1, "{how:?}: kept");
+            for c in 1..=3 {
+                t.apply(G, reduce(c, cfg.epoch, 0)).unwrap();
+            }
+            assert_eq!(t.counts(G).completions, 2, "{how:?}: counted on");
+        }
+    }
+
     /// A timer of a group that was deleted does nothing, and one armed before a removal does
     /// nothing once the number is configured again with other registers.
     #[test]
