@@ -285,8 +285,10 @@ impl Leaf {
     /// never releases anyone: the barrier does not end and `seq` does not advance. The count
     /// starts over with each barrier.
     ///
-    /// Release `s - 1` never counts: it is the legitimate answer of a switch that completed
-    /// `s - 1` while this leaf's first release of it was lost, or a duplicate of that release.
+    /// Release `s - 1` never counts: it is the release this leaf already took, again, which a
+    /// working tree legitimately sends: a duplicate or late copy, or the release a restarted
+    /// switch sends to every child once another child's reduce for `s` proves `s - 1`
+    /// complete (docs/protocol.md, restart rule 2).
     ///
     /// What it cannot detect: a previous run that ended exactly one barrier ahead. A switch at
     /// `s + 1` answers reduce `s` with release `s`, which is the release this leaf waits for:
