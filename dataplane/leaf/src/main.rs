@@ -39,7 +39,9 @@ use std::time::{Duration, Instant};
                   leaf's. EAL arguments are taken only with --dpdk-port.\n\n\
                   Exit status: 0 every barrier completed; 1 the run failed (a barrier timed out, \
                   SIGINT/SIGTERM, or the interface, EAL or the DPDK port could not be opened); \
-                  2 the command line was refused."
+                  2 the command line was refused; 3 the switch is at another barrier of this \
+                  epoch (an earlier run used the group's epoch: reset the group to a new epoch \
+                  on every switch and run with --epoch set to it)."
 )]
 #[cfg_attr(
     feature = "dpdk",
@@ -123,6 +125,12 @@ struct Cli {
     #[arg(long, requires = "records")]
     records_buffered: bool,
 }
+
+/// Exit status when the switch answers with releases of another barrier of the leaf's epoch
+/// (`Error::EpochInUse`): the group's epoch was used by an earlier run. Its own status, apart
+/// from 1, because the fix is not in this run but in the group's management (a new epoch), and
+/// a job script can say so or do it.
+const EXIT_EPOCH_IN_USE: u8 = 3;
 
 fn parse_mac(s: &str) -> Result<MacAddr, String> {
     s.parse()
@@ -221,7 +229,7 @@ where
 fn main() -> ExitCode {
     let cli = parse_cli(std::env::args_os()).unwrap_or_else(|e| e.exit());
     match run(&cli) {
-        Ok(summary) => {
+        Ok((summary, status)) => {
             if cli.json {
                 println!(
                     "{}",
@@ -230,11 +238,7 @@ fn main() -> ExitCode {
             } else {
                 println!("{summary}");
             }
-            if summary.error.is_some() {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            }
+            ExitCode::from(status)
         }
         // Opening the link failed (the command line was fine: clap refused it otherwise, with
         // status 2): a device error, status 1 by the rule of docs/operations.md.
@@ -247,7 +251,8 @@ fn main() -> ExitCode {
 
 /// Opens the link and runs the barriers. An error before the first barrier is returned; one
 /// during the run ends it and is reported in the summary (with what completed until then).
-fn run(cli: &Cli) -> Result<Summary, Box<dyn std::error::Error>> {
+/// Returns the summary and the exit status.
+fn run(cli: &Cli) -> Result<(Summary, u8), Box<dyn std::error::Error>> {
     let cfg = Config {
         resend_timeout: Duration::from_micros(cli.resend_us.max(1)),
         wait_timeout: Duration::from_micros(cli.timeout_us),
@@ -301,12 +306,21 @@ fn open_dpdk(cli: &Cli, name: &str) -> Result<barrier_leaf::DpdkPort, Box<dyn st
     DpdkPort::open(&eal, name, &pool, &opts).map_err(|e| format!("DPDK port {name}: {e}").into())
 }
 
-/// Runs `cli.count` barriers on `leaf` (whose link is called `link` in the summary).
+/// The exit status of a run that a barrier's error ended.
+fn exit_status(e: &barrier_leaf::Error) -> u8 {
+    match e {
+        barrier_leaf::Error::EpochInUse { .. } => EXIT_EPOCH_IN_USE,
+        _ => 1,
+    }
+}
+
+/// Runs `cli.count` barriers on `leaf` (whose link is called `link` in the summary). Returns
+/// the summary and the exit status: 0 when every barrier completed and its record was written.
 fn run_barriers<T: Transport>(
     cli: &Cli,
     link: &str,
     mut leaf: Session<T>,
-) -> Result<Summary, barrier_leaf::Error> {
+) -> Result<(Summary, u8), barrier_leaf::Error> {
     // SIGINT/SIGTERM end the run between or during barriers; the summary and the records of
     // what completed are still written.
     let stop = Arc::new(AtomicBool::new(false));
@@ -324,6 +338,7 @@ fn run_barriers<T: Transport>(
     }
     let mut lat = LatencyRecorder::default();
     let mut error = None;
+    let mut status = 0;
     let start = Instant::now();
     let mut next_progress = start + Duration::from_secs(1);
     for i in 0..cli.count {
@@ -342,12 +357,14 @@ fn run_barriers<T: Transport>(
         }
         if stop.load(Ordering::Relaxed) {
             error = Some(format!("interrupted after {i} barriers"));
+            status = 1;
             break;
         }
         match leaf.wait(cli.group) {
             Ok(rec) => lat.record(&rec),
             Err(e) => {
                 error = Some(e.to_string());
+                status = exit_status(&e);
                 eprintln!("barrier-leaf: {e}");
                 break;
             }
@@ -356,8 +373,9 @@ fn run_barriers<T: Transport>(
     let elapsed = start.elapsed();
     if let Err(e) = leaf.flush_records() {
         error.get_or_insert(format!("writing records: {e}"));
+        status = status.max(1);
     }
-    Ok(Summary::new(
+    let summary = Summary::new(
         link,
         cli.group,
         cli.count,
@@ -366,7 +384,8 @@ fn run_barriers<T: Transport>(
         &lat,
         leaf.stats(),
         error,
-    ))
+    );
+    Ok((summary, status))
 }
 
 #[cfg(test)]
@@ -411,6 +430,33 @@ mod tests {
         assert_eq!(c.dst, MacAddr([2, 0, 0, 0, 0, 10]));
         assert!(c.json);
         assert_eq!(c.records.as_deref(), Some(std::path::Path::new("r.csv")));
+    }
+
+    #[test]
+    fn an_epoch_in_use_has_its_own_exit_status() {
+        use barrier_leaf::Error;
+        let in_use = Error::EpochInUse {
+            group: 7,
+            epoch: 1,
+            seq: 0,
+            answered: 9,
+        };
+        assert_eq!(exit_status(&in_use), 3);
+        let timeout = Error::Timeout {
+            group: 7,
+            seq: 0,
+            waited: Duration::from_secs(1),
+            resends: 3,
+        };
+        let aborted = Error::Aborted {
+            group: 7,
+            seq: 0,
+            switch: MacAddr::BROADCAST,
+            port: 1,
+        };
+        for other in [timeout, aborted, Error::Interrupted { group: 7, seq: 0 }] {
+            assert_eq!(exit_status(&other), 1, "{other}");
+        }
     }
 
     #[test]

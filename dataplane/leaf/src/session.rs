@@ -6,7 +6,7 @@
 use crate::records::{Record, RecordSink};
 use crate::transport::Transport;
 use barrier_protocol::backoff::Backoff;
-use barrier_protocol::leaf::{Leaf, LeafConfig, LeafError, LeafSend, LeafState};
+use barrier_protocol::leaf::{Leaf, LeafConfig, LeafError, LeafSend, LeafState, ReleaseOutcome};
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{Epoch, GroupId, Seq, Time, MAX_GROUPS};
 use std::collections::BTreeMap;
@@ -120,6 +120,28 @@ pub enum Error {
         /// The silent child's port at that switch.
         port: u8,
     },
+    /// The switch answers this leaf's reduces with releases for another barrier of the same
+    /// epoch (`barrier_protocol::leaf::MISMATCH_ANSWERS` reduces in a row): the group is
+    /// further on, or behind, in this epoch, because an earlier run used it. Reported within a
+    /// few re-send periods instead of after the wait timeout; no barrier of this epoch completes
+    /// for this leaf any more. A new run of a group needs a new epoch, on every switch and leaf.
+    #[error(
+        "group {group} epoch {epoch}: the switch answers barrier {seq} with the release of \
+         barrier {answered}: the group was used by an earlier run in this epoch; reset the \
+         group to a new epoch on every switch (barrierctl group reset {group} --epoch E) and \
+         open the leaves with it (Config::epoch, barrier_leaf_options.epoch, barrier-leaf \
+         --epoch E)"
+    )]
+    EpochInUse {
+        /// The group.
+        group: u32,
+        /// The epoch this leaf was opened with.
+        epoch: u32,
+        /// The barrier this leaf waits on.
+        seq: u32,
+        /// The barrier of the release the switch answers with.
+        answered: u32,
+    },
     /// The transport failed (socket error, peer gone).
     #[error("transport: {0}")]
     Io(#[from] io::Error),
@@ -134,8 +156,9 @@ pub struct Stats {
     pub resends: u64,
     /// Releases that ended a barrier.
     pub releases: u64,
-    /// Releases the leaf ignored: duplicates, for a barrier other than the current one, or of
-    /// another epoch; and aborts it ignored (repeated, or of another epoch).
+    /// Releases the leaf ignored: duplicates, for a barrier other than the current one (the
+    /// one that ended a group with [`Error::EpochInUse`] included), or of another epoch; and
+    /// aborts it ignored (repeated, or of another epoch).
     pub stale_releases: u64,
     /// Well-formed barrier frames not for this session (another group, or a reduce).
     pub foreign_frames: u64,
@@ -307,6 +330,7 @@ impl<T: Transport> Session<T> {
             .groups
             .get_mut(&group)
             .ok_or(Error::UnknownGroup(group))?;
+        let epoch = self.cfg.epoch;
         let send = slot.leaf.arrive(t).map_err(|e| match e {
             LeafError::AlreadyWaiting(seq) => Error::AlreadyWaiting { group, seq: seq.0 },
             LeafError::Aborted { seq, failure } => Error::Aborted {
@@ -314,6 +338,12 @@ impl<T: Transport> Session<T> {
                 seq: seq.0,
                 switch: failure.switch,
                 port: failure.port,
+            },
+            LeafError::Mismatched { seq, answered } => Error::EpochInUse {
+                group,
+                epoch: epoch.get(),
+                seq: seq.0,
+                answered: answered.0,
             },
         })?;
         slot.first_reduce_ns = t.nanos();
@@ -355,7 +385,7 @@ impl<T: Transport> Session<T> {
         if let Some(r) = self.take_done(group)? {
             return Ok(Some(r));
         }
-        self.check_aborted(group)?;
+        self.check_ended(group)?;
         let t = now();
         let slot = self.slot(group)?;
         let waited = Duration::from_nanos(t.nanos().saturating_sub(slot.first_reduce_ns));
@@ -406,12 +436,13 @@ impl<T: Transport> Session<T> {
             if let Some(r) = self.take_done(group)? {
                 return Ok(r);
             }
-            self.check_aborted(group)?;
+            self.check_ended(group)?;
         }
     }
 
-    /// [`Error::Aborted`] when the group's run was aborted.
-    fn check_aborted(&self, group: u32) -> Result<(), Error> {
+    /// [`Error::Aborted`] when the group's run was aborted, [`Error::EpochInUse`] when the
+    /// switch is at another barrier of the epoch: both final for the epoch.
+    fn check_ended(&self, group: u32) -> Result<(), Error> {
         match self.slot(group)?.leaf.state() {
             LeafState::Aborted { seq, failure } => Err(Error::Aborted {
                 group,
@@ -419,7 +450,13 @@ impl<T: Transport> Session<T> {
                 switch: failure.switch,
                 port: failure.port,
             }),
-            _ => Ok(()),
+            LeafState::Mismatched { seq, answered } => Err(Error::EpochInUse {
+                group,
+                epoch: self.cfg.epoch.get(),
+                seq: seq.0,
+                answered: answered.0,
+            }),
+            LeafState::Working | LeafState::Waiting { .. } => Ok(()),
         }
     }
 
@@ -518,8 +555,8 @@ impl<T: Transport> Session<T> {
             }
             return;
         }
-        match slot.leaf.on_release(t, repr.epoch, repr.seq) {
-            Some(released) => {
+        match slot.leaf.on_release_checked(t, repr.epoch, repr.seq) {
+            ReleaseOutcome::Released(released) => {
                 self.stats.releases += 1;
                 let rec = Record {
                     group: repr.group.0,
@@ -534,7 +571,10 @@ impl<T: Transport> Session<T> {
                 }
                 slot.done = Some(rec);
             }
-            None => self.stats.stale_releases += 1,
+            // A mismatch ends the group's wait: `wait`/`try_wait` report it from the state.
+            ReleaseOutcome::Ignored | ReleaseOutcome::Mismatched(_) => {
+                self.stats.stale_releases += 1
+            }
         }
     }
 

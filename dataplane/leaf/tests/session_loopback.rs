@@ -190,6 +190,66 @@ fn wait_times_out_naming_group_and_seq_and_can_go_on_waiting() {
     assert_eq!(leaf.seq(9).unwrap(), Seq(1));
 }
 
+/// Issue 21: a second run on the group, in the epoch a first run of ten barriers used. The root
+/// answers each reduce 0 with release 9: `wait` ends within a few re-send periods with
+/// `Error::EpochInUse` (not the 5 s timeout), nothing is released, and the error is final.
+#[test]
+fn a_second_run_in_the_same_epoch_fails_fast_with_epoch_in_use() {
+    let (mut ports, hub) = loopback::star(1);
+    let mut root = root_for(7, 1);
+    let stop = AtomicBool::new(false);
+    let cfg = Config {
+        resend_timeout: Duration::from_millis(2),
+        ..cfg()
+    };
+    std::thread::scope(|s| {
+        let (hub, root, stop) = (hub, &mut root, &stop);
+        s.spawn(move || root.serve_hub(&hub, stop));
+        let _stop_guard = StopOnDrop(stop);
+        let mut first = Session::new(ports.remove(0), cfg.clone(), &[7]).unwrap();
+        for seq in 0..10 {
+            assert_eq!(first.wait(7).unwrap().seq, seq);
+        }
+        // The next job opens the group again, in the same epoch, from seq 0.
+        let mut second = Session::new(first.into_transport(), cfg.clone(), &[7]).unwrap();
+        let started = std::time::Instant::now();
+        let err = second.wait(7).unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            matches!(
+                err,
+                Error::EpochInUse {
+                    group: 7,
+                    epoch: 1,
+                    seq: 0,
+                    answered: 9
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "group 7 epoch 1: the switch answers barrier 0 with the release of barrier 9: the \
+             group was used by an earlier run in this epoch; reset the group to a new epoch on \
+             every switch (barrierctl group reset 7 --epoch E) and open the leaves with it \
+             (Config::epoch, barrier_leaf_options.epoch, barrier-leaf --epoch E)"
+        );
+        // three answers: the first reduce's and two re-sends' (2 ms each), far below 5 s
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        let st = second.stats();
+        assert_eq!(st.releases, 0, "nothing released: {st:?}");
+        assert!(st.resends >= 2, "{st:?}");
+        assert_eq!(second.seq(7).unwrap(), Seq(0));
+        assert!(!second.is_waiting(7).unwrap(), "no more re-sends");
+        // final for the epoch, whichever way the next barrier is tried
+        assert!(matches!(second.arrive(7), Err(Error::EpochInUse { .. })));
+        assert!(matches!(second.try_wait(7), Err(Error::EpochInUse { .. })));
+        assert!(matches!(second.wait(7), Err(Error::EpochInUse { .. })));
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(root.completed, 10, "the second run completed nothing");
+}
+
 #[test]
 fn a_set_interrupt_flag_ends_wait_naming_group_and_seq() {
     let (mut ports, _hub) = loopback::star(1);

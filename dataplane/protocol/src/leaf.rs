@@ -1,6 +1,9 @@
 //! A compute node's side of a barrier (claim 2): send a reduce when the barrier point is reached,
 //! re-send it whenever the timer expires without a release, and on the release for the current
 //! sequence number stop the timer and advance. Pure state machine, time passed in.
+//!
+//! A real leaf also notices when the switch is at another barrier of its epoch (an earlier run
+//! of the group used the epoch): [`Leaf::on_release_checked`] and [`MISMATCH_ANSWERS`].
 
 use crate::backoff::Backoff;
 use crate::wire::{Failure, Flags, FrameRepr, Kind, MacAddr};
@@ -42,6 +45,15 @@ pub enum LeafState {
         seq: Seq,
         /// Who was declared failed.
         failure: Failure,
+    },
+    /// The switch is at another barrier of this epoch ([`Mismatch`]): every barrier of this
+    /// epoch fails from now on; management resets the group (a new epoch) and a new leaf
+    /// joins it.
+    Mismatched {
+        /// The barrier this leaf waited on.
+        seq: Seq,
+        /// The barrier the switch answered with.
+        answered: Seq,
     },
 }
 
@@ -108,6 +120,51 @@ pub enum LeafError {
         /// Who was declared failed.
         failure: Failure,
     },
+    /// `arrive` after the switch answered with releases of another barrier ([`Mismatch`]).
+    #[error(
+        "the switch answers barrier {seq:?} with the release of {answered:?}: the epoch is in use"
+    )]
+    Mismatched {
+        /// The barrier this leaf waited on.
+        seq: Seq,
+        /// The barrier the switch answered with.
+        answered: Seq,
+    },
+}
+
+/// Answers for another barrier a waiting leaf takes before it concludes that the switch is at
+/// another barrier of its epoch ([`Leaf::on_release_checked`]), counted at most one per reduce
+/// sent (the first one or a re-send).
+///
+/// Why more than one: a single release for another barrier can be a stray frame, delayed in
+/// the network or duplicated, and one stray frame must not kill a job. Why a few: a switch that
+/// really is at another barrier answers every reduce of the leaf that way (claim 6: a reduce
+/// for another barrier gets the previous release, to that child), so a real mismatch shows up
+/// once per re-send period and is reported after this many periods instead of the wait timeout.
+pub const MISMATCH_ANSWERS: u32 = 3;
+
+/// The switch answered this leaf's reduces for one barrier with releases for another barrier
+/// of the same epoch, [`MISMATCH_ANSWERS`] times: the group is further on (or behind) in this
+/// epoch, because an earlier run used it. Final for the epoch.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub struct Mismatch {
+    /// The barrier this leaf waits on.
+    pub seq: Seq,
+    /// The barrier of the last release the switch answered with.
+    pub answered: Seq,
+}
+
+/// What a release did to the leaf ([`Leaf::on_release_checked`]).
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub enum ReleaseOutcome {
+    /// The barrier waited on ended.
+    Released(Released),
+    /// Nothing changed: another epoch's release, a duplicate of the previous barrier's, one
+    /// that came while not waiting, or an answer for another barrier not yet conclusive.
+    Ignored,
+    /// The last answer that proves the switch is at another barrier: the leaf stopped waiting
+    /// (no more re-sends) and every later `arrive` of this epoch fails.
+    Mismatched(Mismatch),
 }
 
 /// One leaf in one group.
@@ -120,6 +177,10 @@ pub struct Leaf {
     backoff: Backoff,
     /// Re-sends of the current barrier so far (the backoff's attempt number).
     attempt: u32,
+    /// Answers for another barrier counted while waiting on the current one.
+    mismatches: u32,
+    /// The `attempt` whose answer was counted last: one count per reduce sent.
+    mismatch_counted_at: Option<u32>,
 }
 
 impl Leaf {
@@ -132,6 +193,8 @@ impl Leaf {
             resends: 0,
             backoff: Backoff::FIXED,
             attempt: 0,
+            mismatches: 0,
+            mismatch_counted_at: None,
         }
     }
 
@@ -163,7 +226,7 @@ impl Leaf {
         self.seq
     }
 
-    /// Working or waiting.
+    /// Working, waiting, or ended for the epoch (aborted, mismatched).
     pub fn state(&self) -> LeafState {
         self.state
     }
@@ -178,6 +241,9 @@ impl Leaf {
         match self.state {
             LeafState::Waiting { seq, .. } => return Err(LeafError::AlreadyWaiting(seq)),
             LeafState::Aborted { seq, failure } => return Err(LeafError::Aborted { seq, failure }),
+            LeafState::Mismatched { seq, answered } => {
+                return Err(LeafError::Mismatched { seq, answered })
+            }
             LeafState::Working => {}
         }
         self.attempt = 0;
@@ -197,36 +263,94 @@ impl Leaf {
     /// A release for `seq` of `epoch` arrived. Ends the barrier when waiting on exactly `seq`
     /// in this leaf's epoch; any other release (a duplicate of an earlier one, one for a
     /// barrier not yet reached, one of another run of the group) is ignored.
+    ///
+    /// The rule of claim 2 alone, for models and emulations of many leaves, where a group
+    /// stuck at another barrier is something to observe. A leaf that runs a job uses
+    /// [`Leaf::on_release_checked`], which also reports that case.
     pub fn on_release(&mut self, now: Time, epoch: Epoch, seq: Seq) -> Option<Released> {
+        match self.release(now, epoch, seq, false) {
+            ReleaseOutcome::Released(r) => Some(r),
+            ReleaseOutcome::Ignored | ReleaseOutcome::Mismatched(_) => None,
+        }
+    }
+
+    /// [`Leaf::on_release`], and in addition: while waiting on barrier `s`, a release of this
+    /// leaf's epoch for a barrier `t` other than `s` and `s - 1` (wrapping) is an answer from a
+    /// switch that is at another barrier. A switch that knows the group answers a reduce for
+    /// any barrier but its own with its previous release (claim 6), so a switch at barrier `u`
+    /// answers reduce `s` with release `u - 1`: a previous run in this epoch left the group
+    /// there. The [`MISMATCH_ANSWERS`]th such answer for the same `s`, counting at most one per
+    /// reduce sent, moves the leaf to [`LeafState::Mismatched`] and returns
+    /// [`ReleaseOutcome::Mismatched`]: it stops re-sending and every later `arrive` fails. It
+    /// never releases anyone: the barrier does not end and `seq` does not advance. The count
+    /// starts over with each barrier.
+    ///
+    /// Release `s - 1` never counts: it is the release this leaf already took, again, which a
+    /// working tree legitimately sends: a duplicate or late copy, or the release a restarted
+    /// switch sends to every child once another child's reduce for `s` proves `s - 1`
+    /// complete (docs/protocol.md, restart rule 2).
+    ///
+    /// What it cannot detect: a previous run that ended exactly one barrier ahead. A switch at
+    /// `s + 1` answers reduce `s` with release `s`, which is the release this leaf waits for:
+    /// it ends the barrier, early, exactly as a lost release re-sent would, and nothing in the
+    /// frame tells the two apart. Nor a previous run that stopped at `s` itself, with some
+    /// arrivals recorded: those count for this run's barrier `s`. Only giving each run an
+    /// epoch of its own prevents both (docs/protocol.md, "Assumptions", 2; management refusing
+    /// an epoch already used).
+    pub fn on_release_checked(&mut self, now: Time, epoch: Epoch, seq: Seq) -> ReleaseOutcome {
+        self.release(now, epoch, seq, true)
+    }
+
+    fn release(&mut self, now: Time, epoch: Epoch, seq: Seq, check: bool) -> ReleaseOutcome {
         if epoch != self.cfg.epoch {
-            return None;
+            return ReleaseOutcome::Ignored;
         }
-        match self.state {
-            LeafState::Waiting {
-                seq: waiting,
-                since,
-                ..
-            } if waiting == seq => {
-                self.state = LeafState::Working;
-                self.seq = seq.next();
-                Some(Released {
-                    seq,
-                    waited_ns: now.saturating_sub(since),
-                })
-            }
-            _ => None,
+        let LeafState::Waiting {
+            seq: waiting,
+            since,
+            ..
+        } = self.state
+        else {
+            return ReleaseOutcome::Ignored;
+        };
+        if seq == waiting {
+            self.state = LeafState::Working;
+            self.seq = seq.next();
+            self.mismatches = 0;
+            self.mismatch_counted_at = None;
+            return ReleaseOutcome::Released(Released {
+                seq,
+                waited_ns: now.saturating_sub(since),
+            });
         }
+        if !check || seq == waiting.prev() || self.mismatch_counted_at == Some(self.attempt) {
+            return ReleaseOutcome::Ignored;
+        }
+        self.mismatch_counted_at = Some(self.attempt);
+        self.mismatches += 1;
+        if self.mismatches < MISMATCH_ANSWERS {
+            return ReleaseOutcome::Ignored;
+        }
+        self.state = LeafState::Mismatched {
+            seq: waiting,
+            answered: seq,
+        };
+        ReleaseOutcome::Mismatched(Mismatch {
+            seq: waiting,
+            answered: seq,
+        })
     }
 
     /// An abort of barrier `seq` of `epoch` arrived, naming `failure`. In this leaf's epoch it
     /// ends the run: a wait in progress ends with the returned [`Aborted`], the timer stops,
-    /// and every later `arrive` fails. Another epoch's abort, or a second one, is ignored.
+    /// and every later `arrive` fails. Another epoch's abort, a second one, or one after the
+    /// leaf ended with a [`Mismatch`], is ignored.
     pub fn on_abort(&mut self, epoch: Epoch, seq: Seq, failure: Failure) -> Option<Aborted> {
         if epoch != self.cfg.epoch {
             return None;
         }
         let waiting = match self.state {
-            LeafState::Aborted { .. } => return None,
+            LeafState::Aborted { .. } | LeafState::Mismatched { .. } => return None,
             LeafState::Waiting { seq, .. } => Some(seq),
             LeafState::Working => None,
         };
@@ -264,7 +388,7 @@ impl Leaf {
     pub fn next_deadline(&self) -> Option<Time> {
         match self.state {
             LeafState::Waiting { deadline, .. } => Some(deadline),
-            LeafState::Working | LeafState::Aborted { .. } => None,
+            LeafState::Working | LeafState::Aborted { .. } | LeafState::Mismatched { .. } => None,
         }
     }
 }
@@ -461,6 +585,221 @@ mod tests {
         }
         assert!(matches!(l.state(), LeafState::Waiting { seq: Seq(0), .. }));
         assert!(l.on_release(Time(2), E, Seq(0)).is_some());
+    }
+
+    /// `n` releases for `seq`, one per reduce: the first reduce's answer, then one after each
+    /// re-send (while the leaf still re-sends). Returns the outcomes.
+    fn answer_each_reduce(l: &mut Leaf, epoch: Epoch, seq: Seq, n: usize) -> Vec<ReleaseOutcome> {
+        (0..n)
+            .map(|i| {
+                if let (true, Some(due)) = (i > 0, l.next_deadline()) {
+                    assert!(l.poll(due).is_some(), "re-send {i}");
+                }
+                let now = l.next_deadline().map_or(Time(0), |d| Time(d.nanos() - 1));
+                l.on_release_checked(now, epoch, seq)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_switch_at_another_barrier_ends_the_wait_after_the_threshold() {
+        let mut l = leaf();
+        l.arrive(Time(0)).unwrap();
+        let k = MISMATCH_ANSWERS as usize;
+        let outcomes = answer_each_reduce(&mut l, E, Seq(9), k);
+        assert!(
+            outcomes[..k - 1]
+                .iter()
+                .all(|o| *o == ReleaseOutcome::Ignored),
+            "{outcomes:?}"
+        );
+        let m = Mismatch {
+            seq: Seq(0),
+            answered: Seq(9),
+        };
+        assert_eq!(outcomes[k - 1], ReleaseOutcome::Mismatched(m));
+        assert_eq!(
+            l.state(),
+            LeafState::Mismatched {
+                seq: Seq(0),
+                answered: Seq(9)
+            }
+        );
+        // final: no timer, no re-sends, no release, every later barrier fails
+        assert_eq!(l.seq(), Seq(0), "a mismatch never advances");
+        assert_eq!(l.next_deadline(), None);
+        assert_eq!(l.poll(Time(u64::MAX)), None);
+        assert_eq!(
+            l.on_release_checked(Time(5_000), E, Seq(0)),
+            ReleaseOutcome::Ignored
+        );
+        assert_eq!(l.on_release(Time(5_000), E, Seq(0)), None);
+        assert_eq!(
+            l.arrive(Time(6_000)),
+            Err(LeafError::Mismatched {
+                seq: Seq(0),
+                answered: Seq(9)
+            })
+        );
+        let failure = Failure {
+            switch: MacAddr([2, 0, 0, 0, 0, 9]),
+            port: 1,
+        };
+        assert_eq!(l.on_abort(E, Seq(0), failure), None, "already ended");
+    }
+
+    #[test]
+    fn a_switch_behind_is_a_mismatch_too() {
+        let mut l = Leaf::new(LeafConfig {
+            first_seq: Seq(20),
+            ..*leaf().config()
+        });
+        l.arrive(Time(0)).unwrap();
+        let outcomes = answer_each_reduce(&mut l, E, Seq(4), MISMATCH_ANSWERS as usize);
+        assert_eq!(
+            outcomes.last(),
+            Some(&ReleaseOutcome::Mismatched(Mismatch {
+                seq: Seq(20),
+                answered: Seq(4)
+            }))
+        );
+    }
+
+    #[test]
+    fn duplicates_of_the_previous_release_never_count() {
+        // at the first barrier (s - 1 wraps) and further on
+        for first in [0, 1, 77, u32::MAX] {
+            let mut l = Leaf::new(LeafConfig {
+                first_seq: Seq(first),
+                ..*leaf().config()
+            });
+            l.arrive(Time(0)).unwrap();
+            let prev = Seq(first).prev();
+            let outcomes = answer_each_reduce(&mut l, E, prev, 100);
+            assert!(
+                outcomes.iter().all(|o| *o == ReleaseOutcome::Ignored),
+                "{first}"
+            );
+            assert!(matches!(l.state(), LeafState::Waiting { .. }), "{first}");
+            let now = l.next_deadline().unwrap();
+            assert!(matches!(
+                l.on_release_checked(now, E, Seq(first)),
+                ReleaseOutcome::Released(Released { seq, .. }) if seq == Seq(first)
+            ));
+        }
+    }
+
+    #[test]
+    fn releases_of_another_epoch_never_count() {
+        let mut l = leaf();
+        l.arrive(Time(0)).unwrap();
+        for other in [Epoch(0), Epoch(3), Epoch(5), Epoch(u32::MAX)] {
+            let outcomes = answer_each_reduce(&mut l, other, Seq(9), 10);
+            assert!(outcomes.iter().all(|o| *o == ReleaseOutcome::Ignored));
+        }
+        assert!(matches!(l.state(), LeafState::Waiting { seq: Seq(0), .. }));
+    }
+
+    #[test]
+    fn a_mismatch_never_releases() {
+        for answered in [1, 2, 3, 9, 1 << 31, u32::MAX - 1] {
+            let mut l = leaf();
+            l.arrive(Time(0)).unwrap();
+            let outcomes = answer_each_reduce(&mut l, E, Seq(answered), 50);
+            assert!(
+                !outcomes
+                    .iter()
+                    .any(|o| matches!(o, ReleaseOutcome::Released(_))),
+                "{answered}: {outcomes:?}"
+            );
+            assert_eq!(
+                outcomes
+                    .iter()
+                    .filter(|o| matches!(o, ReleaseOutcome::Mismatched(_)))
+                    .count(),
+                1,
+                "{answered}: reported once"
+            );
+            assert_eq!(l.seq(), Seq(0));
+        }
+    }
+
+    #[test]
+    fn stray_releases_within_one_resend_period_count_once() {
+        let mut l = leaf();
+        l.arrive(Time(0)).unwrap();
+        // a burst of delayed or duplicated frames before the first re-send
+        for t in 1..50 {
+            assert_eq!(
+                l.on_release_checked(Time(t), E, Seq(7)),
+                ReleaseOutcome::Ignored
+            );
+        }
+        assert!(matches!(l.state(), LeafState::Waiting { .. }));
+        // it counted as the first reduce's answer: the re-sends' answers complete the count
+        let rest = answer_each_reduce(&mut l, E, Seq(7), MISMATCH_ANSWERS as usize);
+        assert_eq!(
+            rest[0],
+            ReleaseOutcome::Ignored,
+            "the first reduce's answer again"
+        );
+        assert!(matches!(rest.last(), Some(ReleaseOutcome::Mismatched(_))));
+    }
+
+    #[test]
+    fn the_count_starts_over_with_each_barrier() {
+        let mut l = leaf();
+        let k = MISMATCH_ANSWERS as usize;
+        l.arrive(Time(0)).unwrap();
+        let outcomes = answer_each_reduce(&mut l, E, Seq(9), k - 1);
+        assert!(outcomes.iter().all(|o| *o == ReleaseOutcome::Ignored));
+        let now = l.next_deadline().unwrap();
+        assert!(matches!(
+            l.on_release_checked(now, E, Seq(0)),
+            ReleaseOutcome::Released(_)
+        ));
+        l.arrive(now).unwrap();
+        let outcomes = answer_each_reduce(&mut l, E, Seq(9), k);
+        assert!(
+            outcomes[..k - 1]
+                .iter()
+                .all(|o| *o == ReleaseOutcome::Ignored),
+            "{outcomes:?}"
+        );
+        assert_eq!(
+            outcomes[k - 1],
+            ReleaseOutcome::Mismatched(Mismatch {
+                seq: Seq(1),
+                answered: Seq(9)
+            })
+        );
+    }
+
+    /// The emulations' rule: `on_release` only ever ignores another barrier's release.
+    #[test]
+    fn the_plain_release_rule_never_mismatches() {
+        let mut l = leaf();
+        l.arrive(Time(0)).unwrap();
+        for i in 0..20 {
+            if i > 0 {
+                let due = l.next_deadline().unwrap();
+                l.poll(due).unwrap();
+            }
+            assert_eq!(l.on_release(Time(1), E, Seq(9)), None);
+        }
+        assert!(matches!(l.state(), LeafState::Waiting { seq: Seq(0), .. }));
+    }
+
+    /// The case the check cannot see: a switch one barrier ahead answers reduce `s` with
+    /// release `s`, the release the leaf waits for (and the answer to a lost release).
+    #[test]
+    fn a_switch_one_barrier_ahead_is_indistinguishable_from_a_lost_release() {
+        let mut l = leaf();
+        l.arrive(Time(0)).unwrap();
+        assert!(matches!(
+            l.on_release_checked(Time(1), E, Seq(0)),
+            ReleaseOutcome::Released(Released { seq: Seq(0), .. })
+        ));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! which that code did not have: there the new job's reduce met the old state as shown in the
 //! first half of each test).
 
-use barrier_protocol::leaf::{Leaf, LeafConfig};
+use barrier_protocol::leaf::{
+    Leaf, LeafConfig, LeafState, Mismatch, ReleaseOutcome, MISMATCH_ANSWERS,
+};
 use barrier_protocol::switch::{Action, Event, GroupConfig, Outcome, Phase, Reject};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq, Time};
@@ -196,4 +198,101 @@ fn a_release_decided_before_a_reset_cannot_release_the_new_run() {
         leaf.on_release(Time(2), NEW, seq).map(|r| r.seq),
         Some(Seq(0))
     );
+}
+
+/// Issue 21: a second run on the same group and epoch. The first run left the root known at
+/// barrier 10; claim 6 answers each of the new run's reduces for 0 with release 9, to that
+/// leaf alone. Every new leaf ends its wait with a mismatch after `MISMATCH_ANSWERS` reduces
+/// (the first and the re-sends), never released; the root stays where it was.
+#[test]
+fn a_second_run_in_the_same_epoch_ends_in_a_mismatch_not_a_hang() {
+    let t = GroupTable::new(8);
+    t.configure(G, GroupConfig::root(children()).with_epoch(OLD))
+        .unwrap();
+    for seq in 0..10 {
+        for c in 1..=3 {
+            t.apply(G, reduce(c, OLD, seq)).unwrap();
+        }
+    }
+    assert_eq!(t.state(G).unwrap().seq, Seq(10));
+    let mut leaves: Vec<Leaf> = (0..3)
+        .map(|_| {
+            Leaf::new(LeafConfig {
+                group: G,
+                epoch: OLD,
+                resend_timeout_ns: 1_000,
+                first_seq: Seq(0),
+            })
+        })
+        .collect();
+    let mut sends: Vec<_> = leaves
+        .iter_mut()
+        .map(|l| Some(l.arrive(Time(0)).unwrap()))
+        .collect();
+    let mut now = 0;
+    let mut reduces = 0;
+    while leaves
+        .iter()
+        .any(|l| matches!(l.state(), LeafState::Waiting { .. }))
+    {
+        for (i, leaf) in leaves.iter_mut().enumerate() {
+            let Some(send) = sends[i].take() else {
+                continue;
+            };
+            reduces += 1;
+            assert!(reduces <= 3 * MISMATCH_ANSWERS, "still waiting");
+            let port = i as u8 + 1;
+            let (o, a) = t.apply(G, reduce(port, send.epoch, send.seq.0)).unwrap();
+            assert_eq!(o, Outcome::StaleReduce);
+            assert_eq!(releases(&a), vec![(Seq(9), PortSet::single(p(port)))]);
+            match leaf.on_release_checked(Time(now + 1), a.epoch(), Seq(9)) {
+                ReleaseOutcome::Ignored => {}
+                ReleaseOutcome::Mismatched(m) => assert_eq!(
+                    m,
+                    Mismatch {
+                        seq: Seq(0),
+                        answered: Seq(9)
+                    }
+                ),
+                ReleaseOutcome::Released(r) => panic!("leaf {i} released: {r:?}"),
+            }
+        }
+        now += 1_000;
+        for (i, leaf) in leaves.iter_mut().enumerate() {
+            sends[i] = leaf.poll(Time(now));
+        }
+    }
+    assert_eq!(
+        reduces,
+        3 * MISMATCH_ANSWERS,
+        "each leaf: the first reduce and re-sends"
+    );
+    assert!(leaves.iter().all(|l| l.seq() == Seq(0)));
+    assert_eq!(t.state(G).unwrap().seq, Seq(10), "the root did not move");
+}
+
+/// The case the leaf cannot tell from a lost release: the first run left the root exactly one
+/// barrier ahead (at 1, as in case 1), so it answers reduce 0 with release 0, the release
+/// the new leaf waits for. Only an epoch of its own per run prevents it.
+#[test]
+fn a_second_run_one_barrier_behind_the_root_is_not_detected() {
+    let t = GroupTable::new(8);
+    t.configure(G, GroupConfig::root(children()).with_epoch(OLD))
+        .unwrap();
+    for c in 1..=3 {
+        t.apply(G, reduce(c, OLD, 0)).unwrap();
+    }
+    let mut leaf = Leaf::new(LeafConfig {
+        group: G,
+        epoch: OLD,
+        resend_timeout_ns: 1_000,
+        first_seq: Seq(0),
+    });
+    let send = leaf.arrive(Time(0)).unwrap();
+    let (_, a) = t.apply(G, reduce(2, send.epoch, send.seq.0)).unwrap();
+    assert_eq!(releases(&a), vec![(Seq(0), PortSet::single(p(2)))]);
+    assert!(matches!(
+        leaf.on_release_checked(Time(1), a.epoch(), Seq(0)),
+        ReleaseOutcome::Released(_)
+    ));
 }

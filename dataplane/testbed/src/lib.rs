@@ -12,6 +12,7 @@
 //! | `mini_root` | a one-switch tree on the protocol's real logic, for leaf tests and examples (loopback hub or raw sockets) |
 //! | `reflector` | a minimal reference system under test for the generator and its benchmark |
 //! | `netns` | throw-away network namespaces with veth pairs (root and iproute2) |
+//! | `switch_process` | the real `barrier-switch` binary in such a namespace, root of one group over `net_af_packet` ports: for the leaf CLI's and the C example's end-to-end tests |
 //! | `linkemu` | the queue of `barrier-linkemu`, the link emulator (delay, jitter, reordering, counted) |
 #![forbid(unsafe_code)]
 
@@ -25,3 +26,4 @@ pub mod linkemu;
 pub mod mini_root;
 pub mod netns;
 pub mod reflector;
+pub mod switch_process;

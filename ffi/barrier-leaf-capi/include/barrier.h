@@ -31,10 +31,17 @@ typedef enum barrier_status {
     BARRIER_EPERM = -6,       /* not permitted: raw sockets need CAP_NET_RAW */
     BARRIER_ENODEV = -7,      /* no such network interface */
     BARRIER_EINTERNAL = -8,   /* a bug in libbarrier (caught panic); the handle may be unusable */
-    BARRIER_EABORTED = -9     /* the group's run was aborted: a switch declared a member failed
+    BARRIER_EABORTED = -9,    /* the group's run was aborted: a switch declared a member failed
                                * (barrier_leaf_last_error names the switch and port); no barrier
                                * of this epoch completes: management resets the group, and the
                                * job reopens the leaf in the new epoch */
+    BARRIER_EEPOCHINUSE = -10 /* the switch answers the leaf's reduces with releases of another
+                               * barrier of the same epoch: an earlier run used the group's epoch
+                               * (barrier_leaf_last_error names group, epoch, both barriers and
+                               * the fix). Reported within a few re-send periods; final for the
+                               * epoch, like BARRIER_EABORTED: reset the group to a new epoch on
+                               * every switch (barrierctl group reset G --epoch E) and reopen the
+                               * leaf with opts.epoch = E */
 } barrier_status;
 
 /* An open leaf: one interface, a set of groups. */

@@ -38,6 +38,8 @@ pub mod status {
     pub const EINTERNAL: c_int = -8;
     /// The group's run was aborted: a switch declared a member failed.
     pub const EABORTED: c_int = -9;
+    /// The switch is at another barrier of the leaf's epoch: an earlier run used the epoch.
+    pub const EEPOCHINUSE: c_int = -10;
 }
 
 /// `barrier_leaf_options` of barrier.h.
@@ -219,6 +221,7 @@ fn error_status(e: &Error) -> c_int {
         Error::GroupAlreadyOpen(_) | Error::AlreadyWaiting { .. } => status::EBUSY,
         Error::GroupOutOfRange(_) => status::EINVAL,
         Error::Aborted { .. } => status::EABORTED,
+        Error::EpochInUse { .. } => status::EEPOCHINUSE,
         Error::Open { source, .. } => io_status(source),
         Error::Io(io) => io_status(io),
     }
@@ -542,6 +545,10 @@ pub extern "C" fn barrier_strerror(code: c_int) -> *const c_char {
         status::ENODEV => c"no such network interface",
         status::EINTERNAL => c"internal error in libbarrier",
         status::EABORTED => c"the group's run was aborted: a switch declared a member failed",
+        status::EEPOCHINUSE => {
+            c"the switch is at another barrier of this epoch: an earlier run used the group's \
+              epoch; reset the group to a new epoch and open the leaf with it"
+        }
         _ => c"unknown barrier status code",
     };
     s.as_ptr()
@@ -838,6 +845,76 @@ mod tests {
         }
     }
 
+    /// Issue 21: a second run on a group the first run left at barrier 10, in the same epoch.
+    /// The switch answers each reduce 0 with release 9: the wait fails with its own status
+    /// within a few re-sends instead of the 10 s timeout, and nothing is released.
+    #[test]
+    fn a_switch_at_another_barrier_of_the_epoch_is_its_own_status() {
+        let mut root = MiniRoot::new(MacAddr::default());
+        root.add_group(4, &[0]);
+        let serve = |root: &mut MiniRoot, hub: loopback::Hub, run: &dyn Fn()| {
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                let stop = &stop;
+                s.spawn(move || root.serve_hub(&hub, stop));
+                let _stop_guard = StopOnDrop(stop);
+                run();
+                stop.store(true, Ordering::Relaxed);
+            });
+        };
+        // SAFETY (whole block): each handle is live and used by one thread at a time (the
+        // scope's), closed once; out-pointers point at locals of the right type.
+        unsafe {
+            let (first, hub) = leaf_on_loopback(&[4]);
+            let addr = first as usize;
+            serve(&mut root, hub, &|| {
+                for _ in 0..10 {
+                    let leaf = addr as *mut BarrierLeaf;
+                    assert_eq!(barrier_leaf_wait(leaf, 4, 0, ptr::null_mut()), status::OK);
+                }
+            });
+            barrier_leaf_close(first);
+
+            let (second, hub) = leaf_on_loopback(&[4]);
+            let addr = second as usize;
+            let started = std::time::Instant::now();
+            serve(&mut root, hub, &|| {
+                let leaf = addr as *mut BarrierLeaf;
+                assert_eq!(
+                    barrier_leaf_wait(leaf, 4, 0, ptr::null_mut()),
+                    status::EEPOCHINUSE
+                );
+            });
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "{:?}",
+                started.elapsed()
+            );
+            assert_eq!(
+                last_error(),
+                "group 4 epoch 1: the switch answers barrier 0 with the release of barrier 9: \
+                 the group was used by an earlier run in this epoch; reset the group to a new \
+                 epoch on every switch (barrierctl group reset 4 --epoch E) and open the \
+                 leaves with it (Config::epoch, barrier_leaf_options.epoch, barrier-leaf \
+                 --epoch E)"
+            );
+            assert!(strerror(status::EEPOCHINUSE).contains("new epoch"));
+            let mut st = BarrierStats::default();
+            assert_eq!(barrier_leaf_stats(second, &mut st), status::OK);
+            assert_eq!(st.releases, 0, "nothing was released");
+            let mut seq = 99;
+            assert_eq!(barrier_leaf_seq(second, 4, &mut seq), status::OK);
+            assert_eq!(seq, 0);
+            // final for the epoch: every later call fails the same way, without waiting
+            assert_eq!(barrier_leaf_arrive(second, 4), status::EEPOCHINUSE);
+            assert_eq!(
+                barrier_leaf_try_wait(second, 4, ptr::null_mut()),
+                status::EEPOCHINUSE
+            );
+            barrier_leaf_close(second);
+        }
+    }
+
     #[test]
     fn records_go_to_a_file_and_are_flushed_at_close() {
         let path =
@@ -923,6 +1000,8 @@ mod tests {
             status::EPERM,
             status::ENODEV,
             status::EINTERNAL,
+            status::EABORTED,
+            status::EEPOCHINUSE,
         ];
         let texts: std::collections::HashSet<String> = codes.iter().map(|&c| strerror(c)).collect();
         assert_eq!(texts.len(), codes.len(), "every code has its own text");

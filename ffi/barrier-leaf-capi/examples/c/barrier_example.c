@@ -6,7 +6,8 @@
  *   ./barrier_example veth0 7 100 [records.csv]
  *
  * Exit status: 0 when every barrier completed, 1 on a barrier error (timeout, ...), 2 on setup
- * errors.
+ * errors, 3 when the switch is at another barrier of the epoch (BARRIER_EEPOCHINUSE: an earlier
+ * run used the group's epoch; reset the group to a new epoch and set opts.epoch to it).
  */
 #include <barrier.h>
 #include <inttypes.h>
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
         rc = barrier_leaf_wait(leaf, group, 0, &rec);
         if (rc != BARRIER_OK) {
             fprintf(stderr, "barrier %lu: %s: %s\n", i, barrier_strerror(rc), barrier_leaf_last_error());
-            status = 1;
+            status = rc == BARRIER_EEPOCHINUSE ? 3 : 1;
             break;
         }
         printf("barrier group=%" PRIu32 " seq=%" PRIu32 " latency_ns=%" PRIu64 " resends=%" PRIu32 "\n",
