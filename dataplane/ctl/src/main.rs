@@ -93,18 +93,27 @@ enum GroupCmd {
         /// Intermediate re-send timeout, µs (the switch's default: 1000).
         #[arg(long)]
         resend_timeout_us: Option<u64>,
+        /// Default 1 for a number new to the switch; one it had before needs an epoch ahead
+        /// of the highest it had.
         #[arg(long)]
         epoch: Option<u32>,
         /// Declare a child failed (abort the group) when it has not reported a barrier this
         /// many ms after its first sibling did; 0 or absent: never.
         #[arg(long)]
         fail_after_ms: Option<u64>,
+        /// Allow an epoch at or behind the highest the switch had for this number.
+        #[arg(long)]
+        force: bool,
     },
-    /// A new run: state forgotten, a new epoch (the previous + 1 unless given).
+    /// A new run: state forgotten, a new epoch (unless given, the next after the highest the
+    /// switch has had for the group). Never the current epoch; an older one only with --force.
     Reset {
         group: u32,
         #[arg(long)]
         epoch: Option<u32>,
+        /// Allow an epoch at or behind the highest the switch has had (not the current one).
+        #[arg(long)]
+        force: bool,
     },
     /// Change children, parent or timer; what is not given stays.
     Set {
@@ -216,6 +225,7 @@ fn run(cli: Cli) -> Result<String, Fail> {
                 resend_timeout_us,
                 epoch,
                 fail_after_ms,
+                force,
             } => Request::GroupCreate {
                 group,
                 children,
@@ -223,8 +233,17 @@ fn run(cli: Cli) -> Result<String, Fail> {
                 resend_timeout_ns: us_to_ns(resend_timeout_us),
                 epoch,
                 fail_after_ns: ms_to_ns(fail_after_ms),
+                force,
             },
-            GroupCmd::Reset { group, epoch } => Request::GroupReset { group, epoch },
+            GroupCmd::Reset {
+                group,
+                epoch,
+                force,
+            } => Request::GroupReset {
+                group,
+                epoch,
+                force,
+            },
             GroupCmd::Set {
                 group,
                 children,
@@ -394,9 +413,13 @@ fn human(reply: &Reply) -> String {
                 .filter(|c| !g.arrived.contains(c))
                 .map(String::as_str)
                 .collect();
+            let epoch = match g.highest_epoch {
+                Some(h) => format!("{} (the highest this switch has had: {h})", r.epoch),
+                None => r.epoch.to_string(),
+            };
             let mut rows: Vec<(&str, String)> = vec![
                 ("role", r.role.clone()),
-                ("epoch", r.epoch.to_string()),
+                ("epoch", epoch),
                 ("children", r.children.join(", ")),
             ];
             if let Some(p) = &r.parent {
