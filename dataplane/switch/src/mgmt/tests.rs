@@ -682,6 +682,21 @@ fn the_socket_is_0600_and_replaces_only_a_stale_one() {
 }
 
 #[test]
+fn a_missing_socket_directory_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run/netbarrier/s.sock");
+    let server = ControlServer::bind(&path, bed(4).control).unwrap();
+    let mode = std::fs::metadata(path.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755, "{mode:o}");
+    assert!(path.exists());
+    drop(server);
+    assert!(!path.exists());
+}
+
+#[test]
 fn hostile_lines_get_errors_and_the_connection_stays_usable() {
     let b = bed(4);
     let s = serve(b.control);
