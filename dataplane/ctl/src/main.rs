@@ -81,6 +81,7 @@ enum Cmd {
     /// A new run of a planned group: every switch of its tree reset to one new epoch, root
     /// first, once every switch has the group and admits the epoch.
     Reset {
+        /// The group's tree: `barrierctl plan --json` output.
         plan: PathBuf,
         /// Each switch's control socket: SWITCH=PATH, comma-separated.
         #[arg(long, value_delimiter = ',', required = true)]
@@ -95,6 +96,7 @@ enum Cmd {
     /// Delete a planned group on every switch of its tree, root first, once every switch is
     /// reached; a switch without the group is passed over.
     Delete {
+        /// The group's tree: `barrierctl plan --json` output.
         plan: PathBuf,
         /// Each switch's control socket: SWITCH=PATH, comma-separated.
         #[arg(long, value_delimiter = ',', required = true)]
