@@ -16,14 +16,14 @@
 //!   new run already, so its first reduce up is taken, not dropped as `drop_other_epoch` and
 //!   left to the re-send timer (leaf-most first, a leaf that starts early completes the lower
 //!   switches and every reduce up is dropped until the parent is reset). And the old run stops
-//!   at the top: the root drops its reduces, the switches below wait for a release with every
-//!   child arrived, so no failure deadline (`fail_after_ms`) runs out on a child that is merely
-//!   in the new run, as it can when a lower switch moves first while its parent still gathers
-//!   the old barrier.
+//!   from the top: a switch whose parent moved on waits for a release that does not come, but
+//!   no parent still in the old run misses a child that moved on first, so no failure deadline
+//!   (`fail_after_ms`) runs out on such a child, as it can leaf-most first when a lower switch
+//!   moves while its parent still gathers an old barrier.
 //! - delete, root first: the mirror of `apply` (which creates the root last), so at every step
-//!   the switches that hold the group are whole subtrees of the plan; the switch that decides
-//!   every release goes first, so no barrier is released once the delete has begun, and no
-//!   parent is left waiting on a child switch that no longer answers.
+//!   the switches that hold the group are whole subtrees of the plan; the root, where every
+//!   barrier completes, goes first, so no barrier completes once the delete has begun, and no
+//!   parent is left gathering for a child switch that no longer answers.
 //!
 //! A failure midway stops there and says which switches were changed: a reset is not undone
 //! (an older epoch would be a used one), the operator runs it again, which puts every switch
