@@ -33,7 +33,7 @@
 #   --first-job N       before the main run, run a job of N barriers on the same group and the
 #                       same switches (issue 10, case 5: a new job on a reused group number);
 #                       then reset the group on every switch to a new epoch with barrierctl
-#                       (leaf-most first) and run the main job in it
+#                       (root first) and run the main job in it
 #   --same-epoch        with --first-job: no reset, the main job reuses the first job's epoch
 #   --fail-after-ms N   every switch declares a child failed (aborts the group) when it has not
 #                       reported a barrier N ms after its first sibling (docs/protocol.md)
@@ -52,7 +52,7 @@
 #                       down:NODE, up:NODE  set the link above NODE down/up (both veth ends)
 #                       newjob        a new job on the group: stop every leaf still running
 #                                     (SIGTERM), reset the group to the next epoch on every
-#                                     switch (barrierctl, leaf-most first), start every leaf
+#                                     switch (barrierctl, root first), start every leaf
 #                                     again in it from sequence 0 (records/epoch<N>/)
 #   --linkemu LIST      put the link emulator (barrier-linkemu, dataplane/testbed) in the middle
 #                       of the links above these nodes (e.g. s1,s2): a namespace e<node> between
@@ -443,8 +443,10 @@ epoch=1
 if [ "$first_job" -gt 0 ]; then
   # Issue 10, case 5: a first job on the group, then the main job on the same group number with
   # the switches kept running. Between them, management gives the group a new epoch on every
-  # switch, leaf-most first (a switch reset before its children would hear the new job's
-  # reduces and release nothing early either way; this order is what `barrierctl apply` uses).
+  # switch, root first, the order of `barrierctl reset PLAN` (docs/operations.md, "A second run
+  # of a job on the same group, done right"): a switch takes the new run's frames only once its
+  # parent is in the new run. `switches` lists every parent before its children. Each switch
+  # gets the same epoch, ahead of every epoch it had, so the switch's epoch rules take it.
   start=$(date +%s)
   start_leaves "$first_job" "$epoch" "$NB_STATE_DIR/records/first-job" 0
   nb_log "first job: ${leaves[*]} ($first_job barriers on group $group, epoch $epoch)"
@@ -456,8 +458,7 @@ if [ "$first_job" -gt 0 ]; then
     || { cat "$NB_STATE_DIR/first-job.check" >&2; fail "first job's records"; }
   if [ "$same_epoch" = 0 ]; then
     epoch=2
-    for ((i = ${#switches[@]} - 1; i >= 0; i--)); do
-      n=${switches[$i]}
+    for n in "${switches[@]}"; do
       "${ctl_argv[@]}" --socket "$NB_STATE_DIR/$n.sock" group reset "$group" --epoch "$epoch" >>"$NB_STATE_DIR/reset.log" 2>&1 \
         || { cat "$NB_STATE_DIR/reset.log" >&2; fail "barrierctl group reset on $n"; }
     done
@@ -583,9 +584,10 @@ apply_event() { # ACTION NODE
     newjob)
       event "newjob: stopping the leaves of epoch $epoch"
       stop_leaves
+      # Root first, as above; a switch restarted since is back at its file's epoch 1, behind
+      # the new one, so the same --epoch suits it too.
       epoch=$((epoch + 1))
-      for ((i = ${#switches[@]} - 1; i >= 0; i--)); do
-        n=${switches[$i]}
+      for n in "${switches[@]}"; do
         [ "${alive[$n]}" = 1 ] || continue
         "${ctl_argv[@]}" --socket "$NB_STATE_DIR/$n.sock" group reset "$group" --epoch "$epoch" >>"$NB_STATE_DIR/reset.log" 2>&1 \
           || { cat "$NB_STATE_DIR/reset.log" >&2; fail "barrierctl group reset on $n"; }

@@ -8,7 +8,8 @@
 #
 # - the network namespace has only `lo` (up); named namespaces (`ip netns add`) live on a private
 #   /run/netns, so their names meet no one else's;
-# - /tmp and /run/dpdk (= /var/run/dpdk, DPDK's runtime folders) are empty private tmpfs;
+# - /tmp, /run/dpdk (= /var/run/dpdk, DPDK's runtime folders) and /run/netbarrier (the control
+#   sockets of the shipped switch files) are empty private tmpfs;
 # - /usr/local and /etc are overlays: what the script writes there (an install, ldconfig's
 #   cache) lands in STATE/usr-local and STATE/etc, never in the machine's folders. BASE, when not
 #   empty, is the STATE of an earlier bed, stacked below (its install is visible, read-only);
@@ -36,8 +37,8 @@ nb_bed_run() {
         [ -z "$base" ] || lower=$base/$up:$dir
         mount -t overlay nbbed -o "lowerdir=$lower,upperdir=$state/$up,workdir=$state/$up.work" "$dir"
       done
-      mkdir -p /run/dpdk
-      for d in /run/netns /run/dpdk; do mount -t tmpfs nbbed "$d"; done
+      mkdir -p /run/dpdk /run/netbarrier
+      for d in /run/netns /run/dpdk /run/netbarrier; do mount -t tmpfs nbbed "$d"; done
       # A private, empty /tmp, except for what the bed needs that lives under /tmp (a checkout
       # in /tmp, say): the new tmpfs is filled first, with those folders bound in at their own
       # paths, and only then moved over /tmp.

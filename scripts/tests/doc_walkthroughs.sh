@@ -9,9 +9,10 @@
 # The blocks of one NAME in one page are joined in page order (prose and other blocks may sit
 # between them) and run as one bash script with `set -eo pipefail` and `set -x`, from the
 # repository root, in a bed of its own (scripts/lib/bed.sh): new PID, mount and network
-# namespaces, private /tmp, /run/netns and /run/dpdk, a timeout (NB_WALKTHROUGH_TIMEOUT, default
-# 180 s), and everything it started killed at its end. A walkthrough fails on a failing command,
-# on the timeout, and on a DPDK runtime folder left in /run/dpdk.
+# namespaces, private /tmp, /run/netns, /run/dpdk and /run/netbarrier, a timeout
+# (NB_WALKTHROUGH_TIMEOUT, default 180 s), and everything it started killed at its end. A
+# walkthrough fails on a failing command, on the timeout, and on a DPDK runtime folder left in
+# /run/dpdk.
 #
 # The programs come the way the install story says: `bash scripts/install.sh` to the default
 # prefix /usr/local (in a bed of its own first, whose /usr/local and /etc, with ldconfig's cache,

@@ -82,6 +82,7 @@ pub fn apply(
             resend_timeout_ns: sw.resend_timeout_us.map(|us| us.saturating_mul(1000)),
             epoch,
             fail_after_ns: None,
+            force: false,
         };
         match c.request(&req) {
             Ok(Reply::Changed { .. }) => done.push(i),

@@ -6,11 +6,15 @@
 //! | `client` | a blocking client of one switch's control socket |
 //! | `plan` | the tree planner: a group's barrier tree over a topology file |
 //! | `apply` | a plan created on every switch of its tree, leaf-most first |
+//! | `tree` | a plan's group reset to a new epoch, or deleted, on every switch of its tree, root first |
+//! | `epoch` | the epoch rules of a group's runs, shared by the switch and `tree` |
 //!
 //! The program is `barrierctl` (`src/main.rs`); the server side is `barrier_switch::mgmt`.
 #![forbid(unsafe_code)]
 
 pub mod apply;
 pub mod client;
+pub mod epoch;
 pub mod plan;
 pub mod proto;
+pub mod tree;

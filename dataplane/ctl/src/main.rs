@@ -1,11 +1,13 @@
-//! barrierctl: manage a running barrier-switch's groups over its control socket, and plan a
-//! group's barrier tree over a topology. Exit codes: 0 done, 1 the switch was not reachable or
+//! barrierctl: manage a running barrier-switch's groups over its control socket, plan a
+//! group's barrier tree over a topology, and create (`apply`), reset or delete it on every
+//! switch of the tree. Exit codes: 0 done, 1 the switch was not reachable or
 //! refused, 2 a usage error (clap's, or a file that cannot be read as asked).
 
 use barrier_ctl::apply::apply;
 use barrier_ctl::client::Client;
 use barrier_ctl::plan::{plan, Plan, PlanRequest, Topology};
 use barrier_ctl::proto::{Reply, Request, DEFAULT_SOCKET};
+use barrier_ctl::tree;
 use clap::{Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -16,7 +18,7 @@ use std::process::ExitCode;
 #[command(
     name = "barrierctl",
     version,
-    about = "Manage a running barrier-switch's groups; plan and apply a group's barrier tree"
+    about = "Manage a running barrier-switch's groups; plan a group's barrier tree, apply it, reset or delete it on every switch"
 )]
 struct Cli {
     /// The switch's control socket (its configuration's [control] socket).
@@ -76,6 +78,30 @@ enum Cmd {
         #[arg(long)]
         epoch: Option<u32>,
     },
+    /// A new run of a planned group: every switch of its tree reset to one new epoch, root
+    /// first, once every switch has the group and admits the epoch.
+    Reset {
+        /// The group's tree: `barrierctl plan --json` output.
+        plan: PathBuf,
+        /// Each switch's control socket: SWITCH=PATH, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        sockets: Vec<String>,
+        /// The new epoch (default: the next after the highest any switch has had).
+        #[arg(long)]
+        epoch: Option<u32>,
+        /// Allow an epoch at or behind the highest a switch has had (never its current one).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Delete a planned group on every switch of its tree, root first, once every switch is
+    /// reached; a switch without the group is passed over.
+    Delete {
+        /// The group's tree: `barrierctl plan --json` output.
+        plan: PathBuf,
+        /// Each switch's control socket: SWITCH=PATH, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        sockets: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -93,18 +119,27 @@ enum GroupCmd {
         /// Intermediate re-send timeout, µs (the switch's default: 1000).
         #[arg(long)]
         resend_timeout_us: Option<u64>,
+        /// Default 1 for a number new to the switch; one it had before needs an epoch ahead
+        /// of the highest it had.
         #[arg(long)]
         epoch: Option<u32>,
         /// Declare a child failed (abort the group) when it has not reported a barrier this
         /// many ms after its first sibling did; 0 or absent: never.
         #[arg(long)]
         fail_after_ms: Option<u64>,
+        /// Allow an epoch at or behind the highest the switch had for this number.
+        #[arg(long)]
+        force: bool,
     },
-    /// A new run: state forgotten, a new epoch (the previous + 1 unless given).
+    /// A new run: state forgotten, a new epoch (unless given, the next after the highest the
+    /// switch has had for the group). Never the current epoch; an older one only with --force.
     Reset {
         group: u32,
         #[arg(long)]
         epoch: Option<u32>,
+        /// Allow an epoch at or behind the highest the switch has had (not the current one).
+        #[arg(long)]
+        force: bool,
     },
     /// Change children, parent or timer; what is not given stays.
     Set {
@@ -191,6 +226,19 @@ fn run(cli: Cli) -> Result<String, Fail> {
             sockets,
             epoch,
         } => return apply_cmd(&plan, &sockets, epoch, cli.json),
+        Cmd::Reset {
+            plan,
+            sockets,
+            epoch,
+            force,
+        } => {
+            let (p, map) = plan_and_sockets(&plan, &sockets, "reset")?;
+            return tree_cmd(&tree::reset(&p, &map, epoch, force), cli.json);
+        }
+        Cmd::Delete { plan, sockets } => {
+            let (p, map) = plan_and_sockets(&plan, &sockets, "delete")?;
+            return tree_cmd(&tree::delete(&p, &map), cli.json);
+        }
         Cmd::Groups => Request::Groups {},
         Cmd::Stats => Request::Stats {},
         Cmd::Ports => Request::Ports {},
@@ -216,6 +264,7 @@ fn run(cli: Cli) -> Result<String, Fail> {
                 resend_timeout_us,
                 epoch,
                 fail_after_ms,
+                force,
             } => Request::GroupCreate {
                 group,
                 children,
@@ -223,8 +272,17 @@ fn run(cli: Cli) -> Result<String, Fail> {
                 resend_timeout_ns: us_to_ns(resend_timeout_us),
                 epoch,
                 fail_after_ns: ms_to_ns(fail_after_ms),
+                force,
             },
-            GroupCmd::Reset { group, epoch } => Request::GroupReset { group, epoch },
+            GroupCmd::Reset {
+                group,
+                epoch,
+                force,
+            } => Request::GroupReset {
+                group,
+                epoch,
+                force,
+            },
             GroupCmd::Set {
                 group,
                 children,
@@ -270,14 +328,21 @@ fn plan_cmd(topology: &PathBuf, req: &PlanRequest, json: bool) -> Result<String,
     })
 }
 
-fn apply_cmd(
+/// The plan file `apply`, `reset` and `delete` take, and their `--sockets` as a map.
+fn plan_and_sockets(
     plan_path: &PathBuf,
     sockets: &[String],
-    epoch: Option<u32>,
-    json: bool,
-) -> Result<String, Fail> {
-    let text = std::fs::read_to_string(plan_path)
-        .map_err(|e| Fail(format!("{}: {e}", plan_path.display()), 2))?;
+    cmd: &str,
+) -> Result<(Plan, BTreeMap<String, PathBuf>), Fail> {
+    let text = std::fs::read_to_string(plan_path).map_err(|e| {
+        let s = plan_path.to_string_lossy();
+        let hint = if cmd != "apply" && !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+            format!(" (`barrierctl {cmd}` takes a plan file; one switch's group is `barrierctl group {cmd} {s}`)")
+        } else {
+            String::new()
+        };
+        Fail(format!("{}: {e}{hint}", plan_path.display()), 2)
+    })?;
     let p: Plan = serde_json::from_str(&text).map_err(|e| {
         Fail(
             format!(
@@ -287,6 +352,12 @@ fn apply_cmd(
             2,
         )
     })?;
+    if p.switches.is_empty() {
+        return Err(Fail(
+            format!("{}: a plan without switches", plan_path.display()),
+            2,
+        ));
+    }
     let mut map = BTreeMap::new();
     for s in sockets {
         let Some((name, path)) = s.split_once('=') else {
@@ -294,6 +365,16 @@ fn apply_cmd(
         };
         map.insert(name.to_string(), PathBuf::from(path));
     }
+    Ok((p, map))
+}
+
+fn apply_cmd(
+    plan_path: &PathBuf,
+    sockets: &[String],
+    epoch: Option<u32>,
+    json: bool,
+) -> Result<String, Fail> {
+    let (p, map) = plan_and_sockets(plan_path, sockets, "apply")?;
     let order = apply(&p, &map, epoch).map_err(|e| Fail(e.to_string(), 1))?;
     Ok(if json {
         format!(
@@ -308,6 +389,70 @@ fn apply_cmd(
             p.root
         )
     })
+}
+
+/// A tree reset's or delete's report: per switch what happened, on stdout (as it is the record
+/// of what changed, also when it stopped midway); the error on stderr, exit 1.
+fn tree_cmd(r: &tree::Report, json: bool) -> Result<String, Fail> {
+    let out = if json {
+        let v = serde_json::json!({
+            "group": r.group,
+            "epoch": r.epoch,
+            "switches": r.steps,
+            "left": r.left,
+            "error": r.error.as_ref().map(|e| e.to_string()),
+        });
+        format!("{v}\n")
+    } else {
+        let mut s = String::new();
+        for st in &r.steps {
+            let what = match (st.action.as_str(), st.from, st.epoch) {
+                ("reset", Some(f), Some(e)) => format!("reset (epoch {f} -> {e})"),
+                ("deleted", Some(f), _) => format!("deleted (epoch {f})"),
+                ("absent", _, _) => "absent (the group was not there; nothing to delete)".into(),
+                (a, _, _) => a.to_string(),
+            };
+            let _ = writeln!(s, "{}: {what}", st.switch);
+        }
+        if r.error.is_none() {
+            let n = r.steps.len();
+            let changed = r.changed().len();
+            let done = match r.epoch {
+                Some(e) => format!("reset to epoch {e} on {n} switch(es)"),
+                None if changed == n => format!("deleted on {n} switch(es)"),
+                None => format!("deleted on {changed} of {n} switch(es), absent on the others"),
+            };
+            let _ = writeln!(s, "group {}: {done}, root first", r.group);
+        }
+        s
+    };
+    let Some(e) = &r.error else {
+        return Ok(out);
+    };
+    print!("{out}");
+    let changed = r.changed();
+    let what = if r.epoch.is_some() {
+        "reset"
+    } else {
+        "deleted"
+    };
+    let state = if changed.is_empty() {
+        "nothing was changed".to_string()
+    } else if r.epoch.is_some() {
+        format!(
+            "{what} on {}, NOT on {}: the tree is split between two epochs; once that is \
+             fixed, run the reset again (without --epoch it puts every switch in a newer epoch)",
+            changed.join(", "),
+            r.left.join(", ")
+        )
+    } else {
+        format!(
+            "{what} on {}, NOT on {}: run the delete again to finish",
+            changed.join(", "),
+            r.left.join(", ")
+        )
+    };
+    Err(Fail(format!("{e}; {state}"), 1))
 }
 
 /// Rows under a header, columns padded to their widest cell.
@@ -394,9 +539,13 @@ fn human(reply: &Reply) -> String {
                 .filter(|c| !g.arrived.contains(c))
                 .map(String::as_str)
                 .collect();
+            let epoch = match g.highest_epoch {
+                Some(h) => format!("{} (the highest this switch has had: {h})", r.epoch),
+                None => r.epoch.to_string(),
+            };
             let mut rows: Vec<(&str, String)> = vec![
                 ("role", r.role.clone()),
-                ("epoch", r.epoch.to_string()),
+                ("epoch", epoch),
                 ("children", r.children.join(", ")),
             ];
             if let Some(p) = &r.parent {

@@ -49,13 +49,22 @@ pub enum Request {
         /// declared failed and the group aborted. Absent or 0: never.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fail_after_ns: Option<u64>,
+        /// For a number this switch had before (deleted since): allow an epoch at or behind the
+        /// highest it had ([`crate::epoch`]). Absent: false.
+        #[serde(default, skip_serializing_if = "is_false")]
+        force: bool,
     },
-    /// A new run of the group: state back to unknown, a new epoch (the previous + 1 unless
-    /// given).
+    /// A new run of the group: state back to unknown, a new epoch (unless given, the next
+    /// after the highest this switch has had for the group). Never the epoch it is in; one at
+    /// or behind the highest only with `force` ([`crate::epoch`]).
     GroupReset {
         group: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         epoch: Option<u32>,
+        /// Allow an epoch at or behind the highest this switch has had for the group (not the
+        /// current one). Absent: false.
+        #[serde(default, skip_serializing_if = "is_false")]
+        force: bool,
     },
     /// Change a group's registers; what is absent stays. `root: true` makes an intermediate
     /// the root; `parent` makes it an intermediate with that parent.
@@ -232,6 +241,11 @@ pub struct GroupInfo {
     pub group: u32,
     #[serde(flatten)]
     pub registers: GroupRegisters,
+    /// The highest epoch this switch has had for the group number since it started, when it
+    /// is not the current one (a reset to an older epoch was forced): a reset without an
+    /// epoch goes past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub highest_epoch: Option<u32>,
     /// `unknown`, `collecting`, `awaiting_release` or `aborted`.
     pub phase: String,
     /// Aborted: who was declared failed ("port P of switch MAC").
@@ -339,6 +353,7 @@ mod tests {
             resend_timeout_ns: Some(500_000),
             epoch: Some(3),
             fail_after_ns: None,
+            force: false,
         });
         round_trip_request(Request::GroupCreate {
             group: 0,
@@ -347,14 +362,17 @@ mod tests {
             resend_timeout_ns: None,
             epoch: None,
             fail_after_ns: None,
+            force: true,
         });
         round_trip_request(Request::GroupReset {
             group: 1,
             epoch: None,
+            force: false,
         });
         round_trip_request(Request::GroupReset {
             group: 1,
             epoch: Some(9),
+            force: true,
         });
         round_trip_request(Request::GroupSet {
             group: 2,
@@ -401,12 +419,65 @@ mod tests {
                 resend_timeout_ns: Some(500_000),
                 epoch: Some(3),
                 fail_after_ns: None,
+                force: false,
             }
         );
         assert_eq!(
             parse_request(b"{\"op\":\"groups\"}\r").unwrap(),
             Request::Groups {}
         );
+    }
+
+    /// `force` and `highest_epoch` came later: lines without them still parse (an older
+    /// client, an older switch), and a request that does not force is written without the
+    /// field, so an older switch (which refuses unknown fields) still takes it.
+    #[test]
+    fn the_epoch_fields_are_optional_both_ways() {
+        assert_eq!(
+            parse_request(br#"{"op":"group_reset","group":7}"#).unwrap(),
+            Request::GroupReset {
+                group: 7,
+                epoch: None,
+                force: false
+            }
+        );
+        assert_eq!(
+            parse_request(br#"{"op":"group_reset","group":7,"epoch":3,"force":true}"#).unwrap(),
+            Request::GroupReset {
+                group: 7,
+                epoch: Some(3),
+                force: true
+            }
+        );
+        assert_eq!(
+            parse_request(br#"{"op":"group_create","group":7,"children":["a"]}"#).unwrap(),
+            Request::GroupCreate {
+                group: 7,
+                children: vec!["a".into()],
+                parent: None,
+                resend_timeout_ns: None,
+                epoch: None,
+                fail_after_ns: None,
+                force: false,
+            }
+        );
+        let line = Request::GroupReset {
+            group: 7,
+            epoch: Some(3),
+            force: false,
+        }
+        .to_line();
+        assert_eq!(line, "{\"op\":\"group_reset\",\"group\":7,\"epoch\":3}\n");
+        let e = parse_request(br#"{"op":"group_reset","group":7,"force":"yes"}"#).unwrap_err();
+        assert!(e.contains("invalid type"), "{e}");
+        // A switch's answer without highest_epoch (an older switch, or one whose group is in
+        // its highest epoch): none.
+        let old = r#"{"ok":true,"result":{"kind":"group","group":{"group":7,"role":"root","children":["a"],"resend_timeout_ns":0,"epoch":4,"phase":"unknown","arrived":[],"completions":0,"resends":0}}}"#;
+        let r: Response = serde_json::from_str(old).unwrap();
+        let Some(Reply::Group { group: g }) = r.result else {
+            panic!("{r:?}")
+        };
+        assert_eq!((g.registers.epoch, g.highest_epoch), (4, None));
     }
 
     #[test]
@@ -477,6 +548,7 @@ mod tests {
                 group: GroupInfo {
                     group: 7,
                     registers: regs.clone(),
+                    highest_epoch: Some(9),
                     phase: "collecting".into(),
                     failed: None,
                     seq: Some(12),

@@ -162,6 +162,7 @@ fn groups_are_managed_on_a_running_switch() {
             resend_timeout_ns: None,
             epoch: Some(3),
             fail_after_ns: None,
+            force: false,
         })
         .unwrap();
     assert!(
@@ -216,6 +217,7 @@ fn groups_are_managed_on_a_running_switch() {
         .request(&Request::GroupReset {
             group: 9,
             epoch: None,
+            force: false,
         })
         .unwrap();
     assert!(matches!(r, Reply::Changed { epoch: 4, .. }), "{r:?}");
@@ -236,6 +238,7 @@ fn groups_are_managed_on_a_running_switch() {
                 resend_timeout_ns: None,
                 epoch: None,
                 fail_after_ns: None,
+                force: false,
             },
             "outside the table",
         ),
@@ -247,6 +250,7 @@ fn groups_are_managed_on_a_running_switch() {
                 resend_timeout_ns: None,
                 epoch: None,
                 fail_after_ns: None,
+                force: false,
             },
             "unknown port \"leaf7\"",
         ),
@@ -293,6 +297,7 @@ fn groups_are_managed_on_a_running_switch() {
         resend_timeout_ns: None,
         epoch: None,
         fail_after_ns: None,
+        force: false,
     })
     .unwrap();
     let r = c.request(&Request::WriteBack {}).unwrap();

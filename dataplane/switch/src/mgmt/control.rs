@@ -6,6 +6,7 @@ use crate::counters::{RxCounters, SchedCounters, TxCounters};
 use crate::engine::SwitchStats;
 use crate::policer::PolicerSpec;
 use crate::spec::{Device, SwitchSpec};
+use barrier_ctl::epoch::{self, Admission, Change};
 use barrier_ctl::proto::{
     parse_request, CounterSet, GroupBlockInfo, GroupInfo, GroupRegisters, PortInfo, Reply, Request,
     Response, StragglerBarrier, Stragglers,
@@ -31,6 +32,12 @@ pub struct Control {
     ports: Vec<PortDesc>,
     /// The configuration file, for write-back.
     pub(super) file: Option<PathBuf>,
+    /// Per group number, the highest epoch this process has had for it (`barrier_ctl::epoch`
+    /// order), `None` for a number never configured: taken from the table at start (the
+    /// file's groups), raised by every create and reset, kept after a delete, lost with the
+    /// process. Creates and resets are admitted against it (`epoch::admit`). One slot per
+    /// number of the table, allocated once: 8 bytes a number beside the table's 64.
+    highest: Box<[Option<u32>]>,
 }
 
 fn mac_string(m: [u8; 6]) -> String {
@@ -61,7 +68,15 @@ impl Control {
 
     /// As `new`, with the ports described directly (a switch not built from a file).
     pub fn with_ports(stats: SwitchStats, ports: Vec<PortDesc>, file: Option<PathBuf>) -> Control {
-        Control { stats, ports, file }
+        let highest = (0..stats.table.capacity())
+            .map(|n| stats.table.config(GroupId(n)).map(|c| c.epoch.get()))
+            .collect();
+        Control {
+            stats,
+            ports,
+            file,
+            highest,
+        }
     }
 
     /// Answers one request line (the newline stripped).
@@ -84,15 +99,20 @@ impl Control {
                 resend_timeout_ns,
                 epoch,
                 fail_after_ns,
+                force,
             } => self.create(
                 group,
                 &children,
                 parent.as_deref(),
                 resend_timeout_ns,
-                epoch,
+                (epoch, force),
                 fail_after_ns,
             ),
-            Request::GroupReset { group, epoch } => self.reset(group, epoch),
+            Request::GroupReset {
+                group,
+                epoch,
+                force,
+            } => self.reset(group, epoch, force),
             Request::GroupSet {
                 group,
                 children,
@@ -134,6 +154,18 @@ impl Control {
         self.table()
             .config(GroupId(group))
             .map_or(DEFAULT_EPOCH, |c| c.epoch.get())
+    }
+
+    /// The highest epoch this process has had for `group` (`None`: never configured).
+    pub(super) fn highest_epoch(&self, group: u32) -> Option<u32> {
+        self.highest.get(group as usize).copied().flatten()
+    }
+
+    /// Notes that `group` is in `epoch` now.
+    fn had(&mut self, group: u32, epoch: u32) {
+        if let Some(slot) = self.highest.get_mut(group as usize) {
+            *slot = Some(slot.map_or(epoch, |h| epoch::later(h, epoch)));
+        }
     }
 
     fn port_name(&self, p: PortIdx) -> String {
@@ -241,7 +273,7 @@ impl Control {
         children: &[String],
         parent: Option<&str>,
         timeout_ns: Option<u64>,
-        epoch: Option<u32>,
+        (epoch, force): (Option<u32>, bool),
         fail_after_ns: Option<u64>,
     ) -> Result<Reply, String> {
         let g = self.in_table(group)?;
@@ -271,8 +303,28 @@ impl Control {
             }
         };
         let cfg = cfg.with_fail_after(fail_after_ns.unwrap_or(0));
-        let epoch = epoch.unwrap_or(DEFAULT_EPOCH);
+        // A number this process had before is a new run of it: an epoch no run here had.
+        let highest = self.highest_epoch(group);
+        let epoch = epoch::admit(&Admission {
+            group,
+            change: Change::Create,
+            current: None,
+            highest,
+            asked: epoch,
+            default: DEFAULT_EPOCH,
+            force,
+        })
+        .map_err(|e| e.to_string())?;
         self.install(g, cfg, epoch)?;
+        self.had(group, epoch);
+        if highest.is_some_and(|h| !epoch::is_ahead(epoch, h)) {
+            tracing::warn!(
+                group,
+                epoch,
+                highest,
+                "control: group created in a used epoch (forced)"
+            );
+        }
         tracing::info!(group, epoch, "control: group created");
         Ok(Reply::Changed {
             group,
@@ -281,15 +333,32 @@ impl Control {
         })
     }
 
-    fn reset(&mut self, group: u32, epoch: Option<u32>) -> Result<Reply, String> {
+    fn reset(&mut self, group: u32, epoch: Option<u32>, force: bool) -> Result<Reply, String> {
         let (g, cfg) = self.configured(group)?;
-        let epoch = match epoch {
-            Some(e) => e,
-            // The next number, wrapping (`Epoch::next`).
-            None => Epoch::new(self.epoch(group)).next().get(),
-        };
+        let before = cfg.epoch.get();
+        let highest = self.highest_epoch(group);
+        let epoch = epoch::admit(&Admission {
+            group,
+            change: Change::Reset,
+            current: Some(before),
+            highest,
+            asked: epoch,
+            default: DEFAULT_EPOCH,
+            force,
+        })
+        .map_err(|e| e.to_string())?;
         self.install(g, cfg, epoch)?;
-        tracing::info!(group, epoch, "control: group reset");
+        self.had(group, epoch);
+        if highest.is_some_and(|h| !epoch::is_ahead(epoch, h)) {
+            tracing::warn!(
+                group,
+                from = before,
+                epoch,
+                highest,
+                "control: group reset to a used epoch (forced)"
+            );
+        }
+        tracing::info!(group, from = before, epoch, "control: group reset");
         Ok(Reply::Changed {
             group,
             action: "reset".into(),
@@ -389,6 +458,7 @@ impl Control {
             group: GroupInfo {
                 group,
                 registers: self.registers(&cfg),
+                highest_epoch: self.highest_epoch(group).filter(|&h| h != cfg.epoch.get()),
                 phase: phase.into(),
                 failed: st.failure().map(|f| f.to_string()),
                 seq: (st.phase != Phase::Unknown).then_some(st.seq.0),

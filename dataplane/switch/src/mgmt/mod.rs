@@ -10,7 +10,8 @@
 //!
 //! Admission: everything a request names is checked before the table is written (group inside
 //! the table, ports that exist, 1 to 64 children, parent not a child, the group absent for a
-//! create and present for the rest), so a refused request changes nothing.
+//! create and present for the rest, and the epoch: `barrier_ctl::epoch::admit` against the
+//! highest epoch this process has had for the number), so a refused request changes nothing.
 
 //!
 //! | module | role |

@@ -57,7 +57,9 @@ pub struct ControlServer {
 impl ControlServer {
     /// Listens at `path`, mode 0600: the socket is bound in a private directory (mode 0700)
     /// beside it, set to 0600 and renamed into place, so it is never reachable with a wider
-    /// mode. A stale socket (nobody listening) is replaced; a live one is refused.
+    /// mode. A stale socket (nobody listening) is replaced; a live one is refused. A missing
+    /// directory is created, mode 0755 (the shipped files name `/run/netbarrier/`, and /run
+    /// is emptied at every boot); the socket's own mode is the access check.
     pub fn bind(path: &Path, control: Control) -> Result<ControlServer, BindError> {
         let io_err = |source| BindError::Io {
             path: path.to_path_buf(),
@@ -81,6 +83,18 @@ impl ControlServer {
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
+        if !dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .and_then(|()| {
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+                })
+                .map_err(io_err)?;
+            tracing::info!(dir = %dir.display(), "control socket: directory created");
+        }
         let file = path.file_name().ok_or_else(|| {
             io_err(io::Error::new(
                 io::ErrorKind::InvalidInput,

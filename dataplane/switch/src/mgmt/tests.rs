@@ -371,6 +371,170 @@ fn admission_refuses_with_the_reason_and_changes_nothing() {
     }
 }
 
+/// The group's epoch and the highest this switch has had for it, as `group_show` reports
+/// them (the highest only when it differs).
+fn epochs(b: &mut Bed, group: u32) -> (u32, Option<u32>) {
+    let Reply::Group { group: g } = b.ok(&format!(r#"{{"op":"group_show","group":{group}}}"#))
+    else {
+        panic!()
+    };
+    (g.registers.epoch, g.highest_epoch)
+}
+
+fn changed(r: Reply) -> (String, u32) {
+    let Reply::Changed { action, epoch, .. } = r else {
+        panic!("{r:?}")
+    };
+    (action, epoch)
+}
+
+#[test]
+fn a_reset_to_the_epoch_the_group_is_in_is_refused_forced_or_not() {
+    let mut b = bed(16);
+    b.ok(r#"{"op":"group_create","group":7,"children":["d0","d1"],"epoch":5}"#);
+    let why = "group 7 is in epoch 5 already: a new run needs a new epoch (the old run's frames would count in this one); leave the epoch out for the next one (6), or give one ahead of 5";
+    b.refused(r#"{"op":"group_reset","group":7,"epoch":5}"#, why);
+    b.refused(
+        r#"{"op":"group_reset","group":7,"epoch":5,"force":true}"#,
+        why,
+    );
+    // The file's group 1 (epoch 1 from the start) likewise.
+    b.refused(
+        r#"{"op":"group_reset","group":1,"epoch":1,"force":true}"#,
+        "group 1 is in epoch 1 already",
+    );
+    assert_eq!(epochs(&mut b, 7), (5, None));
+}
+
+#[test]
+fn a_reset_to_a_used_epoch_is_refused_unless_forced() {
+    let mut b = bed(16);
+    b.ok(r#"{"op":"group_create","group":7,"children":["d0","d1"],"epoch":5}"#);
+    // behind the current (and highest) epoch
+    b.refused(
+        r#"{"op":"group_reset","group":7,"epoch":1}"#,
+        "group 7: epoch 1 is not ahead of epoch 5, the highest this switch has had for the group: a new run needs an epoch no earlier run used; leave the epoch out for the next one (6), give one ahead of 5, or --force to reuse 1 (only when no frame of its earlier run can still arrive)",
+    );
+    // more than 2^31 ahead is behind, in the wrapping order
+    b.refused(
+        &format!(
+            r#"{{"op":"group_reset","group":7,"epoch":{}}}"#,
+            5u32 + (1 << 31)
+        ),
+        "is not ahead of epoch 5",
+    );
+    // forced: taken; the switch still knows 5
+    assert_eq!(
+        changed(b.ok(r#"{"op":"group_reset","group":7,"epoch":3,"force":true}"#)),
+        ("reset".into(), 3)
+    );
+    assert_eq!(epochs(&mut b, 7), (3, Some(5)));
+    // 4 is not the current epoch, and was never had, but it is behind the highest: refused
+    b.refused(
+        r#"{"op":"group_reset","group":7,"epoch":4}"#,
+        "group 7: epoch 4 is not ahead of epoch 5, the highest this switch has had for the group (it is in 3 now)",
+    );
+    b.refused(
+        r#"{"op":"group_reset","group":7,"epoch":5}"#,
+        "(it is in 3 now)",
+    );
+    // ahead of the highest: taken, and the highest again
+    assert_eq!(
+        changed(b.ok(r#"{"op":"group_reset","group":7,"epoch":9}"#)),
+        ("reset".into(), 9)
+    );
+    assert_eq!(epochs(&mut b, 7), (9, None));
+    // set keeps the epoch (registers change within the run) and the highest
+    b.ok(r#"{"op":"group_set","group":7,"children":["d2"]}"#);
+    assert_eq!(epochs(&mut b, 7), (9, None));
+}
+
+#[test]
+fn a_reset_without_an_epoch_goes_past_the_highest() {
+    let mut b = bed(16);
+    // the file's group 1 is in epoch 1: the next is 2
+    assert_eq!(
+        changed(b.ok(r#"{"op":"group_reset","group":1}"#)),
+        ("reset".into(), 2)
+    );
+    b.ok(r#"{"op":"group_create","group":7,"children":["d0","d1"],"epoch":40}"#);
+    b.ok(r#"{"op":"group_reset","group":7,"epoch":12,"force":true}"#);
+    // not 13 (the current + 1), which is behind 40
+    assert_eq!(
+        changed(b.ok(r#"{"op":"group_reset","group":7}"#)),
+        ("reset".into(), 41)
+    );
+    // across the wrap: to u32::MAX in two steps of less than 2^31 each, then the next is 0
+    for e in [41 + (1u32 << 31) - 1, u32::MAX] {
+        b.ok(&format!(r#"{{"op":"group_reset","group":7,"epoch":{e}}}"#));
+    }
+    assert_eq!(
+        changed(b.ok(r#"{"op":"group_reset","group":7}"#)),
+        ("reset".into(), 0)
+    );
+    assert_eq!(epochs(&mut b, 7), (0, None));
+}
+
+#[test]
+fn a_deleted_number_created_again_needs_a_new_epoch_unless_forced() {
+    let mut b = bed(16);
+    b.ok(r#"{"op":"group_create","group":7,"children":["d0","d1"],"epoch":4}"#);
+    b.ok(r#"{"op":"group_delete","group":7}"#);
+    // the default epoch (1) and 4 are behind or at 4, which the switch had
+    b.refused(
+        r#"{"op":"group_create","group":7,"children":["d0","d1"]}"#,
+        "group 7: epoch 1 is not ahead of epoch 4, the highest this switch has had for the group (deleted since): a new run needs an epoch no earlier run used; give one ahead of 4 (--epoch 5), or --force to reuse 1 (only when no frame of its earlier run can still arrive)",
+    );
+    b.refused(
+        r#"{"op":"group_create","group":7,"children":["d0","d1"],"epoch":4}"#,
+        "epoch 4 is not ahead of epoch 4",
+    );
+    // ahead: taken
+    assert_eq!(
+        changed(b.ok(r#"{"op":"group_create","group":7,"children":["d0","d1"],"epoch":5}"#)),
+        ("created".into(), 5)
+    );
+    // forced: taken, and the switch still knows 5
+    b.ok(r#"{"op":"group_delete","group":7}"#);
+    assert_eq!(
+        changed(b.ok(
+            r#"{"op":"group_create","group":7,"children":["d0","d1"],"epoch":2,"force":true}"#
+        )),
+        ("created".into(), 2)
+    );
+    assert_eq!(epochs(&mut b, 7), (2, Some(5)));
+    assert_eq!(
+        changed(b.ok(r#"{"op":"group_reset","group":7}"#)),
+        ("reset".into(), 6)
+    );
+    // the file's group 1 counts as had: deleted and created again, it needs an epoch past 1
+    b.ok(r#"{"op":"group_delete","group":1}"#);
+    b.refused(
+        r#"{"op":"group_create","group":1,"children":["d0"]}"#,
+        "group 1: epoch 1 is not ahead of epoch 1, the highest this switch has had for the group (deleted since)",
+    );
+    b.ok(r#"{"op":"group_create","group":1,"children":["d0"],"epoch":2}"#);
+    // a number the switch never had takes the default
+    assert_eq!(
+        changed(b.ok(r#"{"op":"group_create","group":9,"children":["d0"]}"#)),
+        ("created".into(), 1)
+    );
+}
+
+/// Old clients send no `force`: their resets and creates are read as not forced.
+#[test]
+fn a_request_without_force_is_not_forced() {
+    let mut b = bed(16);
+    b.refused(
+        r#"{"op":"group_reset","group":1,"epoch":0}"#,
+        "epoch 0 is not ahead of epoch 1",
+    );
+    b.refused(
+        r#"{"op":"group_reset","group":1,"epoch":2,"force":1}"#,
+        "bad request",
+    );
+}
+
 #[test]
 fn write_back_keeps_the_other_sections() {
     let dir = tempfile::tempdir().unwrap();
@@ -515,6 +679,21 @@ fn the_socket_is_0600_and_replaces_only_a_stale_one() {
     assert!(stale.exists());
     drop(server);
     assert!(!stale.exists(), "the socket outlived its server");
+}
+
+#[test]
+fn a_missing_socket_directory_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run/netbarrier/s.sock");
+    let server = ControlServer::bind(&path, bed(4).control).unwrap();
+    let mode = std::fs::metadata(path.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755, "{mode:o}");
+    assert!(path.exists());
+    drop(server);
+    assert!(!path.exists());
 }
 
 #[test]
