@@ -9,13 +9,10 @@ mod common;
 
 use barrier_ctl::client::{Client, RequestError};
 use barrier_ctl::proto::{Reply, Request};
-use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::wire::Kind;
-use barrier_protocol::wire::MacAddr;
-use barrier_protocol::Epoch;
 use barrier_protocol::{GroupId, Seq};
 use barrier_testbed::netns::{can_create, VethNetns};
-use common::afp::{next_frame, port_rx_counter, reduce, root_config, SwitchProc};
+use common::afp::{next_frame, port_rx_counter, reduce, reduce_in, root_config, SwitchProc};
 use rawsock::RawSocket;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -65,19 +62,6 @@ fn more_rounds(rounds: &AtomicU64, n: u64) {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// A leaf's reduce for `group`, barrier `seq`, in `epoch`.
-fn reduce_in(src: [u8; 6], group: u32, epoch: u32, seq: u32) -> Vec<u8> {
-    LeafSend {
-        group: GroupId(group),
-        epoch: Epoch::new(epoch),
-        seq: Seq(seq),
-        retransmit: false,
-    }
-    .frame(MacAddr(src), MacAddr::BROADCAST, None)
-    .to_bytes()
-    .to_vec()
 }
 
 /// One barrier of `group` in `epoch` for both leaves: leaf0 reduces, nothing comes; leaf1

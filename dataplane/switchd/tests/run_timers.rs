@@ -77,6 +77,7 @@ fn end_run(c: &mut Client, group: u32, how: End) -> u32 {
         End::Reset => c.request(&Request::GroupReset {
             group,
             epoch: Some(2),
+            force: false,
         }),
         End::Set => c.request(&Request::GroupSet {
             group,
@@ -95,6 +96,7 @@ fn end_run(c: &mut Client, group: u32, how: End) -> u32 {
                 resend_timeout_ns: None,
                 epoch: Some(2),
                 fail_after_ns: Some(800_000_000),
+                force: false,
             })
         }
     };
