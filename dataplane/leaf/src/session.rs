@@ -128,9 +128,9 @@ pub enum Error {
     #[error(
         "group {group} epoch {epoch}: the switch answers barrier {seq} with the release of \
          barrier {answered}: the group was used by an earlier run in this epoch; reset the \
-         group to a new epoch on every switch (barrierctl group reset {group} --epoch E) and \
-         open the leaves with it (Config::epoch, barrier_leaf_options.epoch, barrier-leaf \
-         --epoch E)"
+         group's run on every switch of its tree (barrierctl reset PLAN, or barrierctl group \
+         reset {group} on each switch, root first) and open the leaves with the new epoch \
+         (Config::epoch, barrier_leaf_options.epoch, barrier-leaf --epoch E)"
     )]
     EpochInUse {
         /// The group.

@@ -92,11 +92,12 @@ fn a_second_job_in_the_same_epoch_exits_3_naming_the_fix() {
         let j = json(out);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "leaf {i}: {j} {stderr}");
-        let want = "group 7 epoch 1: the switch answers barrier 0 with the release of barrier \
-                    9: the group was used by an earlier run in this epoch; reset the group to a \
-                    new epoch on every switch (barrierctl group reset 7 --epoch E) and open the \
-                    leaves with it (Config::epoch, barrier_leaf_options.epoch, barrier-leaf \
-                    --epoch E)";
+        let want =
+            "group 7 epoch 1: the switch answers barrier 0 with the release of barrier 9: the \
+                    group was used by an earlier run in this epoch; reset the group's run on every \
+                    switch of its tree (barrierctl reset PLAN, or barrierctl group reset 7 on each \
+                    switch, root first) and open the leaves with the new epoch (Config::epoch, \
+                    barrier_leaf_options.epoch, barrier-leaf --epoch E)";
         assert_eq!(j["error"], want, "leaf {i}");
         assert!(
             stderr.contains(&format!("barrier-leaf: {want}")),

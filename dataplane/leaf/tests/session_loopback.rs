@@ -230,9 +230,10 @@ fn a_second_run_in_the_same_epoch_fails_fast_with_epoch_in_use() {
         assert_eq!(
             err.to_string(),
             "group 7 epoch 1: the switch answers barrier 0 with the release of barrier 9: the \
-             group was used by an earlier run in this epoch; reset the group to a new epoch on \
-             every switch (barrierctl group reset 7 --epoch E) and open the leaves with it \
-             (Config::epoch, barrier_leaf_options.epoch, barrier-leaf --epoch E)"
+             group was used by an earlier run in this epoch; reset the group's run on every \
+             switch of its tree (barrierctl reset PLAN, or barrierctl group reset 7 on each \
+             switch, root first) and open the leaves with the new epoch (Config::epoch, \
+             barrier_leaf_options.epoch, barrier-leaf --epoch E)"
         );
         // three answers: the first reduce's and two re-sends' (2 ms each), far below 5 s
         assert!(took < Duration::from_secs(1), "{took:?}");

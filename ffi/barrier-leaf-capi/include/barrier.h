@@ -39,9 +39,9 @@ typedef enum barrier_status {
                                * barrier of the same epoch: an earlier run used the group's epoch
                                * (barrier_leaf_last_error names group, epoch, both barriers and
                                * the fix). Reported within a few re-send periods; final for the
-                               * epoch, like BARRIER_EABORTED: reset the group to a new epoch on
-                               * every switch (barrierctl group reset G --epoch E) and reopen the
-                               * leaf with opts.epoch = E */
+                               * epoch, like BARRIER_EABORTED: reset the group's run on every
+                               * switch of its tree (barrierctl reset PLAN) and reopen the leaf
+                               * with opts.epoch = the new epoch */
 } barrier_status;
 
 /* An open leaf: one interface, a set of groups. */

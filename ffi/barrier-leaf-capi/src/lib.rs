@@ -892,11 +892,11 @@ mod tests {
             );
             assert_eq!(
                 last_error(),
-                "group 4 epoch 1: the switch answers barrier 0 with the release of barrier 9: \
-                 the group was used by an earlier run in this epoch; reset the group to a new \
-                 epoch on every switch (barrierctl group reset 4 --epoch E) and open the \
-                 leaves with it (Config::epoch, barrier_leaf_options.epoch, barrier-leaf \
-                 --epoch E)"
+                "group 4 epoch 1: the switch answers barrier 0 with the release of barrier 9: the \
+                 group was used by an earlier run in this epoch; reset the group's run on every \
+                 switch of its tree (barrierctl reset PLAN, or barrierctl group reset 4 on each \
+                 switch, root first) and open the leaves with the new epoch (Config::epoch, \
+                 barrier_leaf_options.epoch, barrier-leaf --epoch E)"
             );
             assert!(strerror(status::EEPOCHINUSE).contains("new epoch"));
             let mut st = BarrierStats::default();

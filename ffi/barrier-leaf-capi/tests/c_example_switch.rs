@@ -190,7 +190,7 @@ fn a_second_job_in_the_same_epoch_ends_with_eepochinuse() {
             "instance {i}: {stderr}"
         );
         assert!(
-            stderr.contains("barrierctl group reset 7 --epoch E"),
+            stderr.contains("barrierctl group reset 7 on each switch, root first"),
             "{stderr}"
         );
         assert_eq!(example_seqs(&stdout, GROUP), Vec::<u32>::new(), "released");
