@@ -345,7 +345,7 @@ for n in "${switches[@]}"; do
     || { cat "$NB_STATE_DIR/$n.check" >&2; echo "topo: FAIL barrier-switch refused the generated $n.toml" >&2; exit 1; }
 done
 
-declare -A pid_of
+declare -A pid_of alive=()
 # The link emulators first: a link is whole once its emulator forwards.
 for n in "${emu_nodes[@]}"; do
   nb_spawn "$(nb_ns "e$n")" "$NB_STATE_DIR/linkemu-$n.log" "${linkemu_argv[@]}" --a a --b b \
@@ -439,6 +439,20 @@ wait_leaves() {
   return 0
 }
 
+# reset_run EPOCH: a new run of the group in EPOCH on every running switch, root first (the
+# order of `barrierctl reset PLAN`), each switch's file written back at once, so that a switch
+# restarted later comes back in the run's epoch rather than the file's first one (and rejoins
+# the run through the restart rules, docs/protocol.md) instead of dropping every frame of it.
+reset_run() {
+  local e=$1 n
+  for n in "${switches[@]}"; do
+    [ "${alive[$n]:-1}" = 1 ] || continue
+    { "${ctl_argv[@]}" --socket "$NB_STATE_DIR/$n.sock" group reset "$group" --epoch "$e" \
+        && "${ctl_argv[@]}" --socket "$NB_STATE_DIR/$n.sock" write-back; } >>"$NB_STATE_DIR/reset.log" 2>&1 \
+      || { cat "$NB_STATE_DIR/reset.log" >&2; fail "barrierctl group reset or write-back on $n"; }
+  done
+}
+
 epoch=1
 if [ "$first_job" -gt 0 ]; then
   # Issue 10, case 5: a first job on the group, then the main job on the same group number with
@@ -458,10 +472,7 @@ if [ "$first_job" -gt 0 ]; then
     || { cat "$NB_STATE_DIR/first-job.check" >&2; fail "first job's records"; }
   if [ "$same_epoch" = 0 ]; then
     epoch=2
-    for n in "${switches[@]}"; do
-      "${ctl_argv[@]}" --socket "$NB_STATE_DIR/$n.sock" group reset "$group" --epoch "$epoch" >>"$NB_STATE_DIR/reset.log" 2>&1 \
-        || { cat "$NB_STATE_DIR/reset.log" >&2; fail "barrierctl group reset on $n"; }
-    done
+    reset_run "$epoch"
     nb_log "first job done; group $group reset to epoch $epoch on ${switches[*]}"
   else
     nb_log "first job done; the main job reuses epoch $epoch (--same-epoch)"
@@ -584,14 +595,10 @@ apply_event() { # ACTION NODE
     newjob)
       event "newjob: stopping the leaves of epoch $epoch"
       stop_leaves
-      # Root first, as above; a switch restarted since is back at its file's epoch 1, behind
-      # the new one, so the same --epoch suits it too.
+      # Root first, as above; a switch restarted since is back at its file's epoch (the last
+      # reset's, written back), behind the new one, so the same --epoch suits it too.
       epoch=$((epoch + 1))
-      for n in "${switches[@]}"; do
-        [ "${alive[$n]}" = 1 ] || continue
-        "${ctl_argv[@]}" --socket "$NB_STATE_DIR/$n.sock" group reset "$group" --epoch "$epoch" >>"$NB_STATE_DIR/reset.log" 2>&1 \
-          || { cat "$NB_STATE_DIR/reset.log" >&2; fail "barrierctl group reset on $n"; }
-      done
+      reset_run "$epoch"
       event "reset group $group to epoch $epoch"
       for n in "${leaves[@]}"; do mv "$NB_STATE_DIR/$n.log" "$NB_STATE_DIR/$n.epoch$((epoch - 1)).log"; done
       jobs_dirs+=("$NB_STATE_DIR/records/epoch$epoch") job_epochs+=("$epoch")

@@ -18,3 +18,10 @@ nb_topo_case topo_new_job "after a 1-barrier job, a new job in a new epoch, leav
   --fanout 2,2 --first-job 1 --barriers 20 --leaf-stagger-ms 1000
 nb_topo_case topo_new_job "after a 3-barrier job, a new job in a new epoch, leaves 1 s apart" \
   --fanout 2,2 --first-job 3 --barriers 20 --leaf-stagger-ms 1000
+# The new job's run survives a restart: a switch killed and started again while the new job runs
+# comes back in the job's epoch (topo.sh writes each switch's file back after the reset), not
+# its file's first epoch, in which it would drop every frame of the job until its leaves time
+# out. Leaves pause between barriers so they still run after the last restart.
+nb_topo_case topo_new_job "after a 3-barrier job and a reset, an intermediate restarted 3 times during the new job" \
+  --fanout 2,2 --first-job 3 --barriers 3000 --restart s1 --restarts 3 \
+  --leaf-args "--gap-us 1000" --timeout 300
