@@ -104,8 +104,8 @@ fn a_second_job_in_the_same_epoch_fails_fast_and_a_new_epoch_runs_it() {
         assert!(
             msg.starts_with(
                 "group 7 epoch 1: the switch answers barrier 0 with the release of barrier 9: \
-                 the group was used by an earlier run in this epoch; reset the group to a new \
-                 epoch on every switch"
+                 the group was used by an earlier run in this epoch; reset the group's run on \
+                 every switch of its tree"
             ),
             "leaf {l}: {msg}"
         );
