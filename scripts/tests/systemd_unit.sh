@@ -13,9 +13,12 @@
 # - a refused configuration (exit 2) fails the unit and is not restarted
 #   (RestartPreventExitStatus=2); a missing /etc/netbarrier/NAME.toml fails the start at once.
 #
+# - as shipped, output to the journal (journald started for it): the records without a time of
+#   their own (the journal stamps them) and without colour.
+#
 # The one change to the shipped unit is a drop-in that sets DefaultDependencies=no (the unit
-# would otherwise pull sysinit.target: udev, sysctl, every service the machine enables) and
-# sends the switch's stdout/stderr to files instead of the journal (no journald here).
+# would otherwise pull sysinit.target: udev, sysctl, every service the machine enables), and
+# for the instances but `j` one that sends the switch's stdout/stderr to files.
 #
 # Needs root, util-linux's unshare and nsenter, systemd installed (/lib/systemd/systemd; it
 # need not be running) and a build of barrier-switch (target/release or target/debug, or
@@ -55,9 +58,15 @@ cgroups() { [ -z "$hier" ] || find $hier -mindepth 1 -type d 2>/dev/null | sort;
 cgroups > "$state.cg" 2>/dev/null
 cleanup() {
   if [ -n "$upid" ]; then kill "$upid" 2>/dev/null; wait "$upid" 2>/dev/null; fi
-  sleep 0.5
-  cgroups | comm -13 "$state.cg" - | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2- \
-    | while IFS= read -r d; do rmdir "$d" 2>/dev/null || echo "systemd_unit: cgroup $d left"; done
+  # the namespace's processes take a moment to be reaped: retry for up to 5 s
+  local left
+  for _ in $(seq 50); do
+    left=$(cgroups | comm -13 "$state.cg" - | awk '{ print length, $0 }' | sort -rn \
+      | cut -d' ' -f2- | while IFS= read -r d; do rmdir "$d" 2>/dev/null || echo "$d"; done)
+    [ -n "$left" ] || break
+    sleep 0.1
+  done
+  [ -z "$left" ] || echo "systemd_unit: cgroups left: $left"
   rm -rf "$state" "$state.cg"
 }
 trap cleanup EXIT
@@ -68,6 +77,8 @@ sed -e "s|@BINDIR@|$build|g" "$repo/scripts/systemd/barrier-switch@.service" \
 cat > "$state/in/test.conf" <<'EOF'
 [Unit]
 DefaultDependencies=no
+EOF
+cat > "$state/in/files.conf" <<'EOF'
 [Service]
 StandardOutput=append:/run/nbtest/%i.out
 StandardError=append:/run/nbtest/%i.err
@@ -116,7 +127,12 @@ mount -t tmpfs tmpfs /tmp
 mkdir -p /run/lock /run/nbtest /run/systemd/system/barrier-switch@.service.d /etc/netbarrier
 cp "$state/in/barrier-switch@.service" "$state/in/nb-test.target" /run/systemd/system/
 cp "$state/in/test.conf" /run/systemd/system/barrier-switch@.service.d/
+for i in t bad none; do
+  mkdir -p "/run/systemd/system/barrier-switch@$i.service.d"
+  cp "$state/in/files.conf" "/run/systemd/system/barrier-switch@$i.service.d/"
+done
 cp "$state/in/t.toml" "$state/in/bad.toml" /etc/netbarrier/
+cp "$state/in/t.toml" /etc/netbarrier/j.toml
 export container=other
 exec "$systemd" --system --unit=nb-test.target --log-target=null
 EOF
@@ -195,6 +211,26 @@ ns timeout 30 systemctl start barrier-switch@none 2>/dev/null && fail "a missing
   && [ "$(state_of none NRestarts)" = 0 ] \
   && pass "missing /etc/netbarrier/none.toml: the start fails at once (assertion)" \
   || fail "none: assert $(state_of none AssertResult) $(state_of none ActiveState) restarts $(state_of none NRestarts)"
+
+# The unit as shipped sends stdout and stderr to the journal: the records carry no time of
+# their own there (the journal's JOURNAL_STREAM names stderr) and no colour.
+if ns timeout 30 systemctl start systemd-journald.socket systemd-journald.service 2>/dev/null; then
+  if ns timeout 90 systemctl start barrier-switch@j; then
+    ns timeout 90 systemctl stop barrier-switch@j
+    ns journalctl --sync 2>/dev/null
+    log=$(ns journalctl -q -u barrier-switch@j -o cat --no-pager 2>&1)
+    if grep -q '^barrier-switch: ready' <<< "$log" && grep -q '^ *INFO ' <<< "$log" \
+      && ! grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' <<< "$log" && ! grep -q $'\x1b' <<< "$log"; then
+      pass "journal: the records, without a time of their own, without colour"
+    else
+      fail "journal: $log"
+    fi
+  else
+    fail "systemctl start barrier-switch@j (journal): $(ns systemctl status barrier-switch@j 2>&1)"
+  fi
+else
+  echo "  (journald did not start here: the journal case is not checked)"
+fi
 
 echo "systemd_unit: $ok passed, $bad failed"
 [ "$bad" -eq 0 ]
