@@ -11,7 +11,8 @@
 #   ldconfig run (the loader cache lists libbarrier.so.MAJOR), the C example built with
 #   `pkg-config --libs barrier` (depends on libbarrier.so.MAJOR, no rpath/runpath) and with
 #   `pkg-config --static --libs barrier` (no libbarrier dependency at all), both run with
-#   LD_LIBRARY_PATH unset; the example configurations in share/netbarrier/configs pass
+#   LD_LIBRARY_PATH unset; the systemd unit in lib/systemd/system naming /usr/local/bin and
+#   passing `systemd-analyze verify` (where installed); the example configurations in share/netbarrier/configs pass
 #   `barrier-switch check`; then --uninstall: nothing left under /usr/local, nothing in the
 #   loader cache.
 #
@@ -53,13 +54,21 @@ if DESTDIR=$stage bash "$repo/scripts/install.sh" --prefix /opt/nbtest --build-d
   missing=""
   for f in bin/barrier-switch bin/barrier-leaf bin/barrier-gen bin/barrier-sim lib/libbarrier.a \
     lib/libbarrier.so include/barrier.h lib/pkgconfig/barrier.pc lib/pkgconfig/barrier-libs.pc \
-    share/netbarrier/configs/root.toml share/netbarrier/install-manifest; do
+    share/netbarrier/configs/root.toml share/netbarrier/install-manifest \
+    lib/systemd/system/barrier-switch@.service; do
     [ -e "$stage/opt/nbtest/$f" ] || missing="$missing $f"
   done
   [ -z "$missing" ] && pass "DESTDIR: files staged" || fail "DESTDIR: missing:$missing"
   grep -qx 'prefix=/opt/nbtest' "$stage/opt/nbtest/lib/pkgconfig/barrier.pc" \
     && pass "DESTDIR: barrier.pc says the prefix, not DESTDIR" || fail "DESTDIR: barrier.pc prefix"
   grep -q ldconfig "$work/stage.log" && fail "DESTDIR: ran ldconfig" || pass "DESTDIR: no ldconfig"
+  unit=$stage/opt/nbtest/lib/systemd/system/barrier-switch@.service
+  grep -qx 'ExecStart=/opt/nbtest/bin/barrier-switch run --config /etc/netbarrier/%i.toml' "$unit" \
+    && grep -qx 'Type=notify' "$unit" && grep -qx 'RuntimeDirectory=netbarrier' "$unit" \
+    && ! grep -q '@BINDIR@' "$unit" \
+    && pass "DESTDIR: the systemd unit runs PREFIX/bin/barrier-switch" || fail "DESTDIR: unit: $(cat "$unit")"
+  grep -q "systemd does not look in /opt/nbtest" "$work/stage.log" \
+    && pass "DESTDIR: a prefix systemd does not search is said" || fail "DESTDIR: no note on the unit"
   DESTDIR=$stage bash "$repo/scripts/install.sh" --prefix /opt/nbtest --uninstall >/dev/null 2>&1
   left=$(find "$stage" -mindepth 1)
   [ -z "$left" ] && pass "DESTDIR: uninstall leaves nothing" || fail "DESTDIR: left: $left"
@@ -110,6 +119,14 @@ for e in shared static; do
   t "$e example runs without LD_LIBRARY_PATH" '/tmp/ex_$e nbnosuchif0 7 1 > /tmp/$e.out 2>&1; rc=$?; [ $rc -eq 2 ] && grep -q nbnosuchif0 /tmp/$e.out || { cat /tmp/$e.out; false; }'
 done
 t "installed configurations pass barrier-switch check" 'n=0; for c in $(find /usr/local/share/netbarrier/configs -name "*.toml"); do barrier-switch check --config $c >/dev/null || exit 1; n=$((n+1)); done; [ $n -ge 5 ]'
+t "the systemd unit in /usr/local/lib/systemd/system" 'grep -qx "ExecStart=/usr/local/bin/barrier-switch run --config /etc/netbarrier/%i.toml" /usr/local/lib/systemd/system/barrier-switch@.service'
+if command -v systemd-analyze >/dev/null 2>&1; then
+  # systemd-analyze verify loads the unit as systemd would (without a running systemd): an
+  # unknown key or a bad value is a line on its output
+  # (it leaves a marker file in /run/systemd: a tmpfs there, in the bed's mount namespace)
+  mount -t tmpfs nbsystemd /run/systemd 2>/dev/null || true
+  t "systemd-analyze verify: the unit has no error" 'v=$(systemd-analyze verify --man=no /usr/local/lib/systemd/system/barrier-switch@test.service 2>&1); [ -z "$v" ] || { echo "$v"; false; }'
+fi
 t "reinstall over an installation" 'bash scripts/install.sh --build-dir "$build" >/dev/null 2>&1'
 bash scripts/install.sh --uninstall > "$out/uninstall.log" 2>&1
 rc=$?

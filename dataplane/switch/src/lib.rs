@@ -12,6 +12,7 @@
 //! | `counters` | per-owner counter cells, summed and printed by the management thread |
 //! | `mgmt` | the control socket on the management thread: groups created, reset, changed, deleted while the dataplane runs |
 //! | `runtime` | `run`: one switch from its configuration on DPDK |
+//! | `notify` | systemd readiness (`sd_notify`): `READY=1` with the ready line, `STOPPING=1` at the stop |
 //! | `metrics` | optional Prometheus endpoint (`[metrics]`): text exposition on a plain thread |
 //! | `straggler` | straggler reports of watched groups: last child, spread, latency histogram, waiting since |
 //! | `telemetry` | DPDK telemetry commands (`/barrier/...`), the `--stats-json` dump, capture (`rte_pdump`) |
@@ -28,6 +29,7 @@ pub mod counters;
 pub mod engine;
 pub mod metrics;
 pub mod mgmt;
+pub mod notify;
 pub mod policer;
 pub mod runtime;
 pub mod rx;

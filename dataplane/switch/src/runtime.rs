@@ -280,6 +280,7 @@ pub fn run_config(
                         "{READY_LINE} (frames discarded at start: {})",
                         discarded.join(" ")
                     );
+                    crate::notify::notify_logged("READY=1");
                 }
                 if dump.swap(false, Ordering::Relaxed) {
                     println!("{}", mgmt_stats.report());
@@ -290,6 +291,7 @@ pub fn run_config(
                     None => std::thread::sleep(Duration::from_millis(50)),
                 }
             }
+            crate::notify::notify_logged("STOPPING=1");
             drop(control);
             // A SIGUSR1 that came with the stop still gets its answer.
             if dump.swap(false, Ordering::Relaxed) {

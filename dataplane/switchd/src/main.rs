@@ -17,6 +17,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+const RUN_USAGE: &str = "barrier-switch run [EAL args] -- --config <FILE> [OPTIONS]\n       \
+                         barrier-switch run --config <FILE> [OPTIONS]";
+const DEMO_USAGE: &str = "barrier-switch demo [EAL args] -- [OPTIONS]\n       \
+                          barrier-switch demo [OPTIONS]";
+
 #[derive(Parser)]
 #[command(
     name = "barrier-switch",
@@ -36,6 +41,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run one switch as the configuration file says, until SIGINT/SIGTERM.
+    #[command(override_usage = RUN_USAGE)]
     Run {
         /// The switch's configuration file (TOML; docs/configuration.md,
         /// examples in dataplane/switchd/configs/).
@@ -60,12 +66,14 @@ enum Cmd {
         stats_json: Option<PathBuf>,
     },
     /// Validate a configuration file and print what it describes; DPDK is not started.
+    #[command(override_usage = "barrier-switch check --config <FILE>")]
     Check {
         /// The configuration file to check.
         #[arg(long, short)]
         config: PathBuf,
     },
     /// Build a whole tree (root, intermediates, emulated leaves) in this process and run barriers.
+    #[command(override_usage = DEMO_USAGE)]
     Demo(DemoArgs),
 }
 
@@ -128,6 +136,94 @@ struct DemoArgs {
     idle_sleep_us: Option<u32>,
 }
 
+/// clap's refusal, and for an argument it does not know that is not one of the program's
+/// (`run -l 0 --config F`: EAL arguments without `--`), where EAL's go. Help and version are
+/// not refusals (exit 0).
+fn refused(e: clap::Error, app: &[String]) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(e.kind(), ErrorKind::UnknownArgument) {
+        e.exit();
+    }
+    let _ = e.print();
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(a)) => a.clone(),
+        _ => String::new(),
+    };
+    let sub = app.get(1).map_or("run", String::as_str);
+    let sub = if ["run", "check", "demo"].contains(&sub) {
+        sub
+    } else {
+        "run"
+    };
+    if sub == "check" {
+        eprintln!("note: check starts no DPDK and takes no EAL arguments");
+    } else {
+        let rest = if sub == "run" {
+            "--config <FILE> [OPTIONS]"
+        } else {
+            "[OPTIONS]"
+        };
+        eprintln!(
+            "note: if {arg:?} is for DPDK (EAL), EAL arguments come first and end with `--`: \
+             barrier-switch {sub} [EAL args] -- {rest}  (docs/configuration.md)"
+        );
+    }
+    ExitCode::from(2)
+}
+
+/// What `run` will do about the control socket at `path` (`check` says it), or why it cannot:
+/// a socket file is replaced when stale (refused while a switch listens on it); a missing
+/// folder is created, parents too, mode 0755 (as `mgmt::ControlServer::bind` does); a path
+/// through something that is not a folder, or a file that is not a socket, can never work.
+/// Whether the user who runs the switch may write there is not judged: `check` often runs as
+/// another user than the switch.
+fn socket_plan(path: &std::path::Path) -> Result<String, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let shown = path.display();
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            return Ok(format!(
+                "control socket {shown} (exists: replaced if no switch listens on it)"
+            ))
+        }
+        Ok(_) => {
+            return Err(format!(
+                "{shown} exists and is not a socket; run would refuse to replace it"
+            ))
+        }
+        Err(_) => {}
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut have = dir;
+    loop {
+        match std::fs::metadata(have) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => {
+                return Err(format!(
+                    "{} is not a folder: the socket's folder {} cannot be created",
+                    have.display(),
+                    dir.display()
+                ))
+            }
+            Err(_) => match have.parent().filter(|p| !p.as_os_str().is_empty()) {
+                Some(p) => have = p,
+                None => break,
+            },
+        }
+    }
+    if have == dir {
+        Ok(format!("control socket {shown}"))
+    } else {
+        Ok(format!(
+            "control socket {shown} (folder {} missing: run creates it, mode 0755)",
+            dir.display()
+        ))
+    }
+}
+
 /// SIGINT/SIGTERM and SIGUSR1 handlers; `None` (reported) if they cannot be installed.
 fn signals() -> Option<Signals> {
     Signals::install()
@@ -184,7 +280,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cli = Cli::parse_from(app);
+    let cli = match Cli::try_parse_from(&app) {
+        Ok(c) => c,
+        Err(e) => return refused(e, &app),
+    };
     match cli.cmd {
         Cmd::Check { config } => match config::load(&config) {
             Ok(c) => {
@@ -202,6 +301,15 @@ fn main() -> ExitCode {
                     },
                     c.lcores.idle
                 );
+                if let Some(ctl) = &c.control {
+                    match socket_plan(&ctl.socket) {
+                        Ok(plan) => println!("{}: {plan}", config.display()),
+                        Err(e) => {
+                            eprintln!("{}: control.socket: {e}", config.display());
+                            return ExitCode::from(2);
+                        }
+                    }
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -346,7 +454,28 @@ fn demo(a: DemoArgs, eal: &[String]) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::split_eal;
+    use super::{socket_plan, split_eal};
+
+    #[test]
+    fn check_says_what_run_does_with_the_control_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let plan = socket_plan(&d.join("s.sock")).unwrap();
+        assert!(!plan.contains("missing"), "{plan}");
+        let plan = socket_plan(&d.join("run/netbarrier/s.sock")).unwrap();
+        assert!(
+            plan.contains("run/netbarrier missing: run creates it, mode 0755"),
+            "{plan}"
+        );
+        std::fs::write(d.join("file"), "").unwrap();
+        let e = socket_plan(&d.join("file/s.sock")).unwrap_err();
+        assert!(e.contains("is not a folder"), "{e}");
+        let e = socket_plan(&d.join("file")).unwrap_err();
+        assert!(e.contains("exists and is not a socket"), "{e}");
+        let _l = std::os::unix::net::UnixListener::bind(d.join("live.sock")).unwrap();
+        let plan = socket_plan(&d.join("live.sock")).unwrap();
+        assert!(plan.contains("exists: replaced if"), "{plan}");
+    }
 
     fn v(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()

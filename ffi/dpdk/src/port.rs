@@ -177,19 +177,23 @@ impl Port {
         // SAFETY: EAL is initialised; both strings are valid C strings that DPDK copies.
         let ret = unsafe { sys::rte_vdev_init(c_name.as_ptr(), c_args.as_ptr()) };
         if ret < 0 {
-            // rte_vdev_init returns -1 for "no such driver" and sets nothing better.
-            let errno = if ret == -1 {
-                19 /* ENODEV */
-            } else {
+            // rte_vdev_init returns -1 for "no such driver" and sets nothing better (and so
+            // does many a driver that failed); a cause found here that is a permission is
+            // reported as one.
+            let cause = vdev_cause(spec);
+            let errno = if ret != -1 {
                 -ret
+            } else if cause.contains("lacks CAP_NET_RAW") {
+                1 /* EPERM */
+            } else {
+                19 /* ENODEV */
             };
             return Err(DpdkError::Call {
                 op: OP,
                 errno,
                 message: format!(
-                    "{}: cannot create virtual device {spec:?}{}",
+                    "{}: cannot create virtual device {spec:?}{cause}",
                     crate::error::strerror(errno),
-                    vdev_cause(spec)
                 ),
             });
         }
@@ -939,14 +943,24 @@ impl Drop for RingSet {
 /// Why a virtual device could not be created, as far as this process can tell: for a spec with
 /// `iface=NAME` (net_af_packet, net_pcap's live interfaces, ...), whether that interface exists
 /// in this network namespace, with the OS error (`No such device`) that the driver met and left
-/// in DPDK's log. Empty when nothing is known.
+/// in DPDK's log, and whether this process may open it at all (`CAP_NET_RAW`); for a device
+/// whose name starts with no driver DPDK ships, that the name is likely misspelt (DPDK logs
+/// nothing for a driver it does not have). Empty when nothing is known.
 fn vdev_cause(spec: &str) -> String {
+    let name = spec.split(',').next().unwrap_or(spec);
     let Some(iface) = spec
         .split(',')
         .skip(1)
         .find_map(|kv| kv.strip_prefix("iface="))
     else {
-        return " (the driver's reason is in DPDK's log above)".into();
+        return match known_vdev_driver(name) {
+            Some(_) => " (the driver's reason, if it gave one, is in DPDK's log above)".into(),
+            None => format!(
+                ": no DPDK driver is called like {name:?} (misspelt? a virtual device is a \
+                 driver's name and a number: net_ring0, net_pcap0, net_af_packet0, net_tap0, \
+                 net_null0, ...)"
+            ),
+        };
     };
     let Ok(c) = CString::new(iface) else {
         return String::new();
@@ -956,11 +970,69 @@ fn vdev_cause(spec: &str) -> String {
     if index == 0 {
         let err = std::io::Error::last_os_error();
         format!(": interface {iface:?}: {err}")
+    } else if !has_net_raw() {
+        format!(
+            ": no permission: interface {iface:?} exists (index {index}) but this process \
+             lacks CAP_NET_RAW (it is not root), which opening it needs; run as root, or grant \
+             the program CAP_NET_RAW (and DPDK's other needs: docs/operations.md)"
+        )
     } else {
         format!(
             " (interface {iface:?} exists, index {index}; the driver's reason is in DPDK's log above)"
         )
     }
+}
+
+/// The DPDK virtual-device driver whose name `device` starts with (DPDK matches a device to the
+/// driver whose name or alias is a prefix of the device's name), among the ones DPDK 22.11
+/// ships; `None` when there is none, e.g. `net_rnig1`.
+fn known_vdev_driver(device: &str) -> Option<&'static str> {
+    const DRIVERS: &[&str] = &[
+        "net_af_packet",
+        "net_af_xdp",
+        "net_bonding",
+        "net_failsafe",
+        "net_kni",
+        "net_memif",
+        "net_null",
+        "net_pcap",
+        "net_ring",
+        "net_tap",
+        "net_tun",
+        "net_vdev_netvsc",
+        "net_vhost",
+        "net_virtio_user",
+        "eth_af_packet",
+        "eth_bond",
+        "eth_null",
+        "eth_pcap",
+        "eth_ring",
+        "eth_vhost",
+        "virtio_user",
+        "baseband_",
+        "crypto_",
+        "dma_",
+        "event_",
+        "raw_",
+        "compress_",
+        "regex_",
+        "gpu_",
+    ];
+    DRIVERS.iter().copied().find(|d| device.starts_with(d))
+}
+
+/// Whether this process has `CAP_NET_RAW` in its effective set (packet sockets need it):
+/// read from `/proc/self/status`; assumed yes when that cannot be read.
+fn has_net_raw() -> bool {
+    const CAP_NET_RAW: u32 = 13;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return true;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_none_or(|caps| caps & (1 << CAP_NET_RAW) != 0)
 }
 
 /// Extended counters of port `id` as (name, value) under the driver's names, read without owning
@@ -1008,4 +1080,24 @@ pub fn xstats_of(port: PortId) -> Result<Vec<(String, u64)>, DpdkError> {
         "xstats_of",
         "xstats count kept changing",
     ))
+}
+
+#[cfg(test)]
+mod vdev_cause_tests {
+    use super::{known_vdev_driver, vdev_cause};
+
+    #[test]
+    fn a_misspelt_driver_is_called_misspelt() {
+        assert_eq!(known_vdev_driver("net_ring1"), Some("net_ring"));
+        assert_eq!(known_vdev_driver("eth_pcap0"), Some("eth_pcap"));
+        assert_eq!(known_vdev_driver("net_rnig1"), None);
+        let c = vdev_cause("net_rnig1");
+        assert!(
+            c.contains("no DPDK driver is called like \"net_rnig1\""),
+            "{c}"
+        );
+        assert!(!c.contains("log above"), "{c}");
+        let c = vdev_cause("net_ring1");
+        assert!(c.contains("log above"), "{c}");
+    }
 }
