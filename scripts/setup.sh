@@ -13,6 +13,9 @@ PACKAGES=(
   iproute2 libbpf-dev
   # kill and sysctl, used by tests and the namespace scripts (absent from minimal images)
   procps
+  # the shipped unit (scripts/systemd) is tested under a systemd booted in namespaces
+  # (scripts/tests/systemd_unit.sh: systemd, systemctl, journalctl; unshare and nsenter)
+  systemd util-linux
   # pcap files for net_pcap golden tests; capture and dissection tools
   libpcap-dev tshark
   python3
