@@ -36,6 +36,22 @@ pub enum RoleName {
     Intermediate,
 }
 
+impl RoleName {
+    /// `root` or `intermediate`, as the file and the socket write it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RoleName::Root => "root",
+            RoleName::Intermediate => "intermediate",
+        }
+    }
+}
+
+impl std::fmt::Display for RoleName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One group's settings at one switch: the file's `[[groups]]` entry, field for field
 /// (`number` / `numbers` are the file's numbering; the socket names the group in its request
 /// instead). Unknown keys are refused.
@@ -169,8 +185,9 @@ fn port(ports: &[&str], field: String, name: &str) -> Result<PortIdx, GroupError
         })
 }
 
-/// Nanoseconds from the socket's older fields, as microseconds.
-fn whole_us(field: &str, ns: Option<u64>) -> Result<Option<u64>, GroupError> {
+/// Nanoseconds from the socket's fields (`resend_timeout_ns`, `fail_after_ns`), as whole
+/// microseconds; `field` names the socket's field in the refusal.
+pub fn whole_us(field: &str, ns: Option<u64>) -> Result<Option<u64>, GroupError> {
     match ns {
         Some(n) if !n.is_multiple_of(1000) => Err(GroupError::new(
             K::NotWholeMicroseconds,
@@ -451,7 +468,8 @@ mod tests {
 
     #[test]
     fn every_rule_has_its_code_and_field() {
-        let cases: Vec<(Box<dyn Fn(&mut GroupSpec)>, &str, &str)> = vec![
+        type Edit = Box<dyn Fn(&mut GroupSpec)>;
+        let cases: Vec<(Edit, &str, &str)> = vec![
             (Box::new(|s| s.children.clear()), "no_children", "children"),
             (
                 Box::new(|s| s.children = vec!["d0".into(); 65]),
