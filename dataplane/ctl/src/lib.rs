@@ -7,6 +7,7 @@
 //! | `plan` | the tree planner: a group's barrier tree over a topology file |
 //! | `apply` | a plan created on every switch of its tree, leaf-most first |
 //! | `tree` | a plan's group reset to a new epoch, or deleted, on every switch of its tree, root first |
+//! | `group` | one group's specification (file, socket, write-back) and its one check, `resolve` |
 //! | `epoch` | the epoch rules of a group's runs, shared by the switch and `tree` |
 //!
 //! The program is `barrierctl` (`src/main.rs`); the server side is `barrier_switch::mgmt`.
@@ -15,6 +16,7 @@
 pub mod apply;
 pub mod client;
 pub mod epoch;
+pub mod group;
 pub mod plan;
 pub mod proto;
 pub mod tree;

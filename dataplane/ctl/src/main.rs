@@ -5,8 +5,9 @@
 
 use barrier_ctl::apply::apply;
 use barrier_ctl::client::Client;
+use barrier_ctl::group::RoleName;
 use barrier_ctl::plan::{plan, Plan, PlanRequest, Topology};
-use barrier_ctl::proto::{Reply, Request, DEFAULT_SOCKET};
+use barrier_ctl::proto::{PhaseName, Reply, Request, DEFAULT_SOCKET};
 use barrier_ctl::tree;
 use clap::{Parser, Subcommand};
 use std::collections::BTreeMap;
@@ -483,8 +484,8 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn timeout(ns: u64, role: &str) -> String {
-    if role == "root" {
+fn timeout(ns: u64, role: RoleName) -> String {
+    if role == RoleName::Root {
         "-".into()
     } else if ns.is_multiple_of(1000) {
         format!("{} µs", ns / 1000)
@@ -515,11 +516,11 @@ fn human(reply: &Reply) -> String {
                         } else {
                             format!("{}..={}", b.first, b.last)
                         },
-                        r.role.clone(),
+                        r.role.to_string(),
                         r.epoch.to_string(),
                         r.children.join(","),
                         r.parent.clone().unwrap_or_else(|| "-".into()),
-                        timeout(r.resend_timeout_ns, &r.role),
+                        timeout(r.resend_timeout_ns, r.role),
                     ]
                 })
                 .collect();
@@ -544,18 +545,18 @@ fn human(reply: &Reply) -> String {
                 None => r.epoch.to_string(),
             };
             let mut rows: Vec<(&str, String)> = vec![
-                ("role", r.role.clone()),
+                ("role", r.role.to_string()),
                 ("epoch", epoch),
                 ("children", r.children.join(", ")),
             ];
             if let Some(p) = &r.parent {
                 rows.push(("parent", p.clone()));
-                rows.push(("resend", timeout(r.resend_timeout_ns, &r.role)));
+                rows.push(("resend", timeout(r.resend_timeout_ns, r.role)));
             }
             if r.fail_after_ns != 0 {
                 rows.push(("fail after", format!("{} ms", r.fail_after_ns as f64 / 1e6)));
             }
-            rows.push(("phase", g.phase.clone()));
+            rows.push(("phase", g.phase.as_str().to_string()));
             if let Some(f) = &g.failed {
                 rows.push(("failed", format!("{f} (reset the group to recover)")));
             }
@@ -567,7 +568,7 @@ fn human(reply: &Reply) -> String {
                     g.arrived.len(),
                     r.children.len(),
                     g.arrived.join(", "),
-                    if g.phase == "collecting" && !missing.is_empty() {
+                    if g.phase == PhaseName::Collecting && !missing.is_empty() {
                         format!(" (waiting for {})", missing.join(", "))
                     } else {
                         String::new()

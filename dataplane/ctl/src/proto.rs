@@ -1,5 +1,7 @@
 //! The control socket's protocol: one JSON object per line each way. A request names its
-//! operation in `op`; the answer is `{"ok":true,"result":{...}}` or `{"ok":false,"error":"..."}`.
+//! operation in `op`; the answer is `{"ok":true,"result":{...}}` or `{"ok":false,"error":"..."}`;
+//! a refused group's settings also carry a stable `code` (`{"ok":false,"code":"unknown_port",
+//! "error":"children[1]: ..."}`: [`crate::group`]); clients that do not know `code` ignore it.
 //! Unknown fields are refused (`deny_unknown_fields`), so a typo is an error, never a default.
 //!
 //! ```text
@@ -9,6 +11,8 @@
 //!
 //! The switch serves it (`barrier_switch::mgmt`); `barrierctl` and [`crate::client`] speak it.
 
+use crate::group::RoleName;
+use barrier_protocol::switch::Phase;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -125,6 +129,10 @@ pub struct Response {
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// With `error`, for a refused group specification: its stable code
+    /// ([`crate::group::GroupErrorKind::code`]). Absent for other refusals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Reply>,
 }
@@ -134,6 +142,7 @@ impl Response {
         Response {
             ok: true,
             error: None,
+            code: None,
             result: Some(result),
         }
     }
@@ -142,7 +151,16 @@ impl Response {
         Response {
             ok: false,
             error: Some(msg.into()),
+            code: None,
             result: None,
+        }
+    }
+
+    /// A refusal with its stable code (a group specification's [`crate::group::GroupError`]).
+    pub fn refused(code: &str, msg: impl Into<String>) -> Self {
+        Response {
+            code: Some(code.to_string()),
+            ..Response::error(msg)
         }
     }
 
@@ -198,7 +216,7 @@ pub enum Reply {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct GroupRegisters {
     /// `root` or `intermediate`.
-    pub role: String,
+    pub role: RoleName,
     pub children: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
@@ -247,7 +265,7 @@ pub struct GroupInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub highest_epoch: Option<u32>,
     /// `unknown`, `collecting`, `awaiting_release` or `aborted`.
-    pub phase: String,
+    pub phase: PhaseName,
     /// Aborted: who was declared failed ("port P of switch MAC").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
@@ -263,6 +281,39 @@ pub struct GroupInfo {
     /// Straggler report, for a group the switch watches (`[stragglers] groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stragglers: Option<Stragglers>,
+}
+
+/// Where a group's barrier stands, as the socket names it (`Phase::name`).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PhaseName {
+    Unknown,
+    Collecting,
+    AwaitingRelease,
+    Aborted,
+}
+
+impl PhaseName {
+    /// The name on the wire: `unknown`, `collecting`, `awaiting_release`, `aborted`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PhaseName::Unknown => "unknown",
+            PhaseName::Collecting => "collecting",
+            PhaseName::AwaitingRelease => "awaiting_release",
+            PhaseName::Aborted => "aborted",
+        }
+    }
+}
+
+impl From<Phase> for PhaseName {
+    fn from(p: Phase) -> Self {
+        match p {
+            Phase::Unknown => PhaseName::Unknown,
+            Phase::Collecting => PhaseName::Collecting,
+            Phase::AwaitingRelease => PhaseName::AwaitingRelease,
+            Phase::Aborted => PhaseName::Aborted,
+        }
+    }
 }
 
 /// Who holds a watched group back (docs/operations.md, "Observing a running switch").
@@ -528,7 +579,7 @@ mod tests {
     #[test]
     fn responses_round_trip() {
         let regs = GroupRegisters {
-            role: "intermediate".into(),
+            role: RoleName::Intermediate,
             children: vec!["d0".into(), "d1".into()],
             parent: Some("up".into()),
             resend_timeout_ns: 1_000_000,
@@ -549,7 +600,7 @@ mod tests {
                     group: 7,
                     registers: regs.clone(),
                     highest_epoch: Some(9),
-                    phase: "collecting".into(),
+                    phase: PhaseName::Collecting,
                     failed: None,
                     seq: Some(12),
                     arrived: vec!["d1".into()],

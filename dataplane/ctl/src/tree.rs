@@ -184,7 +184,7 @@ fn matches_plan(g: &GroupInfo, sw: &SwitchPlan) -> Result<(), (String, String)> 
         }
     };
     let r = &g.registers;
-    let found = describe(&r.role, r.parent.as_deref(), &r.children);
+    let found = describe(r.role.as_str(), r.parent.as_deref(), &r.children);
     let planned = describe(&sw.role, sw.parent.as_deref(), &sw.children);
     if found == planned {
         Ok(())

@@ -8,9 +8,8 @@ use crate::spec::{
     ControlSpec, Device, GroupBlock, LcoreSpec, MempoolSpec, MetricsSpec, PortSpec, RxLcore,
     SwitchSpec,
 };
-use barrier_protocol::backoff::Backoff;
-use barrier_protocol::switch::{GroupConfig, Role};
-use barrier_protocol::{Epoch, PortIdx, PortSet};
+use barrier_ctl::group::{self, GroupSpec};
+use barrier_protocol::PortIdx;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -20,8 +19,9 @@ use std::ops::Range;
 pub const MAX_GROUPS: u32 = 1 << 20;
 /// Ports per switch and fan-in per group: a child set is one 64-bit mask.
 pub const MAX_PORTS: usize = 64;
-/// The re-send timeout an intermediate group gets when the file does not say.
-pub const DEFAULT_RESEND_TIMEOUT_US: u64 = 1000;
+/// The re-send timeout an intermediate group gets when the file does not say
+/// (`barrier_ctl::group`, shared with the control socket).
+pub use barrier_ctl::group::DEFAULT_RESEND_TIMEOUT_US;
 /// Longest idle sleep accepted: a loop asleep cannot answer, so a sleep must stay well below
 /// the re-send timeouts (1 ms by default) or every quiet moment costs a re-send.
 pub const MAX_IDLE_SLEEP_US: u32 = 500;
@@ -143,8 +143,10 @@ struct RawConfig {
     #[serde(default)]
     ports: Vec<RawPort>,
     lcores: Option<RawLcores>,
+    /// One `barrier_ctl::group::GroupSpec` per entry: the type the control socket and the
+    /// write-back use too.
     #[serde(default)]
-    groups: Vec<RawGroup>,
+    groups: Vec<GroupSpec>,
     control: Option<RawControl>,
     /// Prometheus endpoint (`crate::metrics`): off unless the section is present.
     metrics: Option<RawMetrics>,
@@ -260,28 +262,6 @@ struct RawLcores {
 struct RawRx {
     lcore: u32,
     poll: Vec<String>,
-}
-
-#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum RawRole {
-    Root,
-    Intermediate,
-}
-
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-struct RawGroup {
-    number: Option<u32>,
-    numbers: Option<String>,
-    role: RawRole,
-    children: Vec<String>,
-    parent: Option<String>,
-    resend_timeout_us: Option<u64>,
-    resend_max_us: Option<u64>,
-    resend_jitter_pct: Option<u8>,
-    fail_after_ms: Option<u64>,
-    epoch: Option<u32>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -482,7 +462,7 @@ fn lookup(names: &PortNames<'_>, key: String, name: &str) -> Result<PortIdx, Con
         known.sort_unstable();
         ConfigError::new(
             key,
-            format!("unknown port {name:?} (the file's ports: {known:?})"),
+            format!("unknown port {name:?} (the switch's ports: {known:?})"),
         )
     })
 }
@@ -501,7 +481,8 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         ));
     };
     let lcores = validate_lcores(rl, &raw.eal.args, &ports, &names)?;
-    let groups = validate_groups(&raw.groups, &names)?;
+    let port_names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
+    let groups = validate_groups(&raw.groups, &port_names)?;
     let control = raw
         .control
         .as_ref()
@@ -893,10 +874,9 @@ fn validate_lcores(
     })
 }
 
-fn validate_groups(
-    raw: &[RawGroup],
-    names: &PortNames<'_>,
-) -> Result<Vec<GroupBlock>, ConfigError> {
+/// The file's groups: numbering here, every setting through `group::resolve` (the control
+/// socket's check too), its field prefixed with the entry's key path.
+fn validate_groups(raw: &[GroupSpec], port_names: &[&str]) -> Result<Vec<GroupBlock>, ConfigError> {
     let mut groups = Vec::with_capacity(raw.len());
     for (i, g) in raw.iter().enumerate() {
         let key = format!("groups[{i}]");
@@ -921,117 +901,15 @@ fn validate_groups(
                 ))
             }
         };
-        if g.children.is_empty() {
-            return Err(ConfigError::new(
-                format!("{key}.children"),
-                "a group needs at least one child port",
-            ));
-        }
-        if g.children.len() > MAX_PORTS {
-            return Err(ConfigError::new(
-                format!("{key}.children"),
-                format!(
-                    "{} children, a group has at most {MAX_PORTS}",
-                    g.children.len()
-                ),
-            ));
-        }
-        let mut children = PortSet::empty();
-        for (j, c) in g.children.iter().enumerate() {
-            let ckey = format!("{key}.children[{j}]");
-            let p = lookup(names, ckey.clone(), c)?;
-            if children.contains(p) {
-                return Err(ConfigError::new(ckey, format!("port {c:?} listed twice")));
-            }
-            children.insert(p);
-        }
-        let role = match (g.role, &g.parent) {
-            (RawRole::Root, None) => Role::Root,
-            (RawRole::Root, Some(_)) => {
-                return Err(ConfigError::new(
-                    format!("{key}.parent"),
-                    "a root group has no parent port",
-                ))
-            }
-            (RawRole::Intermediate, None) => {
-                return Err(ConfigError::new(
-                    format!("{key}.parent"),
-                    "an intermediate group needs its parent port",
-                ))
-            }
-            (RawRole::Intermediate, Some(name)) => {
-                let p = lookup(names, format!("{key}.parent"), name)?;
-                if children.contains(p) {
-                    return Err(ConfigError::new(
-                        format!("{key}.parent"),
-                        format!("port {name:?} is both a child and the parent"),
-                    ));
-                }
-                Role::Intermediate { parent: p }
-            }
-        };
-        let timeout_us = match g.resend_timeout_us {
-            Some(0) => {
-                return Err(ConfigError::new(
-                    format!("{key}.resend_timeout_us"),
-                    "a zero timeout would re-send forever",
-                ))
-            }
-            Some(t) => t,
-            None => DEFAULT_RESEND_TIMEOUT_US,
-        };
-        if role == Role::Root {
-            for (k, set) in [
-                ("resend_max_us", g.resend_max_us.is_some()),
-                ("resend_jitter_pct", g.resend_jitter_pct.is_some()),
-            ] {
-                if set {
-                    return Err(ConfigError::new(
-                        format!("{key}.{k}"),
-                        "a root does not re-send (re-send settings are for intermediates)",
-                    ));
-                }
-            }
-        }
-        let max_us = g.resend_max_us.unwrap_or(0);
-        if max_us != 0 && max_us < timeout_us {
-            return Err(ConfigError::new(
-                format!("{key}.resend_max_us"),
-                format!("the cap {max_us} us is below resend_timeout_us ({timeout_us} us)"),
-            ));
-        }
-        let jitter_pct = g.resend_jitter_pct.unwrap_or(0);
-        if jitter_pct > 50 {
-            return Err(ConfigError::new(
-                format!("{key}.resend_jitter_pct"),
-                format!("{jitter_pct}: jitter is at most 50 (percent of the wait)"),
-            ));
-        }
-        let fail_after_ns = g.fail_after_ms.unwrap_or(0).saturating_mul(1_000_000);
-        if fail_after_ns > GroupConfig::MAX_FAIL_AFTER_NS {
-            return Err(ConfigError::new(
-                format!("{key}.fail_after_ms"),
-                format!(
-                    "{}: at most {} (about 71 minutes: the table keeps microseconds in 32 bits)",
-                    g.fail_after_ms.unwrap_or(0),
-                    GroupConfig::MAX_FAIL_AFTER_NS / 1_000_000
-                ),
-            ));
-        }
-        groups.push(GroupBlock {
-            numbers,
-            config: GroupConfig {
-                role,
-                children,
-                resend_timeout_ns: timeout_us.saturating_mul(1000),
-                epoch: g.epoch.map_or(Epoch::DEFAULT, Epoch),
-                backoff: Backoff {
-                    max_ns: max_us.saturating_mul(1000),
-                    jitter_pct,
-                },
-                fail_after_ns,
-            },
-        });
+        let config = group::resolve(g, port_names).map_err(|e| {
+            let at = if e.field.is_empty() {
+                key.clone()
+            } else {
+                format!("{key}.{}", e.field)
+            };
+            ConfigError::new(at, e.message)
+        })?;
+        groups.push(GroupBlock { numbers, config });
     }
     // Duplicate numbers, across single numbers and ranges: sort by start, compare neighbours.
     let mut spans: Vec<(u32, u32, usize)> = groups
@@ -1061,6 +939,9 @@ fn validate_groups(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use barrier_protocol::backoff::Backoff;
+    use barrier_protocol::switch::{GroupConfig, Role};
+    use barrier_protocol::PortSet;
 
     const GOOD: &str = r#"
 [eal]
@@ -1201,8 +1082,14 @@ children = ["d0", "d1", "up"]
         assert_eq!(c.groups[0].config.children, PortSet(0b110));
         assert_eq!(c.groups[0].config.resend_timeout_ns, 200_000);
         assert_eq!(c.groups[1].numbers, 100..1100);
+        // A root does not re-send: its timeout register is 0, as a root created on the
+        // control socket has it (GroupConfig::root).
+        assert_eq!(c.groups[1].config, GroupConfig::root(PortSet(0b111)));
+        let intermediate_default = GOOD.replace("resend_timeout_us = 200\n", "");
         assert_eq!(
-            c.groups[1].config.resend_timeout_ns,
+            parse(&intermediate_default).unwrap().groups[0]
+                .config
+                .resend_timeout_ns,
             DEFAULT_RESEND_TIMEOUT_US * 1000
         );
         assert_eq!(c.group_count(), 1001);
@@ -1260,7 +1147,7 @@ children = ["d0", "d1", "up"]
             r#"children = ["d0", "d1"]"#,
             r#"children = ["d0", "p9"]"#,
             "groups[0].children[1]",
-            "unknown port \"p9\" (the file's ports: [\"d0\", \"d1\", \"up\"])",
+            "unknown port \"p9\" (the switch's ports: [\"d0\", \"d1\", \"up\"])",
         );
     }
 

@@ -92,7 +92,7 @@ fn check_command_accepts_and_refuses() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(r#"groups[0].children[1]: unknown port "p9" (the file's ports: ["leaf0", "leaf1", "leaf2", "leaf3"])"#),
+        err.contains(r#"groups[0].children[1]: unknown port "p9" (the switch's ports: ["leaf0", "leaf1", "leaf2", "leaf3"])"#),
         "{err}"
     );
     assert!(

@@ -1,18 +1,19 @@
 //! [`Control`]: one request against the running switch's group table and counters, one
 //! answer. No socket here; the only I/O is the write-back of the configuration file.
 
-use crate::config::{self, DEFAULT_RESEND_TIMEOUT_US};
+use crate::config;
 use crate::counters::{RxCounters, SchedCounters, TxCounters};
 use crate::engine::SwitchStats;
 use crate::policer::PolicerSpec;
 use crate::spec::{Device, SwitchSpec};
 use barrier_ctl::epoch::{self, Admission, Change};
+use barrier_ctl::group::{self, GroupError, GroupSpec, RoleName};
 use barrier_ctl::proto::{
     parse_request, CounterSet, GroupBlockInfo, GroupInfo, GroupRegisters, PortInfo, Reply, Request,
     Response, StragglerBarrier, Stragglers,
 };
 use barrier_protocol::switch::{GroupConfig, Phase, Role};
-use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, MAX_PORTS};
+use barrier_protocol::{Epoch, GroupId, PortIdx};
 use std::path::PathBuf;
 
 /// The epoch a group gets when its creator does not say (as in the file: `Epoch::DEFAULT`).
@@ -38,6 +39,37 @@ pub struct Control {
     /// process. Creates and resets are admitted against it (`epoch::admit`). One slot per
     /// number of the table, allocated once: 8 bytes a number beside the table's 64.
     highest: Box<[Option<u32>]>,
+}
+
+/// A refused request: its message and, for a refused group specification, its stable code.
+#[derive(Debug)]
+struct Refusal {
+    code: Option<&'static str>,
+    message: String,
+}
+
+impl From<String> for Refusal {
+    fn from(message: String) -> Self {
+        Refusal {
+            code: None,
+            message,
+        }
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(message: &str) -> Self {
+        message.to_string().into()
+    }
+}
+
+impl From<GroupError> for Refusal {
+    fn from(e: GroupError) -> Self {
+        Refusal {
+            code: Some(e.code()),
+            message: e.to_string(),
+        }
+    }
 }
 
 fn mac_string(m: [u8; 6]) -> String {
@@ -89,9 +121,9 @@ impl Control {
 
     /// Answers one request.
     pub fn handle(&mut self, req: Request) -> Response {
-        let out = match req {
+        let out: Result<Reply, Refusal> = match req {
             Request::Groups {} => Ok(self.groups()),
-            Request::GroupShow { group } => self.show(group),
+            Request::GroupShow { group } => self.show(group).map_err(Refusal::from),
             Request::GroupCreate {
                 group,
                 children,
@@ -100,19 +132,14 @@ impl Control {
                 epoch,
                 fail_after_ns,
                 force,
-            } => self.create(
-                group,
-                &children,
-                parent.as_deref(),
-                resend_timeout_ns,
-                (epoch, force),
-                fail_after_ns,
-            ),
+            } => GroupSpec::from_socket(children, parent, resend_timeout_ns, fail_after_ns, epoch)
+                .map_err(Refusal::from)
+                .and_then(|spec| self.create(group, &spec, force)),
             Request::GroupReset {
                 group,
                 epoch,
                 force,
-            } => self.reset(group, epoch, force),
+            } => self.reset(group, epoch, force).map_err(Refusal::from),
             Request::GroupSet {
                 group,
                 children,
@@ -128,20 +155,29 @@ impl Control {
                 resend_timeout_ns,
                 fail_after_ns,
             ),
-            Request::GroupDelete { group } => self.delete(group),
+            Request::GroupDelete { group } => self.delete(group).map_err(Refusal::from),
             Request::Stats {} => Ok(self.stats()),
             Request::Ports {} => Ok(self.ports()),
-            Request::PortShow { port } => self.port_show(&port),
+            Request::PortShow { port } => self.port_show(&port).map_err(Refusal::from),
             Request::PortSet {
                 port,
                 policer_rate,
                 policer_burst,
-            } => self.port_set(&port, policer_rate, policer_burst),
-            Request::WriteBack {} => self.write_back(),
+            } => self
+                .port_set(&port, policer_rate, policer_burst)
+                .map_err(Refusal::from),
+            Request::WriteBack {} => self.write_back().map_err(Refusal::from),
         };
         match out {
             Ok(r) => Response::ok(r),
-            Err(e) => Response::error(e),
+            Err(Refusal {
+                code: Some(code),
+                message,
+            }) => Response::refused(code, message),
+            Err(Refusal {
+                code: None,
+                message,
+            }) => Response::error(message),
         }
     }
 
@@ -188,25 +224,9 @@ impl Control {
             })
     }
 
-    fn children(&self, names: &[String]) -> Result<PortSet, String> {
-        if names.is_empty() {
-            return Err("a group needs at least one child port".into());
-        }
-        if names.len() > MAX_PORTS {
-            return Err(format!(
-                "{} children: fan-in over {MAX_PORTS} (a group has at most {MAX_PORTS} children per switch)",
-                names.len()
-            ));
-        }
-        let mut set = PortSet::empty();
-        for n in names {
-            let p = self.port(n)?;
-            if set.contains(p) {
-                return Err(format!("port {n:?} listed twice"));
-            }
-            set.insert(p);
-        }
-        Ok(set)
+    /// The switch's port names, in port-index order (what a group spec names).
+    fn port_names(&self) -> Vec<&str> {
+        self.ports.iter().map(|d| d.name.as_str()).collect()
     }
 
     fn in_table(&self, group: u32) -> Result<GroupId, String> {
@@ -228,24 +248,12 @@ impl Control {
         Ok((g, cfg))
     }
 
-    fn timeout(ns: Option<u64>) -> Result<u64, String> {
-        match ns {
-            None => Ok(DEFAULT_RESEND_TIMEOUT_US * 1000),
-            Some(0) => Err("a zero re-send timeout would re-send forever".into()),
-            Some(n) if !n.is_multiple_of(1000) => Err(format!(
-                "resend_timeout_ns {n}: give whole microseconds (the file's resend_timeout_us)"
-            )),
-            Some(n) => Ok(n),
-        }
-    }
-
     fn registers(&self, cfg: &GroupConfig) -> GroupRegisters {
         GroupRegisters {
             role: match cfg.role {
-                Role::Root => "root",
-                Role::Intermediate { .. } => "intermediate",
-            }
-            .into(),
+                Role::Root => RoleName::Root,
+                Role::Intermediate { .. } => RoleName::Intermediate,
+            },
             children: cfg.children.iter().map(|p| self.port_name(p)).collect(),
             parent: cfg.parent().map(|p| self.port_name(p)),
             resend_timeout_ns: match cfg.role {
@@ -267,42 +275,19 @@ impl Control {
             .map_err(|e| e.to_string())
     }
 
-    fn create(
-        &mut self,
-        group: u32,
-        children: &[String],
-        parent: Option<&str>,
-        timeout_ns: Option<u64>,
-        (epoch, force): (Option<u32>, bool),
-        fail_after_ns: Option<u64>,
-    ) -> Result<Reply, String> {
+    /// A new group from its spec: resolved (`group::resolve`, the file's check), then its
+    /// epoch admitted (`epoch::admit`).
+    fn create(&mut self, group: u32, spec: &GroupSpec, force: bool) -> Result<Reply, Refusal> {
         let g = self.in_table(group)?;
         if self.table().config(g).is_some() {
             return Err(format!(
                 "group {group} exists already (epoch {}): use group set, reset or delete",
                 self.epoch(group)
-            ));
+            )
+            .into());
         }
-        let kids = self.children(children)?;
-        let cfg = match parent {
-            None => {
-                if timeout_ns.is_some() {
-                    return Err(
-                        "a root has no re-send timeout (resend_timeout_ns is for intermediates)"
-                            .into(),
-                    );
-                }
-                GroupConfig::root(kids)
-            }
-            Some(name) => {
-                let p = self.port(name)?;
-                if kids.contains(p) {
-                    return Err(format!("port {name:?} is both a child and the parent"));
-                }
-                GroupConfig::intermediate(p, kids, Self::timeout(timeout_ns)?)
-            }
-        };
-        let cfg = cfg.with_fail_after(fail_after_ns.unwrap_or(0));
+        let cfg = group::resolve(spec, &self.port_names())?;
+        let epoch = spec.epoch;
         // A number this process had before is a new run of it: an epoch no run here had.
         let highest = self.highest_epoch(group);
         let epoch = epoch::admit(&Admission {
@@ -366,6 +351,8 @@ impl Control {
         })
     }
 
+    /// Changes a group's settings: its spec as the table holds it, the request's fields
+    /// applied, resolved as a create is (`group::resolve`); the epoch stays.
     fn set(
         &mut self,
         group: u32,
@@ -374,7 +361,7 @@ impl Control {
         root: bool,
         timeout_ns: Option<u64>,
         fail_after_ns: Option<u64>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, Refusal> {
         let (g, old) = self.configured(group)?;
         if children.is_none()
             && parent.is_none()
@@ -389,42 +376,29 @@ impl Control {
         if root && parent.is_some() {
             return Err("root and parent exclude each other".into());
         }
-        let kids = match children {
-            Some(c) => self.children(c)?,
-            None => old.children,
-        };
-        let role = if root {
-            Role::Root
-        } else if let Some(name) = parent {
-            Role::Intermediate {
-                parent: self.port(name)?,
-            }
-        } else {
-            old.role
-        };
-        let cfg = match role {
-            Role::Root => {
-                if timeout_ns.is_some() {
-                    return Err("a root has no re-send timeout".into());
-                }
-                GroupConfig::root(kids)
-            }
-            Role::Intermediate { parent: p } => {
-                if kids.contains(p) {
-                    return Err(format!(
-                        "port {:?} is both a child and the parent",
-                        self.port_name(p)
-                    ));
-                }
-                let t = match (timeout_ns, old.role) {
-                    (Some(_), _) => Self::timeout(timeout_ns)?,
-                    (None, Role::Intermediate { .. }) => old.resend_timeout_ns,
-                    (None, Role::Root) => Self::timeout(None)?,
-                };
-                GroupConfig::intermediate(p, kids, t).with_backoff(old.backoff)
-            }
-        };
-        let cfg = cfg.with_fail_after(fail_after_ns.unwrap_or(old.fail_after_ns));
+        let names = self.port_names();
+        let mut spec = GroupSpec::from_config(&old, &names);
+        if let Some(c) = children {
+            spec.children = c.to_vec();
+        }
+        if root {
+            spec.role = RoleName::Root;
+            spec.parent = None;
+            spec.resend_timeout_us = None;
+            spec.resend_max_us = None;
+            spec.resend_jitter_pct = None;
+        } else if let Some(p) = parent {
+            spec.role = RoleName::Intermediate;
+            spec.parent = Some(p.to_string());
+        }
+        if timeout_ns.is_some() {
+            spec.resend_timeout_us = group::whole_us("resend_timeout_ns", timeout_ns)?;
+        }
+        if fail_after_ns.is_some() {
+            spec.fail_after_us = group::whole_us("fail_after_ns", fail_after_ns)?;
+            spec.fail_after_ms = None;
+        }
+        let cfg = group::resolve(&spec, &names)?;
         let epoch = self.epoch(group);
         self.install(g, cfg, epoch)?;
         tracing::info!(group, epoch, "control: group changed");
@@ -453,13 +427,12 @@ impl Control {
             .table()
             .state(g)
             .ok_or_else(|| format!("group {group} is not configured"))?;
-        let phase = st.phase.name();
         Ok(Reply::Group {
             group: GroupInfo {
                 group,
                 registers: self.registers(&cfg),
                 highest_epoch: self.highest_epoch(group).filter(|&h| h != cfg.epoch.get()),
-                phase: phase.into(),
+                phase: st.phase.into(),
                 failed: st.failure().map(|f| f.to_string()),
                 seq: (st.phase != Phase::Unknown).then_some(st.seq.0),
                 arrived: st.arrivals().iter().map(|p| self.port_name(p)).collect(),
@@ -682,54 +655,49 @@ impl Control {
         })
     }
 
-    /// The running groups as the file's `[[groups]]` array.
-    fn groups_toml(&self) -> (toml_edit::ArrayOfTables, u64) {
-        use toml_edit::{value, Array, ArrayOfTables, Table};
-        let mut aot = ArrayOfTables::new();
-        let mut n = 0u64;
-        for (first, last, cfg) in self.blocks() {
-            n += u64::from(last - first) + 1;
-            let regs = self.registers(&cfg);
-            let mut t = Table::new();
-            if first == last {
-                t.insert("number", value(i64::from(first)));
-            } else {
-                t.insert("numbers", value(format!("{first}..={last}")));
-            }
-            t.insert("role", value(regs.role.clone()));
-            let mut kids = Array::new();
-            for c in &regs.children {
-                kids.push(c.as_str());
-            }
-            t.insert("children", value(kids));
-            if let Some(p) = &regs.parent {
-                t.insert("parent", value(p.as_str()));
-                t.insert(
-                    "resend_timeout_us",
-                    value((regs.resend_timeout_ns / 1000) as i64),
-                );
-                if regs.resend_max_ns != 0 {
-                    t.insert("resend_max_us", value((regs.resend_max_ns / 1000) as i64));
-                }
-                if regs.resend_jitter_pct != 0 {
-                    t.insert(
-                        "resend_jitter_pct",
-                        value(i64::from(regs.resend_jitter_pct)),
-                    );
-                }
-            }
-            if regs.fail_after_ns != 0 {
-                t.insert(
-                    "fail_after_ms",
-                    value((regs.fail_after_ns / 1_000_000) as i64),
-                );
-            }
-            if cfg.epoch != Epoch::DEFAULT {
-                t.insert("epoch", value(i64::from(cfg.epoch.get())));
-            }
-            aot.push(t);
+    /// The running groups as the file's `[[groups]]` array: each block's `GroupSpec`
+    /// (`GroupSpec::from_config`), serialized by serde as the file reads it.
+    fn groups_toml(&self) -> Result<(toml_edit::Item, u64), String> {
+        #[derive(serde::Serialize)]
+        struct File {
+            groups: Vec<GroupSpec>,
         }
-        (aot, n)
+        let names = self.port_names();
+        let mut n = 0u64;
+        let groups: Vec<GroupSpec> = self
+            .blocks()
+            .into_iter()
+            .map(|(first, last, cfg)| {
+                n += u64::from(last - first) + 1;
+                let mut spec = GroupSpec::from_config(&cfg, &names);
+                if first == last {
+                    spec.number = Some(first);
+                } else {
+                    spec.numbers = Some(format!("{first}..={last}"));
+                }
+                spec
+            })
+            .collect();
+        if groups.is_empty() {
+            return Ok((toml_edit::Item::None, 0));
+        }
+        let text = toml::to_string(&File { groups })
+            .map_err(|e| format!("the running groups as TOML: {e}"))?;
+        let doc: toml_edit::DocumentMut = text
+            .parse()
+            .map_err(|e| format!("the running groups as TOML: {e}"))?;
+        // Fresh tables, without the positions they had in that document, so that the array
+        // goes where it is inserted (after the file's other sections), not before them.
+        let mut aot = toml_edit::ArrayOfTables::new();
+        if let Some(parsed) = doc
+            .get("groups")
+            .and_then(toml_edit::Item::as_array_of_tables)
+        {
+            for t in parsed.iter() {
+                aot.push(t.iter().map(|(k, v)| (k, v.clone())).collect());
+            }
+        }
+        Ok((toml_edit::Item::ArrayOfTables(aot), n))
     }
 
     fn write_back(&self) -> Result<Reply, String> {
@@ -740,10 +708,10 @@ impl Control {
         let mut doc: toml_edit::DocumentMut = text
             .parse()
             .map_err(|e| format!("{}: no longer TOML: {e}", path.display()))?;
-        let (aot, n) = self.groups_toml();
+        let (groups, n) = self.groups_toml()?;
         doc.remove("groups");
-        if !aot.is_empty() {
-            doc.insert("groups", toml_edit::Item::ArrayOfTables(aot));
+        if !groups.is_none() {
+            doc.insert("groups", groups);
         }
         let new = doc.to_string();
         // What is written must be what the switch would accept at its next start.

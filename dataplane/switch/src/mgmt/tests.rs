@@ -288,7 +288,7 @@ fn admission_refuses_with_the_reason_and_changes_nothing() {
         (create(r#""children":["d0","p9"]"#), "unknown port \"p9\""),
         (
             create(&format!("\"children\":[{}]", many.join(","))),
-            "fan-in over 64",
+            "65 children, a group has at most 64",
         ),
         (
             create(r#""children":["d0","d1"],"parent":"d1""#),
@@ -299,15 +299,15 @@ fn admission_refuses_with_the_reason_and_changes_nothing() {
             "unknown port \"nowhere\"",
         ),
         (
-            // One nanosecond over what the slot keeps (whole microseconds in 32 bits).
-            create(r#""children":["d0"],"fail_after_ns":4294967295001"#),
+            // One microsecond over what the slot keeps (whole microseconds in 32 bits).
+            create(r#""children":["d0"],"fail_after_ns":4294967296000"#),
             "about 71 minutes",
         ),
         (create(r#""children":[]"#), "at least one child"),
         (create(r#""children":["d0","d0"]"#), "listed twice"),
         (
             create(r#""children":["d0"],"parent":"up","resend_timeout_ns":0"#),
-            "zero re-send timeout",
+            "resend_timeout_us: a zero timeout would re-send forever",
         ),
         (
             create(r#""children":["d0"],"parent":"up","resend_timeout_ns":1500"#),
@@ -315,7 +315,7 @@ fn admission_refuses_with_the_reason_and_changes_nothing() {
         ),
         (
             create(r#""children":["d0"],"resend_timeout_ns":1000"#),
-            "a root has no re-send timeout",
+            "resend_timeout_us: a root does not re-send",
         ),
         (
             r#"{"op":"group_create","group":1,"children":["d0"]}"#.to_string(),
@@ -590,6 +590,10 @@ capacity = 16
     );
     let new = std::fs::read_to_string(&path).unwrap();
     assert!(new.starts_with("# my switch\n[eal]"), "{new}");
+    assert!(
+        new.find("[control]") < new.find("[[groups]]"),
+        "the groups go after the file's other sections: {new}"
+    );
     assert!(
         new.contains("vdev = \"net_ring1\" # the first child"),
         "{new}"
@@ -971,5 +975,133 @@ fn a_bad_policer_is_refused_with_the_reason_and_changes_nothing() {
         b.refused(line, why);
         let (r, bu, _, _) = b.policer_of("d0");
         assert_eq!((r, bu), (1000, 5), "{line} changed the policer");
+    }
+}
+
+/// The same bad group, through the file and through the socket, is refused with the same
+/// code and the same words after the location (`groups[0].` in the file; none on the socket):
+/// both go through `barrier_ctl::group::resolve`.
+#[test]
+fn the_same_bad_group_is_refused_alike_by_the_file_and_the_socket() {
+    // (the file's group lines, the socket's group_create fields, the code, the words)
+    let cases = [
+        (
+            r#"role = "root"
+children = ["d0", "p9"]"#,
+            r#""children":["d0","p9"]"#,
+            "unknown_port",
+            r#"children[1]: unknown port "p9" (the switch's ports: ["d0", "d1", "d2", "up"])"#,
+        ),
+        (
+            r#"role = "root"
+children = []"#,
+            r#""children":[]"#,
+            "no_children",
+            "children: a group needs at least one child port",
+        ),
+        (
+            r#"role = "root"
+children = ["d0", "d1", "d0"]"#,
+            r#""children":["d0","d1","d0"]"#,
+            "duplicate_child",
+            r#"children[2]: port "d0" listed twice"#,
+        ),
+        (
+            r#"role = "intermediate"
+children = ["d0", "d1"]
+parent = "d1""#,
+            r#""children":["d0","d1"],"parent":"d1""#,
+            "parent_is_child",
+            r#"parent: port "d1" is both a child and the parent"#,
+        ),
+        (
+            r#"role = "intermediate"
+children = ["d0"]
+parent = "nowhere""#,
+            r#""children":["d0"],"parent":"nowhere""#,
+            "unknown_port",
+            r#"parent: unknown port "nowhere" (the switch's ports: ["d0", "d1", "d2", "up"])"#,
+        ),
+        (
+            r#"role = "intermediate"
+children = ["d0"]
+parent = "up"
+resend_timeout_us = 0"#,
+            r#""children":["d0"],"parent":"up","resend_timeout_ns":0"#,
+            "zero_timeout",
+            "resend_timeout_us: a zero timeout would re-send forever",
+        ),
+        (
+            r#"role = "root"
+children = ["d0"]
+resend_timeout_us = 300"#,
+            r#""children":["d0"],"resend_timeout_ns":300000"#,
+            "root_resends",
+            "resend_timeout_us: a root does not re-send (re-send settings are for intermediates)",
+        ),
+        (
+            r#"role = "root"
+children = ["d0"]
+fail_after_us = 4294967296"#,
+            r#""children":["d0"],"fail_after_ns":4294967296000"#,
+            "fail_after_too_long",
+            "fail_after_us: 4294967296: at most 4294967295 (about 71 minutes: the table keeps microseconds in 32 bits)",
+        ),
+    ];
+    for (file_group, socket_fields, code, words) in cases {
+        let text = format!(
+            r#"[eal]
+args = ["-l", "0,1"]
+
+[[ports]]
+name = "up"
+vdev = "net_ring0"
+
+[[ports]]
+name = "d0"
+vdev = "net_ring1"
+
+[[ports]]
+name = "d1"
+vdev = "net_ring2"
+
+[[ports]]
+name = "d2"
+vdev = "net_ring3"
+
+[lcores]
+scheduler = 1
+rx = [ {{ lcore = 0, poll = ["up", "d0", "d1", "d2"] }} ]
+
+[[groups]]
+number = 5
+{file_group}
+"#
+        );
+        let e = config::parse(&text).expect_err(file_group);
+        let file_words = format!("{}: {}", e.key, e.reason);
+        assert_eq!(
+            file_words.strip_prefix("groups[0]."),
+            Some(words),
+            "file: {e}"
+        );
+        assert!(e.line.is_some(), "the file names the line: {e}");
+
+        let mut b = bed(16);
+        let line = format!(r#"{{"op":"group_create","group":5,{socket_fields}}}"#);
+        let before = b.snapshot();
+        let r = b.req(&line);
+        assert_eq!(
+            (r.ok, r.code.as_deref(), r.error.as_deref()),
+            (false, Some(code), Some(words)),
+            "socket: {line}"
+        );
+        assert_eq!(b.snapshot(), before, "{line} changed the table");
+        // The code travels in the JSON answer.
+        assert!(
+            r.to_line().contains(&format!(r#""code":"{code}""#)),
+            "{}",
+            r.to_line()
+        );
     }
 }
