@@ -160,6 +160,11 @@ enum GroupCmd {
     },
     /// Remove the group; its frames are dropped and counted.
     Delete { group: u32 },
+    /// Keep a straggler report and per-group Prometheus series for a configured group (up to
+    /// the switch's `[stragglers] limit`).
+    Watch { group: u32 },
+    /// Stop watching a group and drop its report.
+    Unwatch { group: u32 },
 }
 
 #[derive(Subcommand)]
@@ -300,6 +305,8 @@ fn run(cli: Cli) -> Result<String, Fail> {
                 fail_after_ns: ms_to_ns(fail_after_ms),
             },
             GroupCmd::Delete { group } => Request::GroupDelete { group },
+            GroupCmd::Watch { group } => Request::GroupWatch { group },
+            GroupCmd::Unwatch { group } => Request::GroupUnwatch { group },
         },
     };
     let mut client = Client::connect(&cli.socket).map_err(|e| Fail(e.to_string(), 1))?;

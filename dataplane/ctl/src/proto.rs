@@ -88,6 +88,11 @@ pub enum Request {
     },
     /// Remove a group: its frames are dropped and counted (`drop_unknown_group`).
     GroupDelete { group: u32 },
+    /// Start a straggler report and per-group Prometheus series for a configured group, up to
+    /// the switch's `[stragglers] limit`.
+    GroupWatch { group: u32 },
+    /// Stop them and drop the group's report.
+    GroupUnwatch { group: u32 },
     /// Every counter, switch-wide and per port.
     Stats {},
     /// The switch's ports.
@@ -434,6 +439,8 @@ mod tests {
             fail_after_ns: None,
         });
         round_trip_request(Request::GroupDelete { group: 3 });
+        round_trip_request(Request::GroupWatch { group: 3 });
+        round_trip_request(Request::GroupUnwatch { group: 3 });
         round_trip_request(Request::Stats {});
         round_trip_request(Request::Ports {});
         round_trip_request(Request::PortShow { port: "d0".into() });

@@ -167,6 +167,7 @@ struct RawControl {
 struct RawStragglers {
     #[serde(default)]
     groups: Vec<u32>,
+    limit: Option<usize>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -494,6 +495,19 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         .map(|m| validate_metrics(m, &groups))
         .transpose()?;
     let stragglers = configured_groups("stragglers.groups", &raw.stragglers.groups, &groups)?;
+    let straggler_limit = raw
+        .stragglers
+        .limit
+        .unwrap_or(crate::straggler::DEFAULT_LIMIT);
+    if stragglers.len() > straggler_limit {
+        return Err(ConfigError::new(
+            "stragglers.limit",
+            format!(
+                "{straggler_limit}, below the {} groups of stragglers.groups",
+                stragglers.len()
+            ),
+        ));
+    }
     Ok(SwitchSpec {
         eal_args: raw.eal.args,
         mempool,
@@ -504,6 +518,7 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         control,
         metrics,
         stragglers,
+        straggler_limit,
     })
 }
 
@@ -1128,6 +1143,14 @@ children = ["d0", "d1", "up"]
         assert_eq!(on.stragglers, [7, 1099]);
         let e = err(&format!("{GOOD}\n[stragglers]\ngroups = [1100]\n"));
         assert_eq!(e.key, "stragglers.groups", "{e}");
+        assert_eq!(
+            parse(GOOD).unwrap().straggler_limit,
+            crate::straggler::DEFAULT_LIMIT
+        );
+        let e = err(&format!(
+            "{GOOD}\n[stragglers]\ngroups = [7, 1099]\nlimit = 1\n"
+        ));
+        assert_eq!(e.key, "stragglers.limit", "{e}");
     }
 
     #[test]

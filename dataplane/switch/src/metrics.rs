@@ -15,12 +15,13 @@
 //! | `barrier_loop_passes_total` | counter | `lcore`, `state` (`busy`, `idle`) |
 //! | `barrier_group_completions_total`, `barrier_group_resends_total` | counter | `group` |
 //! | `barrier_group_epoch`, `barrier_group_seq`, `barrier_group_children_missing` | gauge | `group` |
-//! | `barrier_group_latency_seconds` | histogram | `group` (also in `[stragglers] groups`) |
-//! | `barrier_group_last_arrivals_total` | counter | `group`, `port` (also in `[stragglers] groups`) |
-//! | `barrier_group_waiting_seconds` | gauge | `group` (also in `[stragglers] groups`) |
+//! | `barrier_group_latency_seconds` | histogram | `group` (watched groups) |
+//! | `barrier_group_last_arrivals_total` | counter | `group`, `port` (watched groups) |
+//! | `barrier_group_waiting_seconds` | gauge | `group` (watched groups) |
 //!
-//! Per-group series exist only for the groups listed in `metrics.groups`: a million groups would
-//! be a million series.
+//! Per-group series exist only for the groups listed in `metrics.groups` and the watched groups
+//! (`[stragglers] groups` and any group `barrierctl group watch` adds while the switch runs, up
+//! to `[stragglers] limit`): a million groups would be a million series.
 
 use crate::counters::{RxCounters, TxCounters};
 use crate::engine::SwitchStats;
@@ -227,11 +228,15 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
             }
         }
     }
-    let listed: Vec<u32> = groups
-        .iter()
-        .copied()
-        .filter(|&g| stats.table.config(GroupId(g)).is_some())
-        .collect();
+    // The file's `metrics.groups` and every watched group (`[stragglers] groups` and those
+    // `barrierctl group watch` added), configured ones only.
+    let mut listed: Vec<u32> = groups.to_vec();
+    if let Some(w) = &stats.watch {
+        listed.extend(w.groups());
+    }
+    listed.sort_unstable();
+    listed.dedup();
+    listed.retain(|&g| stats.table.config(GroupId(g)).is_some());
     if !listed.is_empty() {
         type Get<'a> = Box<dyn Fn(u32) -> Option<u64> + 'a>;
         let series: [(&str, &str, &str, Get); 5] = [
@@ -308,7 +313,8 @@ fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch
         "Per-barrier latency at this switch: first child's reduce to the release decision.",
     );
     for &g in &watched {
-        let Some(s) = w.get(g) else { continue };
+        let Some(r) = w.report(g) else { continue };
+        let s = r.lock();
         for b in LATENCY_BOUNDS {
             let limit = (b * 1e9) as u64;
             let n: u64 = s
@@ -349,7 +355,8 @@ fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch
         "Barriers of the group whose last reduce (the straggler) came from this port.",
     );
     for &g in &watched {
-        let Some(s) = w.get(g) else { continue };
+        let Some(r) = w.report(g) else { continue };
+        let s = r.lock();
         for (p, &c) in s.last_counts.iter().enumerate() {
             if let Some(name) = stats.port_names.get(p) {
                 let _ = writeln!(
@@ -367,7 +374,8 @@ fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch
         "Age of the barrier in progress (since its first reduce); 0 when none is in progress.",
     );
     for &g in &watched {
-        let Some(s) = w.get(g) else { continue };
+        let Some(r) = w.report(g) else { continue };
+        let s = r.lock();
         let age = s
             .waiting(stats.table.run(GroupId(g)))
             .map_or(0.0, |(_, first)| now.saturating_sub(first) as f64 / 1e9);

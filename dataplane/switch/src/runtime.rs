@@ -80,6 +80,8 @@ pub enum RunError {
     Table(#[from] BuildTableError),
     #[error("control socket: {0}")]
     Control(#[from] BindError),
+    #[error("stragglers.groups: {0}")]
+    Watch(#[source] crate::straggler::WatchError),
     #[error(transparent)]
     Telemetry(#[from] crate::telemetry::RegisterError),
     #[error(transparent)]
@@ -176,8 +178,13 @@ pub fn run_config(
         });
     }
     let table = Arc::new(build_table_for(&cfg.groups, cfg.group_capacity())?);
-    let watch = (!cfg.stragglers.is_empty())
-        .then(|| Arc::new(crate::straggler::Watch::new(&cfg.stragglers, clock)));
+    let watch = match cfg.straggler_limit {
+        0 => None,
+        limit => Some(Arc::new(
+            crate::straggler::Watch::with_limit(&cfg.stragglers, table.capacity(), limit, clock)
+                .map_err(RunError::Watch)?,
+        )),
+    };
     let policers: Vec<_> = cfg.ports.iter().map(|p| p.policer).collect();
     let sw = build_switch_with(name, cfg.mac, io, table, clock.now_ns(), watch, &policers);
     let stats = sw.stats.clone();

@@ -24,8 +24,11 @@ pub struct SwitchSpec {
     pub control: Option<ControlSpec>,
     /// The Prometheus endpoint, if the file has a `[metrics]` section.
     pub metrics: Option<MetricsSpec>,
-    /// Groups with straggler reports (`[stragglers] groups`).
+    /// Groups with straggler reports from the start (`[stragglers] groups`).
     pub stragglers: Vec<u32>,
+    /// How many groups may be watched at once, those above included (`[stragglers] limit`; 0:
+    /// none, and no watch at all on the RX path).
+    pub straggler_limit: usize,
 }
 
 /// The control socket: where it listens, and how many group numbers the table holds so that

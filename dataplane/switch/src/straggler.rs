@@ -23,8 +23,9 @@ use barrier_protocol::wire::Kind;
 use barrier_protocol::{GroupId, PortIdx};
 use barrier_runtime::clock::Clock;
 use hdrhistogram::Histogram;
-use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// Barriers kept per watched group in the recent list.
 pub const RECENT: usize = 16;
@@ -50,6 +51,7 @@ pub struct Barrier {
 /// ([`GroupWatch::waiting`], [`GroupWatch::awaiting_release`]) show nothing of a run that is not
 /// the group's current one. The recent list and the histograms are the group number's history
 /// across runs.
+#[derive(Clone)]
 pub struct GroupWatch {
     /// The barrier in progress: its sequence number, run and first arrival.
     current: Option<(u32, Run, u64)>,
@@ -106,45 +108,141 @@ impl GroupWatch {
     }
 }
 
-/// The watched groups of one switch.
+/// One watched group's report, shared with the RX pollers that update it.
+pub struct Report(Arc<Mutex<GroupWatch>>);
+
+impl Report {
+    /// The report, locked (an RX poller of the group waits meanwhile).
+    pub fn lock(&self) -> MutexGuard<'_, GroupWatch> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// How many groups a switch watches at most unless `[stragglers] limit` says otherwise.
+pub const DEFAULT_LIMIT: usize = 64;
+
+/// Why a group cannot be watched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WatchError {
+    #[error("group {group} is outside the table (group numbers 0..{capacity})")]
+    OutOfRange { group: u32, capacity: u32 },
+    #[error(
+        "{limit} groups are watched already, the limit ([stragglers] limit): unwatch one first"
+    )]
+    Full { limit: usize },
+}
+
+/// The watched groups of one switch: those of `[stragglers] groups` from the start, and any
+/// group number management watches or unwatches while the switch runs, up to a limit.
+///
+/// The RX path asks [`Watch::watches`] for every frame: one bit of a bitmap over the table's
+/// group numbers (128 KiB for a million groups), so an unwatched group costs a load. A watched
+/// group's frames take its report's mutex. A report belongs to the watch of its group number:
+/// it outlives a reset or a delete of the group (the recent list and histograms are the number's
+/// history, [`GroupWatch`]) and is dropped by [`Watch::unwatch`]; watching again starts empty.
 pub struct Watch {
-    /// Sorted group numbers; `slots[i]` watches `groups[i]`.
-    groups: Vec<u32>,
-    slots: Vec<Mutex<GroupWatch>>,
+    /// One bit per group number below the table's capacity: watched.
+    bits: Box<[AtomicU64]>,
+    capacity: u32,
+    limit: usize,
+    reports: RwLock<BTreeMap<u32, Arc<Mutex<GroupWatch>>>>,
     /// The clock the RX pollers stamp arrivals with (readers compute ages with it).
     pub clock: Clock,
 }
 
 impl Watch {
-    pub fn new(groups: &[u32], clock: Clock) -> Self {
-        let mut groups = groups.to_vec();
-        groups.sort_unstable();
-        groups.dedup();
-        let slots = groups
-            .iter()
-            .map(|_| Mutex::new(GroupWatch::new()))
-            .collect();
-        Watch {
-            groups,
-            slots,
+    /// A watch of `groups` (numbers below `capacity`), which at most `limit` groups may join.
+    pub fn with_limit(
+        groups: &[u32],
+        capacity: u32,
+        limit: usize,
+        clock: Clock,
+    ) -> Result<Self, WatchError> {
+        let w = Watch {
+            bits: (0..capacity.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            capacity,
+            limit,
+            reports: RwLock::new(BTreeMap::new()),
             clock,
+        };
+        for &g in groups {
+            w.watch(g)?;
         }
+        Ok(w)
     }
 
-    pub fn groups(&self) -> &[u32] {
-        &self.groups
+    /// A watch of just `groups`, with room for [`DEFAULT_LIMIT`] (tests and tools).
+    pub fn new(groups: &[u32], clock: Clock) -> Self {
+        let capacity = groups.iter().max().map_or(1, |&g| g + 1);
+        Watch::with_limit(groups, capacity, DEFAULT_LIMIT.max(groups.len()), clock)
+            .expect("within range and limit")
+    }
+
+    /// The watched group numbers, in order.
+    pub fn groups(&self) -> Vec<u32> {
+        self.read().keys().copied().collect()
+    }
+
+    /// At most this many groups are watched.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<u32, Arc<Mutex<GroupWatch>>>> {
+        self.reports.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bit(&self, group: u32) -> Option<(&AtomicU64, u64)> {
+        let w = self.bits.get((group / 64) as usize)?;
+        Some((w, 1 << (group % 64)))
+    }
+
+    /// Starts reporting `group` (nothing changes when it is watched already).
+    pub fn watch(&self, group: u32) -> Result<(), WatchError> {
+        let Some((word, bit)) = self.bit(group).filter(|_| group < self.capacity) else {
+            return Err(WatchError::OutOfRange {
+                group,
+                capacity: self.capacity,
+            });
+        };
+        let mut reports = self.reports.write().unwrap_or_else(|p| p.into_inner());
+        if reports.contains_key(&group) {
+            return Ok(());
+        }
+        if reports.len() >= self.limit {
+            return Err(WatchError::Full { limit: self.limit });
+        }
+        reports.insert(group, Arc::new(Mutex::new(GroupWatch::new())));
+        word.fetch_or(bit, Ordering::Release);
+        Ok(())
+    }
+
+    /// Stops reporting `group` and drops its report; false when it was not watched.
+    pub fn unwatch(&self, group: u32) -> bool {
+        let mut reports = self.reports.write().unwrap_or_else(|p| p.into_inner());
+        if let Some((word, bit)) = self.bit(group) {
+            word.fetch_and(!bit, Ordering::Release);
+        }
+        reports.remove(&group).is_some()
     }
 
     /// Whether `group` is watched.
     #[inline]
     pub fn watches(&self, group: u32) -> bool {
-        self.groups.binary_search(&group).is_ok()
+        self.bit(group)
+            .is_some_and(|(w, b)| w.load(Ordering::Relaxed) & b != 0)
     }
 
-    /// The group's record, if watched.
-    pub fn get(&self, group: u32) -> Option<MutexGuard<'_, GroupWatch>> {
-        let i = self.groups.binary_search(&group).ok()?;
-        Some(self.slots[i].lock().unwrap_or_else(|p| p.into_inner()))
+    /// The group's report, if watched (lock it to read it).
+    pub fn report(&self, group: u32) -> Option<Report> {
+        self.read().get(&group).cloned().map(Report)
+    }
+
+    /// `f` on the group's report, if watched.
+    pub fn with<R>(&self, group: u32, f: impl FnOnce(&GroupWatch) -> R) -> Option<R> {
+        self.report(group).map(|r| f(&r.lock()))
     }
 
     /// What an RX poller saw: a frame of `kind` for barrier `seq` of `group` from `port` at
@@ -163,9 +261,13 @@ impl Watch {
         root: bool,
         now_ns: u64,
     ) {
-        let Some(mut w) = self.get(group.0) else {
+        if !self.watches(group.0) {
+            return;
+        }
+        let Some(report) = self.read().get(&group.0).cloned() else {
             return;
         };
+        let mut w = report.lock().unwrap_or_else(|p| p.into_inner());
         match (kind, outcome) {
             (Kind::Reduce, Outcome::Recorded)
                 if w.current.map(|(s, r, _)| (s, r)) != Some((seq, run)) =>
@@ -229,9 +331,12 @@ mod tests {
         let g = GroupId(7);
         let next = Run { generation: 2, ..R };
         w.on_frame(g, Kind::Reduce, p(0), 0, R, Outcome::Recorded, true, 1_000);
-        assert_eq!(w.get(7).unwrap().waiting(Some(R)), Some((0, 1_000)));
         assert_eq!(
-            w.get(7).unwrap().waiting(Some(next)),
+            w.with(7, GroupWatch::clone).unwrap().waiting(Some(R)),
+            Some((0, 1_000))
+        );
+        assert_eq!(
+            w.with(7, GroupWatch::clone).unwrap().waiting(Some(next)),
             None,
             "not the new run's"
         );
@@ -245,7 +350,10 @@ mod tests {
             true,
             50_000,
         );
-        assert_eq!(w.get(7).unwrap().waiting(Some(next)), Some((0, 50_000)));
+        assert_eq!(
+            w.with(7, GroupWatch::clone).unwrap().waiting(Some(next)),
+            Some((0, 50_000))
+        );
         w.on_frame(
             g,
             Kind::Reduce,
@@ -256,14 +364,18 @@ mod tests {
             true,
             51_000,
         );
-        let b = *w.get(7).unwrap().recent.back().unwrap();
+        let b = *w.with(7, GroupWatch::clone).unwrap().recent.back().unwrap();
         assert_eq!((b.spread_ns, b.latency_ns), (1_000, Some(1_000)));
 
         // an intermediate: the old run's completion awaits a release that never comes
         let w = Watch::new(&[1], Clock::new());
         let g = GroupId(1);
         w.on_frame(g, Kind::Reduce, p(1), 0, R, Outcome::Completed, false, 10);
-        assert!(w.get(1).unwrap().awaiting_release(Some(next)).is_none());
+        assert!(w
+            .with(1, GroupWatch::clone)
+            .unwrap()
+            .awaiting_release(Some(next))
+            .is_none());
         w.on_frame(
             g,
             Kind::Release,
@@ -275,7 +387,7 @@ mod tests {
             90_000,
         );
         assert!(
-            w.get(1).unwrap().recent.is_empty(),
+            w.with(1, GroupWatch::clone).unwrap().recent.is_empty(),
             "the old run's barrier is not finished by the new run's release"
         );
     }
@@ -286,11 +398,14 @@ mod tests {
         let g = GroupId(7);
         w.on_frame(g, Kind::Reduce, p(0), 0, R, Outcome::Recorded, true, 1_000);
         w.on_frame(g, Kind::Reduce, p(2), 0, R, Outcome::Recorded, true, 1_500);
-        assert_eq!(w.get(7).unwrap().waiting(Some(R)), Some((0, 1_000)));
+        assert_eq!(
+            w.with(7, GroupWatch::clone).unwrap().waiting(Some(R)),
+            Some((0, 1_000))
+        );
         w.on_frame(g, Kind::Reduce, p(1), 0, R, Outcome::Completed, true, 4_000);
         // a duplicate changes nothing
         w.on_frame(g, Kind::Reduce, p(1), 0, R, Outcome::Duplicate, true, 5_000);
-        let s = w.get(7).unwrap();
+        let s = w.with(7, GroupWatch::clone).unwrap();
         assert_eq!(s.waiting(Some(R)), None);
         assert_eq!(
             s.recent.iter().copied().collect::<Vec<_>>(),
@@ -315,8 +430,8 @@ mod tests {
             true,
             1,
         );
-        assert!(w.get(5).is_none());
-        assert_eq!(w.get(3).unwrap().recent.len(), 0);
+        assert!(w.with(5, GroupWatch::clone).is_none());
+        assert_eq!(w.with(3, GroupWatch::clone).unwrap().recent.len(), 0);
     }
 
     #[test]
@@ -336,7 +451,10 @@ mod tests {
                 false,
                 t + 10,
             );
-            assert_eq!(w.get(1).unwrap().latency.len(), u64::from(seq));
+            assert_eq!(
+                w.with(1, GroupWatch::clone).unwrap().latency.len(),
+                u64::from(seq)
+            );
             w.on_frame(
                 g,
                 Kind::Release,
@@ -348,7 +466,7 @@ mod tests {
                 t + 50,
             );
         }
-        let s = w.get(1).unwrap();
+        let s = w.with(1, GroupWatch::clone).unwrap();
         assert_eq!(s.recent.len(), RECENT);
         let last = *s.recent.back().unwrap();
         assert_eq!(last.seq, RECENT as u32 + 3);
@@ -357,8 +475,49 @@ mod tests {
         drop(s);
         w.on_frame(g, Kind::Reduce, p(1), 99, R, Outcome::Completed, false, 7);
         assert_eq!(
-            w.get(1).unwrap().awaiting_release(Some(R)),
+            w.with(1, GroupWatch::clone)
+                .unwrap()
+                .awaiting_release(Some(R)),
             Some((99, p(1), 0))
+        );
+    }
+
+    /// Management watches and unwatches groups while frames flow, up to the limit; a report
+    /// starts empty each time its group is watched.
+    #[test]
+    fn groups_are_watched_and_unwatched_at_run_time_up_to_the_limit() {
+        let w = Watch::with_limit(&[3], 100, 2, Clock::new()).unwrap();
+        let g = GroupId(42);
+        w.on_frame(g, Kind::Reduce, p(0), 0, R, Outcome::Completed, true, 10);
+        assert!(
+            !w.watches(42) && w.with(42, |_| ()).is_none(),
+            "not watched: nothing kept"
+        );
+        w.watch(42).unwrap();
+        w.watch(42).unwrap(); // twice is once
+        assert_eq!(w.groups(), [3, 42]);
+        w.on_frame(g, Kind::Reduce, p(0), 0, R, Outcome::Completed, true, 10);
+        assert_eq!(w.with(42, |s| s.recent.len()), Some(1));
+        assert_eq!(w.watch(7), Err(WatchError::Full { limit: 2 }));
+        assert_eq!(
+            w.watch(100),
+            Err(WatchError::OutOfRange {
+                group: 100,
+                capacity: 100
+            })
+        );
+        assert!(w.unwatch(42));
+        assert!(!w.unwatch(42));
+        assert!(!w.watches(42));
+        w.on_frame(g, Kind::Reduce, p(0), 1, R, Outcome::Completed, true, 20);
+        w.watch(7).unwrap();
+        w.watch(42).unwrap_err();
+        w.unwatch(7);
+        w.watch(42).unwrap();
+        assert_eq!(
+            w.with(42, |s| s.recent.len()),
+            Some(0),
+            "a new watch starts empty"
         );
     }
 }

@@ -208,7 +208,8 @@ pub fn group_entries(
         ("resends".into(), u(u64::from(stats.groups.resends(n)))),
     ];
     if let Some(w) = stats.watch.as_ref() {
-        if let Some(g) = w.get(n) {
+        if let Some(r) = w.report(n) {
+            let g = r.lock();
             let run = stats.table.run(GroupId(n));
             out.extend(straggler_entries(stats, &g, run, w.clock.now_ns()));
         }

@@ -156,6 +156,8 @@ impl Control {
                 fail_after_ns,
             ),
             Request::GroupDelete { group } => self.delete(group).map_err(Refusal::from),
+            Request::GroupWatch { group } => self.watch(group, true).map_err(Refusal::from),
+            Request::GroupUnwatch { group } => self.watch(group, false).map_err(Refusal::from),
             Request::Stats {} => Ok(self.stats()),
             Request::Ports {} => Ok(self.ports()),
             Request::PortShow { port } => self.port_show(&port).map_err(Refusal::from),
@@ -421,6 +423,29 @@ impl Control {
         })
     }
 
+    /// Starts (`on`) or stops the straggler report and per-group series of `group`.
+    fn watch(&mut self, group: u32, on: bool) -> Result<Reply, String> {
+        let Some(watch) = self.stats.watch.clone() else {
+            return Err("this switch watches no group ([stragglers] limit = 0 in its file)".into());
+        };
+        let action = if on {
+            self.configured(group)?;
+            watch.watch(group).map_err(|e| e.to_string())?;
+            "watched"
+        } else {
+            if !watch.unwatch(group) {
+                return Err(format!("group {group} is not watched"));
+            }
+            "unwatched"
+        };
+        tracing::info!(group, action, "control: group watch changed");
+        Ok(Reply::Changed {
+            group,
+            action: action.into(),
+            epoch: self.epoch(group),
+        })
+    }
+
     fn show(&self, group: u32) -> Result<Reply, String> {
         let (g, cfg) = self.configured(group)?;
         let st = self
@@ -446,7 +471,8 @@ impl Control {
     /// The straggler report of a watched group (`[stragglers] groups`), else `None`.
     fn stragglers(&self, group: u32) -> Option<Stragglers> {
         let watch = self.stats.watch.as_ref()?;
-        let w = watch.get(group)?;
+        let r = watch.report(group)?;
+        let w = r.lock();
         let now = watch.clock.now_ns();
         Some(Stragglers {
             waiting_ns: w

@@ -31,6 +31,7 @@ struct Bed {
     to_switch: Vec<MemTx>,
     from_switch: Vec<MemRx>,
     control: Control,
+    stats: crate::engine::SwitchStats,
 }
 
 fn bed(cap: u32) -> Bed {
@@ -52,12 +53,11 @@ fn bed_watching(cap: u32, watched: &[u32]) -> Bed {
         from_switch.push(out_rx);
         ports.push(port);
     }
-    let watch = (!watched.is_empty()).then(|| {
-        Arc::new(crate::straggler::Watch::new(
-            watched,
-            barrier_runtime::clock::Clock::new(),
-        ))
-    });
+    // room for two watched groups, as `[stragglers] limit = 2` gives
+    let watch = Some(Arc::new(
+        crate::straggler::Watch::with_limit(watched, cap, 2, barrier_runtime::clock::Clock::new())
+            .unwrap(),
+    ));
     let sw = crate::engine::build_switch_watched("t", [2, 0, 0, 0, 0, 1], ports, table, 0, watch);
     let descs = PORTS
         .iter()
@@ -69,6 +69,7 @@ fn bed_watching(cap: u32, watched: &[u32]) -> Bed {
         })
         .collect();
     let control = Control::with_ports(sw.stats.clone(), descs, None);
+    let stats = sw.stats.clone();
     let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
     pollers.push(sw.sched);
     Bed {
@@ -76,6 +77,7 @@ fn bed_watching(cap: u32, watched: &[u32]) -> Bed {
         to_switch,
         from_switch,
         control,
+        stats,
     }
 }
 
@@ -847,6 +849,49 @@ fn group_show_names_the_straggler_of_a_watched_group() {
         panic!("not a group reply");
     };
     assert!(g.stragglers.is_none());
+}
+
+/// A group created while the switch runs can be watched (its report and per-group series
+/// start then) and unwatched, up to the limit; the refusals say why.
+#[test]
+fn groups_are_watched_and_unwatched_over_the_socket() {
+    let mut b = bed(8);
+    b.ok(r#"{"op":"group_create","group":3,"children":["d0","d1"]}"#);
+    b.ok(r#"{"op":"group_create","group":4,"children":["d0","d1"]}"#);
+    b.ok(r#"{"op":"group_create","group":5,"children":["d0","d1"]}"#);
+    let show = |b: &mut Bed, g: u32| match b.ok(&format!(r#"{{"op":"group_show","group":{g}}}"#)) {
+        Reply::Group { group } => group.stragglers,
+        other => panic!("{other:?}"),
+    };
+    assert!(show(&mut b, 3).is_none());
+    assert!(matches!(
+        b.ok(r#"{"op":"group_watch","group":3}"#),
+        Reply::Changed { ref action, .. } if action == "watched"
+    ));
+    b.send_reduce(2, 3, 0);
+    b.run();
+    b.send_reduce(1, 3, 0);
+    b.run();
+    let st = show(&mut b, 3).expect("watched");
+    assert_eq!((st.recent[0].seq, st.recent[0].last.as_str()), (0, "d0"));
+    let metrics = crate::metrics::render(&b.stats, &Default::default(), &[]);
+    assert!(
+        metrics.contains("barrier_group_completions_total{group=\"3\"} 1"),
+        "{metrics}"
+    );
+    b.ok(r#"{"op":"group_watch","group":4}"#);
+    b.refused(
+        r#"{"op":"group_watch","group":5}"#,
+        "2 groups are watched already, the limit ([stragglers] limit): unwatch one first",
+    );
+    b.refused(r#"{"op":"group_watch","group":6}"#, "group 6");
+    b.ok(r#"{"op":"group_unwatch","group":3}"#);
+    assert!(show(&mut b, 3).is_none());
+    b.refused(
+        r#"{"op":"group_unwatch","group":3}"#,
+        "group 3 is not watched",
+    );
+    b.ok(r#"{"op":"group_watch","group":5}"#);
 }
 
 impl Bed {
