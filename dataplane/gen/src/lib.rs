@@ -26,8 +26,10 @@ pub mod engine;
 pub mod fault;
 pub mod flood;
 pub mod hdrlog;
+#[cfg(feature = "dpdk")]
 pub mod multi;
 pub mod report;
 pub mod search;
 pub mod spread;
+#[cfg(feature = "dpdk")]
 pub mod wiring;

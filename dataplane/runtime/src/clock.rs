@@ -41,8 +41,15 @@ impl Clock {
     }
 
     /// DPDK's TSC at the rate EAL measured (EAL must be initialised; the OS clock otherwise).
+    #[cfg(feature = "dpdk")]
     pub fn tsc() -> Self {
         Self::from_counter(dpdk::tsc, dpdk::tsc_hz())
+    }
+
+    /// Built without DPDK (no feature `dpdk`): the OS clock, as with EAL not initialised.
+    #[cfg(not(feature = "dpdk"))]
+    pub fn tsc() -> Self {
+        Self::new()
     }
 
     /// The raw reading: counter ticks, or nanoseconds for the OS clock.

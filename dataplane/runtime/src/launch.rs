@@ -4,14 +4,19 @@
 //! by the caller). Every program that runs loops on DPDK uses this: the switch, the demo tree,
 //! the generator.
 
+#[cfg(feature = "dpdk")]
 use crate::clock::Clock;
 use crate::counters::LoopCounters;
-use crate::poll::{finish_all, run_loop, Idle, Poller, StopOnDrop};
+use crate::poll::Poller;
+#[cfg(feature = "dpdk")]
+use crate::poll::{finish_all, run_loop, Idle, StopOnDrop};
+#[cfg(feature = "dpdk")]
 use dpdk::{DpdkError, Eal, LcoreId, Mempool, Port};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+#[cfg(feature = "dpdk")]
 use std::time::Duration;
 
 /// SIGINT/SIGTERM set `quit`; SIGUSR1 sets `dump`. Both polled by the management thread.
@@ -31,6 +36,7 @@ impl Signals {
     }
 }
 
+#[cfg(feature = "dpdk")]
 /// Why ports could not be brought up or loops could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
@@ -70,6 +76,7 @@ pub enum CloseError {
 /// Loops to run: lcore -> pollers.
 pub type Placement = BTreeMap<u32, Vec<Box<dyn Poller>>>;
 
+#[cfg(feature = "dpdk")]
 /// Run every loop on its lcore (the main lcore's on this thread) until `quit`, each doing what
 /// `idle` says on empty passes, then shut the pollers down (`finish_all`). `manage` runs on a
 /// plain thread that sleeps between looks, given every loop's counters (a loop has polled once
@@ -158,6 +165,7 @@ where
     }
 }
 
+#[cfg(feature = "dpdk")]
 /// On a failed launch: stop the loops already running, take their pollers back and shut them
 /// down, so no lcore is left polling a port the caller is about to close.
 fn stop_and_join(quit: &AtomicBool, joins: Vec<dpdk::LcoreJoin<Vec<Box<dyn Poller>>>>) {
@@ -209,6 +217,7 @@ pub struct PortSetup {
     pub tx_descriptors: u16,
 }
 
+#[cfg(feature = "dpdk")]
 /// Opens (or creates) a port and configures its queues with RX buffers from `pool`; it is
 /// started later, with all the others, by `start_ports`. Errors name the device.
 #[cold]
@@ -238,11 +247,13 @@ pub fn open_port(
     Ok(port)
 }
 
+#[cfg(feature = "dpdk")]
 /// `dpdk::Port::start_all`: every port started, then drained; the count discarded per port.
 pub fn start_ports(ports: &mut [Port]) -> Result<Vec<u64>, LaunchError> {
     Port::start_all(ports).map_err(|(device, source)| LaunchError::Port { device, source })
 }
 
+#[cfg(feature = "dpdk")]
 /// Stop and close every port, then check that every mbuf came back to `pool` (also used by
 /// barrier-gen's wirings).
 pub fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, CloseError> {

@@ -28,10 +28,12 @@ pub struct BuildTableError {
 
 /// An empty group table for groups `0..capacity`, its memory in transparent huge pages where
 /// the kernel offers them (a million groups are 64 MiB: in 4 KiB pages every random-order
-/// reduce would miss the TLB too; `perf/README.md`, "The hot path").
+/// reduce would miss the TLB too; `perf/README.md`, "The hot path"). Without feature `dpdk` no
+/// advice: the `madvise` call is FFI, which lives in ffi/ (`dpdk::advise_hugepages`).
 pub fn new_table(capacity: u32) -> GroupTable {
-    GroupTable::with_memory_advice(capacity, |mem| {
-        dpdk::advise_hugepages(mem);
+    GroupTable::with_memory_advice(capacity, |_mem| {
+        #[cfg(feature = "dpdk")]
+        dpdk::advise_hugepages(_mem);
     })
 }
 

@@ -11,18 +11,24 @@
 //! | `engine` | one switch assembled from ports, table, RX pollers and scheduler |
 //! | `counters` | per-owner counter cells, summed and printed by the management thread |
 //! | `mgmt` | the control socket on the management thread: groups created, reset, changed, deleted while the dataplane runs |
-//! | `runtime` | `run`: one switch from its configuration on DPDK |
+//! | `runtime` | `run`: one switch from its configuration on DPDK (feature `dpdk`) |
 //! | `notify` | systemd readiness (`sd_notify`): `READY=1` with the ready line, `STOPPING=1` at the stop |
 //! | `metrics` | optional Prometheus endpoint (`[metrics]`): text exposition on a plain thread |
 //! | `straggler` | straggler reports of watched groups: last child, spread, latency histogram, waiting since |
-//! | `telemetry` | DPDK telemetry commands (`/barrier/...`), the `--stats-json` dump, capture (`rte_pdump`) |
+//! | `telemetry` | DPDK telemetry commands (`/barrier/...`), the `--stats-json` dump, capture (`rte_pdump`); the commands and capture: feature `dpdk` |
 //!
 //! The poll-mode machinery (I/O traits, pollers and their loop, clock, port bring-up, lcore
 //! placement) is the shared `barrier_runtime` crate; the modules here use it as `crate::io`,
 //! `crate::poll` and `crate::dpdk_io`.
+//!
+//! Feature `dpdk` (default) is what runs on DPDK: `runtime`, the telemetry commands, the TSC
+//! clock, prefetch and huge-page advice. Without it the pipeline on in-memory I/O, the
+//! configuration and the management plane build and test with no libdpdk (docs/ffi.md).
 #![forbid(unsafe_code)]
 
-use barrier_runtime::{dpdk_io, io, poll};
+#[cfg(feature = "dpdk")]
+use barrier_runtime::dpdk_io;
+use barrier_runtime::{io, poll};
 
 pub mod config;
 pub mod counters;
@@ -31,6 +37,7 @@ pub mod metrics;
 pub mod mgmt;
 pub mod notify;
 pub mod policer;
+#[cfg(feature = "dpdk")]
 pub mod runtime;
 pub mod rx;
 pub mod scheduler;

@@ -17,17 +17,23 @@
 
 use crate::counters::{RxCounters, SchedCounters, TxCounters};
 use crate::engine::SwitchStats;
+#[cfg(feature = "dpdk")]
 use barrier_protocol::switch::{GroupState, Phase, Role};
+#[cfg(feature = "dpdk")]
 use barrier_protocol::{GroupId, PortSet};
 use barrier_runtime::counters::LoopCounters;
+#[cfg(feature = "dpdk")]
 use dpdk::telemetry::register_dict;
+#[cfg(feature = "dpdk")]
 use dpdk::{DpdkError, Eal, PortId, TelemetryValue};
+#[cfg(feature = "dpdk")]
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, OnceLock};
 
 /// Groups listed one by one in `/barrier/groups` (a dictionary holds at most 256 entries).
 pub const GROUPS_LISTED: usize = 64;
 
+#[cfg(feature = "dpdk")]
 /// Why the telemetry commands could not be registered.
 #[derive(Debug, thiserror::Error)]
 #[error("telemetry command {command}: {source}")]
@@ -37,6 +43,7 @@ pub struct RegisterError {
     pub source: DpdkError,
 }
 
+#[cfg(feature = "dpdk")]
 /// A telemetry command's answer, as `register_dict` takes it.
 type Handler = Box<dyn Fn(Option<&str>) -> Vec<(String, TelemetryValue)> + Send + Sync>;
 
@@ -145,6 +152,7 @@ pub fn stats_json(stats: &SwitchStats) -> serde_json::Value {
     Value::Object(top)
 }
 
+#[cfg(feature = "dpdk")]
 fn port_names(stats: &SwitchStats, set: PortSet) -> String {
     set.iter()
         .map(|p| {
@@ -158,6 +166,7 @@ fn port_names(stats: &SwitchStats, set: PortSet) -> String {
         .join(",")
 }
 
+#[cfg(feature = "dpdk")]
 /// `/barrier/group,N`: one group's configuration, state and counters; `None` for a number that
 /// does not parse or a group that is not configured (DPDK answers the command with null).
 pub fn group_entries(
@@ -217,6 +226,7 @@ pub fn group_entries(
     Some(out)
 }
 
+#[cfg(feature = "dpdk")]
 /// The straggler report of a watched group (`crate::straggler`): the barrier in progress and
 /// since when it waits, latency percentiles, the recent barriers' last child and spread, and
 /// how often each port was last.
@@ -278,6 +288,7 @@ fn straggler_entries(
     out
 }
 
+#[cfg(feature = "dpdk")]
 /// `/barrier/groups`: totals, then the first `GROUPS_LISTED` configured groups' completions.
 pub fn groups_entries(stats: &SwitchStats) -> Vec<(String, TelemetryValue)> {
     let cap = stats.table.capacity();
@@ -310,6 +321,7 @@ pub fn groups_entries(stats: &SwitchStats) -> Vec<(String, TelemetryValue)> {
     out
 }
 
+#[cfg(feature = "dpdk")]
 /// `/barrier/ports`: per port its id, the switch's RX frames and TX frames, and its xstats under
 /// DPDK's names (a port whose xstats cannot be read gets `<port>/xstats_error`).
 pub fn ports_entries(stats: &SwitchStats, ids: &[PortId]) -> Vec<(String, TelemetryValue)> {
@@ -354,6 +366,7 @@ pub fn ports_entries(stats: &SwitchStats, ids: &[PortId]) -> Vec<(String, Teleme
     out
 }
 
+#[cfg(feature = "dpdk")]
 /// `/barrier/lcores`: each loop's passes with work, passes without, and idle back-offs.
 pub fn lcores_entries(loops: &LoopsCell) -> Vec<(String, TelemetryValue)> {
     let Some(loops) = loops.get() else {
@@ -368,6 +381,7 @@ pub fn lcores_entries(loops: &LoopsCell) -> Vec<(String, TelemetryValue)> {
     out
 }
 
+#[cfg(feature = "dpdk")]
 /// Whether `dpdk-dumpcap` can attach to a switch started with these EAL arguments: it needs
 /// shared configuration (no `--no-shconf`, no `--in-memory`). Initialises `rte_pdump` when it
 /// can; returns the line the switch logs either way.
@@ -384,6 +398,7 @@ pub fn offer_capture(eal: &Eal, eal_args: &[String]) -> Result<String, DpdkError
     Ok("capture: rte_pdump initialised, dpdk-dumpcap can attach (same --file-prefix)".into())
 }
 
+#[cfg(feature = "dpdk")]
 /// Registers the `/barrier/...` commands for one running switch. Commands last for the process
 /// (DPDK cannot unregister them): one switch per process.
 pub fn register(

@@ -1,7 +1,10 @@
 //! Why a demo tree (or a measurement built on one) could not run.
 
-use barrier_runtime::launch::{CloseError, LaunchError};
+use barrier_runtime::launch::CloseError;
+#[cfg(feature = "dpdk")]
+use barrier_runtime::launch::LaunchError;
 use barrier_switch::engine::BuildTableError;
+#[cfg(feature = "dpdk")]
 use dpdk::DpdkError;
 
 #[derive(Debug, thiserror::Error)]
@@ -9,12 +12,16 @@ pub enum DemoError {
     /// A tree, wiring or option the demo cannot build (the reason says which).
     #[error("{0}")]
     Shape(String),
+    #[cfg(feature = "dpdk")]
     #[error("EAL: {0}")]
     Eal(#[source] DpdkError),
+    #[cfg(feature = "dpdk")]
     #[error("mempool: {0}")]
     Mempool(#[source] DpdkError),
+    #[cfg(feature = "dpdk")]
     #[error("queue: {0}")]
     Queue(#[source] DpdkError),
+    #[cfg(feature = "dpdk")]
     #[error(transparent)]
     Launch(#[from] LaunchError),
     #[error(transparent)]

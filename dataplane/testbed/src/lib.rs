@@ -14,11 +14,16 @@
 //! | `netns` | throw-away network namespaces with veth pairs (root and iproute2) |
 //! | `switch_process` | the real `barrier-switch` binary in such a namespace, root of one group over `net_af_packet` ports: for the leaf CLI's and the C example's end-to-end tests |
 //! | `linkemu` | the queue of `barrier-linkemu`, the link emulator (delay, jitter, reordering, counted) |
+//!
+//! Feature `dpdk` (default): `demo_dpdk`, `fairness` and `barrier-linkemu`. Without it the
+//! rest builds with no libdpdk (the in-memory demo, the fleet, the reflector, the namespaces).
 #![forbid(unsafe_code)]
 
 pub mod demo;
+#[cfg(feature = "dpdk")]
 pub mod demo_dpdk;
 pub mod error;
+#[cfg(feature = "dpdk")]
 pub mod fairness;
 pub mod fleet;
 pub mod leafhost;
