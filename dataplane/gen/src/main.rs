@@ -299,13 +299,24 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         let _ = Opts::parse_from(std::iter::once(prog.clone()).chain(argv.into_iter().skip(1)));
         return Ok(ExitCode::SUCCESS);
     }
-    // `prog [EAL] -- [app]`; with no EAL arguments, defaults for virtual devices.
-    let dash = argv.iter().position(|a| a == "--");
-    let (eal_part, app_part): (Vec<String>, Vec<String>) = match dash {
-        Some(i) => (argv[1..i].to_vec(), argv[i + 1..].to_vec()),
-        None => (Vec::new(), argv[1..].to_vec()),
-    };
-    let opts = match Opts::try_parse_from(std::iter::once(prog.clone()).chain(app_part)) {
+    // `prog [EAL] -- [app]` (`barrier_runtime::args`); with no EAL arguments, defaults for
+    // virtual devices.
+    let mode = if is_search { "search" } else { "run" };
+    let split = barrier_runtime::args::split_eal(
+        argv.into_iter().map(Into::into).collect(),
+        1,
+        &<Opts as clap::CommandFactory>::command(),
+        "barrier-gen",
+        |word| format!("barrier-gen {mode} [EAL args] -- {word} ..."),
+    )
+    .map_err(usage)?;
+    let eal_part: Vec<String> = split
+        .eal
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let app_part = split.program.into_iter().skip(1);
+    let opts = match Opts::try_parse_from(std::iter::once(prog.clone().into()).chain(app_part)) {
         Ok(o) => o,
         Err(e) => {
             let _ = e.print();

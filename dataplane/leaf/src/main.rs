@@ -138,22 +138,17 @@ fn parse_mac(s: &str) -> Result<MacAddr, String> {
 }
 
 /// Splits a command line (program name first) by DPDK's convention `program [EAL args] --
-/// [program args]`: with a `--`, the arguments before the first one are EAL's and those after
-/// it the program's; without one, all are the program's and there are no EAL arguments.
-/// Returns the program's command line (its name first) and the EAL arguments.
-fn split_eal(argv: Vec<OsString>) -> (Vec<OsString>, Vec<OsString>) {
-    let mut argv = argv.into_iter();
-    let prog = argv.next().unwrap_or_else(|| "barrier-leaf".into());
-    let rest: Vec<OsString> = argv.collect();
-    match rest.iter().position(|a| a == "--") {
-        Some(i) => {
-            let program = std::iter::once(prog)
-                .chain(rest[i + 1..].iter().cloned())
-                .collect();
-            (program, rest[..i].to_vec())
-        }
-        None => (std::iter::once(prog).chain(rest).collect(), Vec::new()),
-    }
+/// [program args]` (`barrier_runtime::args`): with a `--`, the arguments before the first one
+/// are EAL's and those after it the program's; without one, all are the program's and there are
+/// no EAL arguments. Returns the program's command line (its name first) and the EAL arguments.
+/// The order before DPDK's convention (`barrier-leaf [options] -- [EAL args]`) is refused: a
+/// leaf option in the EAL part (EAL has none of these names) says that order was used.
+fn split_eal(argv: Vec<OsString>) -> Result<(Vec<OsString>, Vec<OsString>), String> {
+    use clap::CommandFactory;
+    barrier_runtime::args::split_eal(argv, 1, &Cli::command(), "barrier-leaf", |_| {
+        "barrier-leaf [EAL ARGS] -- --dpdk-port NAME --group G [OPTIONS]".into()
+    })
+    .map(|s| (s.program, s.eal))
 }
 
 /// Parses the command line, with the checks clap's derive cannot express.
@@ -164,28 +159,8 @@ where
 {
     use clap::error::ErrorKind;
     use clap::CommandFactory;
-    let (program, eal) = split_eal(args.into_iter().map(Into::into).collect());
-    // The order used to be `barrier-leaf [options] -- [EAL args]`: a leaf option in
-    // the EAL part (EAL has none of these names) says that order was used.
-    let cmd = Cli::command();
-    let leaf_long: Vec<&str> = cmd
-        .get_arguments()
-        .filter_map(|a| a.get_long())
-        .filter(|l| !matches!(*l, "help" | "version"))
-        .collect();
-    if let Some(opt) = eal.iter().filter_map(|a| a.to_str()).find(|a| {
-        a.strip_prefix("--")
-            .map(|l| l.split('=').next().unwrap_or(l))
-            .is_some_and(|l| leaf_long.contains(&l))
-    }) {
-        return Err(Cli::command().error(
-            ErrorKind::UnknownArgument,
-            format!(
-                "{opt} before `--`: the arguments before `--` are EAL's, the leaf's options \
-                 follow it (barrier-leaf [EAL ARGS] -- --dpdk-port NAME --group G [OPTIONS])"
-            ),
-        ));
-    }
+    let (program, eal) = split_eal(args.into_iter().map(Into::into).collect())
+        .map_err(|e| Cli::command().error(ErrorKind::UnknownArgument, e))?;
     #[cfg_attr(not(feature = "dpdk"), allow(unused_mut))]
     let mut cli = Cli::try_parse_from(program)?;
     #[cfg(not(feature = "dpdk"))]
@@ -489,17 +464,17 @@ mod tests {
         let os = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
         // DPDK's convention: program [EAL args] -- [program args]
         assert_eq!(
-            split_eal(os(&["barrier-leaf", "-l", "2", "--", "-g", "7", "--json"])),
+            split_eal(os(&["barrier-leaf", "-l", "2", "--", "-g", "7", "--json"])).unwrap(),
             (os(&["barrier-leaf", "-g", "7", "--json"]), os(&["-l", "2"]))
         );
         // only the first `--` splits
         assert_eq!(
-            split_eal(os(&["barrier-leaf", "--", "-g", "7", "--"])),
+            split_eal(os(&["barrier-leaf", "--", "-g", "7", "--"])).unwrap(),
             (os(&["barrier-leaf", "-g", "7", "--"]), os(&[]))
         );
         // no `--`: everything is the leaf's (AF_PACKET, no EAL)
         assert_eq!(
-            split_eal(os(&["barrier-leaf", "-i", "eth0", "-g", "7"])),
+            split_eal(os(&["barrier-leaf", "-i", "eth0", "-g", "7"])).unwrap(),
             (os(&["barrier-leaf", "-i", "eth0", "-g", "7"]), os(&[]))
         );
         let c = parse_cli(["barrier-leaf", "--", "-i", "eth0", "-g", "7"]).unwrap();
@@ -552,7 +527,7 @@ mod tests {
             let e = parse_cli(std::iter::once(&"barrier-leaf").chain(old)).unwrap_err();
             assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{old:?}");
             let msg = e.to_string();
-            assert!(msg.contains("before `--`"), "{msg}");
+            assert!(msg.contains("is barrier-leaf's option, not EAL's"), "{msg}");
             assert!(msg.contains("[EAL ARGS] -- --dpdk-port NAME"), "{msg}");
         }
     }

@@ -2,6 +2,7 @@
 //!
 //! | module | role |
 //! | --- | --- |
+//! | `args` | the command line every DPDK program takes: `PROGRAM [SUBCOMMAND] [EAL args] -- [program args]` |
 //! | `io` | the I/O seam: an RX queue and a TX queue behind two traits; in-memory wires |
 //! | `dpdk_io` | the same traits on DPDK queue handles and mbufs (feature `dpdk`) |
 //! | `poll` | pollers, the loop that runs several on one lcore, the idle policy |
@@ -18,6 +19,7 @@
 //! builds with no libdpdk, and `Clock::tsc` is the OS clock.
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod clock;
 pub mod counters;
 #[cfg(feature = "dpdk")]

@@ -238,37 +238,23 @@ fn default_lcores() -> usize {
 }
 
 /// Splits `argv` as `prog SUBCOMMAND [EAL args] -- [program args]` into (EAL args, what clap
-/// parses). Without `--`, no EAL args. The old order (`run --config F -- EAL`) is refused with
-/// the right one, not handed to EAL: a word before `--` that is one of the subcommand's own
-/// options (as clap knows them) cannot be meant for EAL.
+/// parses), by the convention of every program here (`barrier_runtime::args`): without `--`, no
+/// EAL args; the old order (`run --config F -- EAL`) is refused with the right one.
 fn split_eal(argv: Vec<String>) -> Result<(Vec<String>, Vec<String>), String> {
-    let Some(dash) = argv.iter().position(|a| a == "--") else {
-        return Ok((Vec::new(), argv));
+    let sub = argv.get(1).cloned().unwrap_or_else(|| "run".into());
+    let split = barrier_runtime::args::split_eal(
+        argv.into_iter().map(Into::into).collect(),
+        2,
+        &Cli::command(),
+        "barrier-switch",
+        |word| format!("barrier-switch {sub} [EAL args] -- {word} ..."),
+    )?;
+    let strings = |v: Vec<std::ffi::OsString>| {
+        v.into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
     };
-    let sub = argv.get(1).filter(|_| dash > 1).map(String::as_str);
-    let eal: Vec<String> = argv[2.min(dash)..dash].to_vec();
-    let cmd = Cli::command();
-    let ours = |word: &str| {
-        let Some(sub) = sub.and_then(|s| cmd.find_subcommand(s)) else {
-            return false;
-        };
-        let word = word.split('=').next().unwrap_or(word);
-        sub.get_arguments().any(|a| {
-            a.get_long()
-                .is_some_and(|l| word.strip_prefix("--") == Some(l))
-                || a.get_short().is_some_and(|c| word == format!("-{c}"))
-        })
-    };
-    if let Some(opt) = eal.iter().find(|a| ours(a)) {
-        return Err(format!(
-            "{opt:?} is barrier-switch's option, not EAL's: EAL arguments come first, \
-             `barrier-switch {} [EAL args] -- {opt} ...`",
-            sub.unwrap_or("run")
-        ));
-    }
-    let mut app: Vec<String> = argv[..2.min(dash)].to_vec();
-    app.extend(argv[dash + 1..].iter().cloned());
-    Ok((eal, app))
+    Ok((strings(split.eal), strings(split.program)))
 }
 
 fn main() -> ExitCode {
@@ -500,8 +486,9 @@ mod tests {
             e.contains("barrier-switch run [EAL args] -- --config"),
             "{e}"
         );
-        // Short forms and the demo's options are known too (clap's own list); EAL's pass.
-        assert!(split_eal(v("barrier-switch run -c s.toml -- -l 0")).is_err());
+        // The demo's options are known too (clap's own list); EAL's pass. Short forms are
+        // EAL's: `-c` before `--` is EAL's core mask, not the switch's `--config`.
+        assert!(split_eal(v("barrier-switch run -c 0x3 -- --config s.toml")).is_ok());
         assert!(split_eal(v("barrier-switch demo --groups=3 -- -l 0")).is_err());
         assert!(split_eal(v("barrier-switch demo -l 0,1 --no-huge -- --groups 3")).is_ok());
     }
