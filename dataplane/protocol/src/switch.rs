@@ -884,8 +884,8 @@ pub fn on_event(cfg: &GroupConfig, st: GroupState, ev: Event) -> (GroupState, Ou
             (st, Outcome::StaleReduce)
         }
         // Unknown, row "release t from the parent, t+1 behind s, children heard at s" (the
-        // guard of fuzz finding 2): a child's reduce for s proves every leaf reached s-1, so
-        // no one below waits on t; adopting it would put the switch behind its children.
+        // stale-release guard): a child's reduce for s proves every leaf reached s-1, so no
+        // one below waits on t; adopting it would put the switch behind its children.
         // Ignored, as a lost frame would be; the gathering goes on.
         (Event::Release { seq: t, .. }, Unknown)
             if !st.arrived.is_empty() && t.next() != s && !t.next().is_ahead_of(s) =>

@@ -4,7 +4,7 @@
 use crate::dissemination::{self, DisseminationReport};
 use crate::link::{Faults, LinkParams};
 use crate::report::{thousands, us, LatencyStats};
-use crate::sim::{self, ComputeModel, FaultStop, SimConfig};
+use crate::simulation::{self, ComputeModel, FaultStop, SimConfig};
 use crate::topology::{Topology, TreeSpec, TreeSummary};
 use serde::Serialize;
 
@@ -62,7 +62,7 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
         compute: cfg.compute,
         ..SimConfig::default()
     };
-    let t = sim::run(&sim_cfg)?;
+    let t = simulation::run(&sim_cfg)?;
     let d = dissemination::run(&topo, cfg.link, cfg.compute, cfg.barriers, cfg.seed);
     let in_network = TreeSide {
         latency: t.latency.clone(),

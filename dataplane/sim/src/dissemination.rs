@@ -9,7 +9,7 @@ use crate::link::{Faults, LinkParams, Network};
 use crate::queue::EventQueue;
 use crate::report::LatencyStats;
 use crate::rng::Rng;
-use crate::sim::ComputeModel;
+use crate::simulation::ComputeModel;
 use crate::topology::{Dir, NodeRef, Topology};
 use barrier_protocol::Time;
 use serde::Serialize;

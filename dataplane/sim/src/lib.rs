@@ -3,7 +3,7 @@
 //!
 //! Layers, bottom up: [`rng`] (seeded xoshiro256**), [`queue`] (events by modelled time, ties
 //! first-in first-out), [`topology`] (tree, links, per-group port registers), [`link`]
-//! (latency, jitter, serialization, loss, duplication, reordering, delay, outages), [`sim`]
+//! (latency, jitter, serialization, loss, duplication, reordering, delay, outages), [`simulation`]
 //! (the run, split by concern: configuration, leaf side, switch side with restarts, frames on
 //! links, safety and liveness checks, report; [`trace`] of the events before a violation),
 //! [`broken`] (deliberately wrong switch rules the checks must catch),
@@ -19,11 +19,11 @@ pub mod queue;
 pub mod report;
 /// The seeded generator, shared with barrier-gen through the protocol crate.
 pub use barrier_protocol::rng;
-pub mod sim;
+pub mod simulation;
 pub mod topology;
 pub mod trace;
 
 pub use broken::BrokenSwitch;
 pub use link::{Faults, LinkParams};
-pub use sim::{run, ComputeModel, FaultStop, RunReport, SimConfig, ViolationKind};
+pub use simulation::{run, ComputeModel, FaultStop, RunReport, SimConfig, ViolationKind};
 pub use topology::{Topology, TreeSpec};

@@ -320,7 +320,7 @@ fn run(a: RunArgs) -> ExitCode {
     };
     if a.delay_ns.is_none() && a.delay > 0.0 {
         // A long delay means longer than the re-send timeout, whatever that resolves to.
-        let probe = match barrier_sim::sim::resolved_timeouts(&cfg) {
+        let probe = match barrier_sim::simulation::resolved_timeouts(&cfg) {
             Ok(t) => t,
             Err(e) => return fail(e),
         };
