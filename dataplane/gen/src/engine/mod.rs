@@ -4,7 +4,7 @@
 //! directions and latency into hdrhistograms. Generic over the switch crate's I/O seam, so it runs on DPDK queues and, in
 //! tests, on in-memory wires.
 
-mod flood;
+mod flood_run;
 mod leaves;
 mod ports;
 mod spec;
@@ -12,7 +12,7 @@ mod spec;
 mod tests;
 mod trial;
 
-pub use flood::{FloodOn, FloodPlan, FloodPort};
+pub use flood_run::{FloodOn, FloodPlan, FloodPort};
 use leaves::GroupRun;
 use ports::PortRt;
 pub use spec::{GenConfig, GenPort, Load, TrialSpec};
@@ -63,7 +63,7 @@ pub struct Engine<R: RxQueue, T: TxQueue> {
     hdr: Option<HdrLog>,
     quit: Arc<AtomicBool>,
     /// A flood of frames the switch must refuse (`set_flood`), and its phases.
-    flood: Option<flood::FloodRt<R, T>>,
+    flood: Option<flood_run::FloodRt<R, T>>,
 }
 
 impl<R: RxQueue, T: TxQueue> Engine<R, T> {

@@ -1,4 +1,4 @@
-//! The flood inside the generator's loop (`--flood-*`, docs/gen.md "Flood"): frames the switch
+//! The flood run inside the generator's loop (`--flood-*`, docs/gen.md "Flood"): frames the switch
 //! must refuse, sent on extra non-member ports or on member ports beside the leaves' frames,
 //! during the flood phases of a trial that alternates control and flood phases; and per phase
 //! the member groups' barriers, re-sends and leaf latency, for the flood/control ratios.
