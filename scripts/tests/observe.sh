@@ -334,8 +334,12 @@ if get("barrier_group_latency_seconds_count", group="1") != 1 or get("barrier_gr
     errors.append("barrier_group_latency_seconds for group 1")
 if not get("barrier_group_waiting_seconds", group="4") > 0 or get("barrier_group_waiting_seconds", group="1") != 0:
     errors.append("barrier_group_waiting_seconds")
-if any(dict(l).get("group") in ("2", "3") for (_, l) in samples):
-    errors.append("series for groups not listed in metrics.groups")
+# Per-group series: metrics.groups (1, 4) and the watched groups ([stragglers] groups: 1, 3, 4)
+# only; group 2 is neither.
+if any(dict(l).get("group") == "2" for (_, l) in samples):
+    errors.append("series for group 2, neither in metrics.groups nor watched")
+if get("barrier_group_epoch", group="3") != 9:
+    errors.append("no series for the watched group 3 (epoch 9)")
 if errors:
     print("\n".join(errors))
 sys.exit(1 if errors else 0)
