@@ -2,7 +2,7 @@
 //! answer. No socket here; the only I/O is the write-back of the configuration file.
 
 use crate::config;
-use crate::counters::{RxCounters, SchedCounters, TxCounters};
+use crate::counters::{Set, Snapshot};
 use crate::engine::SwitchStats;
 use crate::policer::PolicerSpec;
 use crate::spec::{Device, SwitchSpec};
@@ -523,49 +523,32 @@ impl Control {
 
     fn stats(&self) -> Reply {
         let s = &self.stats;
-        let set = |scope: String, names: &[&str], values: Vec<u64>| CounterSet {
+        let snap = s.snapshot();
+        let set = |scope: String, set: Set, values: Vec<u64>| CounterSet {
             scope,
-            counters: names.iter().map(|n| n.to_string()).zip(values).collect(),
+            counters: Snapshot::named(set, values)
+                .map(|(n, v)| (n.to_string(), v))
+                .collect(),
         };
-        let sum = |rows: Vec<Vec<u64>>, n: usize| {
-            rows.into_iter().fold(vec![0u64; n], |mut acc, r| {
-                for (a, v) in acc.iter_mut().zip(r) {
-                    *a += v;
-                }
-                acc
-            })
-        };
-        let rx_n = RxCounters::NAMES.len();
-        let tx_n = TxCounters::NAMES.len();
         let mut sets = vec![
+            set("rx total".into(), Set::Rx, snap.total(Set::Rx)),
+            set("tx total".into(), Set::Tx, snap.total(Set::Tx)),
             set(
-                "rx total".into(),
-                RxCounters::NAMES,
-                sum(s.rx.iter().map(|(_, c)| c.values()).collect(), rx_n),
+                "scheduler".into(),
+                Set::Scheduler,
+                snap.total(Set::Scheduler),
             ),
-            set(
-                "tx total".into(),
-                TxCounters::NAMES,
-                sum(s.tx.iter().map(|c| c.values()).collect(), tx_n),
-            ),
-            set("scheduler".into(), SchedCounters::NAMES, s.sched.values()),
         ];
-        for (p, name) in s.port_names.iter().enumerate() {
+        for (p, name) in snap.ports.iter().enumerate() {
             sets.push(set(
                 format!("port {name} rx"),
-                RxCounters::NAMES,
-                sum(
-                    s.rx.iter()
-                        .filter(|(i, _)| *i == p)
-                        .map(|(_, c)| c.values())
-                        .collect(),
-                    rx_n,
-                ),
+                Set::Rx,
+                snap.port(Set::Rx, p),
             ));
             sets.push(set(
                 format!("port {name} tx"),
-                TxCounters::NAMES,
-                s.tx[p].values(),
+                Set::Tx,
+                snap.port(Set::Tx, p),
             ));
         }
         let cap = self.table().capacity();
@@ -592,15 +575,8 @@ impl Control {
     /// policer its register holds now.
     fn port_info(&self, i: usize) -> PortInfo {
         let s = &self.stats;
-        let rx = |name: &str| -> u64 {
-            let Some(k) = RxCounters::NAMES.iter().position(|n| *n == name) else {
-                return 0;
-            };
-            s.rx.iter()
-                .filter(|(p, _)| *p == i)
-                .map(|(_, c)| c.values()[k])
-                .sum()
-        };
+        let snap = s.snapshot();
+        let rx = |name: &str| snap.value(Set::Rx, name, Some(i));
         let d = &self.ports[i];
         let policer = s.policers.get(i).and_then(|r| r.get());
         PortInfo {
@@ -609,9 +585,7 @@ impl Control {
             device: d.device.clone(),
             peer_mac: mac_string(d.peer_mac),
             rx_frames: rx("frames"),
-            tx_frames: s.tx.get(i).map_or(0, |c| {
-                c.frames_out.load(std::sync::atomic::Ordering::Relaxed)
-            }),
+            tx_frames: snap.value(Set::Tx, "frames_out", Some(i)),
             policer_rate: policer.map_or(0, |p| p.rate),
             policer_burst: policer.map_or(0, |p| p.burst),
             drop_policed: rx("drop_policed"),
