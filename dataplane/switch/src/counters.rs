@@ -249,6 +249,13 @@ impl Snapshot {
             }));
     }
 
+    /// Rows of the polling loops' counters, one set per `(lcore, counters)`.
+    pub fn add_loops(&mut self, loops: &[(u32, Arc<LoopCounters>)]) {
+        for (l, c) in loops {
+            self.push(Set::Loop, None, None, Some(*l), c.values());
+        }
+    }
+
     /// Every counter of `set`, in its name order, summed over the rows `keep` accepts (zeroes
     /// included).
     pub fn sum(&self, set: Set, keep: impl Fn(&Row) -> bool) -> Vec<u64> {

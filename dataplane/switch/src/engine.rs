@@ -88,6 +88,54 @@ pub struct SwitchStats {
     pub policers: Vec<Arc<PolicerRegister>>,
 }
 
+/// What the management plane (the control socket, the telemetry commands, Prometheus, the
+/// report) reads from and changes in one running dataplane, and nothing more: it does not know
+/// which dataplane it manages. `SwitchStats`, the DPDK pipeline's (and the in-memory switch's
+/// the tests run), is one implementation; another dataplane (XDP, a later issue) would give
+/// the same: a group table the management plane configures and removes groups in and reads
+/// state and per-group counts from, its counters as one `Snapshot`, and per port a policer
+/// register and the number of RX queues sharing it.
+pub trait Dataplane: Send + Sync {
+    /// The switch's name.
+    fn name(&self) -> &str;
+    /// Port names, by switch-local index.
+    fn port_names(&self) -> &[String];
+    /// The group table: configure or remove a group, read its configuration, state and counts.
+    fn table(&self) -> &GroupTable;
+    /// Every counter, each cell read once.
+    fn snapshot(&self) -> Snapshot;
+    /// Straggler reports, if the dataplane can watch groups.
+    fn watch(&self) -> Option<&Arc<crate::straggler::Watch>>;
+    /// Port `port`'s policer register, if it has one.
+    fn policer(&self, port: usize) -> Option<&PolicerRegister>;
+    /// The RX queues of port `port` (they share its policer's rate and burst).
+    fn rx_queues(&self, port: usize) -> usize;
+}
+
+impl Dataplane for SwitchStats {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn port_names(&self) -> &[String] {
+        &self.port_names
+    }
+    fn table(&self) -> &GroupTable {
+        &self.table
+    }
+    fn snapshot(&self) -> Snapshot {
+        SwitchStats::snapshot(self)
+    }
+    fn watch(&self) -> Option<&Arc<crate::straggler::Watch>> {
+        self.watch.as_ref()
+    }
+    fn policer(&self, port: usize) -> Option<&PolicerRegister> {
+        self.policers.get(port).map(|r| &**r)
+    }
+    fn rx_queues(&self, port: usize) -> usize {
+        self.rx.iter().filter(|(p, _)| *p == port).count()
+    }
+}
+
 impl SwitchStats {
     /// Every RX, TX and scheduler counter, each cell read once (`counters::Snapshot`).
     pub fn snapshot(&self) -> Snapshot {
@@ -113,9 +161,7 @@ impl SwitchStats {
             snap.push(Set::Tx, Some(p), None, None, c.values());
         }
         snap.push(Set::Scheduler, None, None, None, self.sched.values());
-        for (l, c) in loops.unwrap_or(&[]) {
-            snap.push(Set::Loop, None, None, Some(*l), c.values());
-        }
+        snap.add_loops(loops.unwrap_or(&[]));
         snap
     }
 
