@@ -24,7 +24,7 @@
 //! to `[stragglers] limit`): a million groups would be a million series.
 
 use crate::counters::{Set, Snapshot};
-use crate::engine::SwitchStats;
+use crate::engine::{Dataplane, SwitchStats};
 use crate::telemetry::LoopsCell;
 use barrier_protocol::switch::Phase;
 use barrier_protocol::{GroupId, PortSet};
@@ -159,23 +159,19 @@ fn esc(v: &str) -> String {
 }
 
 /// The exposition text for one scrape.
-pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String {
+pub fn render(dp: &dyn Dataplane, loops: &LoopsCell, groups: &[u32]) -> String {
     let loops = loops.get();
-    let snap = stats.snapshot_with_loops(loops.map(Vec::as_slice));
+    let mut snap = dp.snapshot();
+    snap.add_loops(loops.map_or(&[], Vec::as_slice));
     let mut out = String::new();
-    render_counters(&mut out, &snap, Some(stats), loops.is_some());
-    render_groups(&mut out, stats, groups);
+    render_counters(&mut out, &snap, Some(dp), loops.is_some());
+    render_groups(&mut out, dp, groups);
     out
 }
 
-/// The counter families of one snapshot, in exposition order; with `stats`, the policer gauges
+/// The counter families of one snapshot, in exposition order; with `dp`, the policer gauges
 /// (registers, not counters) in their place among them; with `loops`, the loop passes.
-pub fn render_counters(
-    out: &mut String,
-    snap: &Snapshot,
-    stats: Option<&SwitchStats>,
-    loops: bool,
-) {
+pub fn render_counters(out: &mut String, snap: &Snapshot, dp: Option<&dyn Dataplane>, loops: bool) {
     let rx_names = Set::Rx.names();
     let tx_names = Set::Tx.names();
     // Per port sums of the RX pollers' counters.
@@ -236,7 +232,7 @@ pub fn render_counters(
             esc(name)
         );
     }
-    if let Some(stats) = stats {
+    if let Some(dp) = dp {
         type Pick = fn(crate::policer::PolicerSpec) -> u64;
         let rate: Pick = |s| s.rate;
         let burst: Pick = |s| s.burst;
@@ -246,7 +242,7 @@ pub fn render_counters(
         ] {
             family(out, metric);
             for (p, name) in snap.ports.iter().enumerate() {
-                let v = stats.policers.get(p).and_then(|r| r.get()).map_or(0, pick);
+                let v = dp.policer(p).and_then(|r| r.get()).map_or(0, pick);
                 let _ = writeln!(out, "{metric}{{port=\"{}\"}} {v}", esc(name));
             }
         }
@@ -293,35 +289,36 @@ pub fn render_counters(
 }
 
 /// The per-group families: the groups `groups` lists and the watched ones.
-fn render_groups(out: &mut String, stats: &SwitchStats, groups: &[u32]) {
+fn render_groups(out: &mut String, dp: &dyn Dataplane, groups: &[u32]) {
+    let table = dp.table();
     // The file's `metrics.groups` and every watched group (`[stragglers] groups` and those
     // `barrierctl group watch` added), configured ones only.
     let mut listed: Vec<u32> = groups.to_vec();
-    if let Some(w) = &stats.watch {
+    if let Some(w) = dp.watch() {
         listed.extend(w.groups());
     }
     listed.sort_unstable();
     listed.dedup();
-    listed.retain(|&g| stats.table.config(GroupId(g)).is_some());
+    listed.retain(|&g| table.config(GroupId(g)).is_some());
     if !listed.is_empty() {
         type Get<'a> = Box<dyn Fn(u32) -> Option<u64> + 'a>;
         let series: [(&str, Get); 5] = [
             (
                 "barrier_group_completions_total",
-                Box::new(|g| Some(u64::from(stats.groups.completions(g)))),
+                Box::new(|g| Some(u64::from(table.counts(GroupId(g)).completions))),
             ),
             (
                 "barrier_group_resends_total",
-                Box::new(|g| Some(u64::from(stats.groups.resends(g)))),
+                Box::new(|g| Some(u64::from(table.counts(GroupId(g)).resends))),
             ),
             (
                 "barrier_group_epoch",
-                Box::new(|g| stats.table.config(GroupId(g)).map(|c| u64::from(c.epoch.0))),
+                Box::new(|g| table.config(GroupId(g)).map(|c| u64::from(c.epoch.0))),
             ),
             (
                 "barrier_group_seq",
                 Box::new(|g| {
-                    let s = stats.table.state(GroupId(g))?;
+                    let s = table.state(GroupId(g))?;
                     (s.phase != Phase::Unknown || !s.arrived.is_empty())
                         .then_some(u64::from(s.seq.0))
                 }),
@@ -329,8 +326,8 @@ fn render_groups(out: &mut String, stats: &SwitchStats, groups: &[u32]) {
             (
                 "barrier_group_children_missing",
                 Box::new(|g| {
-                    let c = stats.table.config(GroupId(g))?;
-                    let s = stats.table.state(GroupId(g))?;
+                    let c = table.config(GroupId(g))?;
+                    let s = table.state(GroupId(g))?;
                     Some(PortSet(c.children.0 & !s.arrived.0).len() as u64)
                 }),
             ),
@@ -343,8 +340,8 @@ fn render_groups(out: &mut String, stats: &SwitchStats, groups: &[u32]) {
                 }
             }
         }
-        if let Some(w) = &stats.watch {
-            stragglers(out, stats, w, &listed);
+        if let Some(w) = dp.watch() {
+            stragglers(out, dp, w, &listed);
         }
     }
 }
@@ -355,7 +352,7 @@ const LATENCY_BOUNDS: [f64; 16] = [
 ];
 
 /// Straggler series for the listed groups that are also watched (`[stragglers] groups`).
-fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch, listed: &[u32]) {
+fn stragglers(out: &mut String, dp: &dyn Dataplane, w: &crate::straggler::Watch, listed: &[u32]) {
     let watched: Vec<u32> = listed.iter().copied().filter(|&g| w.watches(g)).collect();
     if watched.is_empty() {
         return;
@@ -403,7 +400,7 @@ fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch
         let Some(r) = w.report(g) else { continue };
         let s = r.lock();
         for (p, &c) in s.last_counts.iter().enumerate() {
-            if let Some(name) = stats.port_names.get(p) {
+            if let Some(name) = dp.port_names().get(p) {
                 let _ = writeln!(
                     out,
                     "barrier_group_last_arrivals_total{{group=\"{g}\",port=\"{}\"}} {c}",
@@ -417,7 +414,7 @@ fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch
         let Some(r) = w.report(g) else { continue };
         let s = r.lock();
         let age = s
-            .waiting(stats.table.run(GroupId(g)))
+            .waiting(dp.table().run(GroupId(g)))
             .map_or(0.0, |(_, first)| now.saturating_sub(first) as f64 / 1e9);
         let _ = writeln!(out, "barrier_group_waiting_seconds{{group=\"{g}\"}} {age}");
     }

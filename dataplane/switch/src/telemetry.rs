@@ -16,7 +16,7 @@
 //! `seq` and `arrived` always belong together.
 
 use crate::counters::{Set, Snapshot};
-use crate::engine::SwitchStats;
+use crate::engine::{Dataplane, SwitchStats};
 #[cfg(feature = "dpdk")]
 use barrier_protocol::switch::{GroupState, Phase, Role};
 #[cfg(feature = "dpdk")]
@@ -50,8 +50,8 @@ pub type LoopsCell = Arc<OnceLock<Vec<(u32, Arc<LoopCounters>)>>>;
 
 /// `(name, value)` pairs of `/barrier/stats`: the RX, TX and scheduler counters, every one,
 /// summed over pollers and ports. Also the body of `--stats-json`.
-pub fn stats_entries(stats: &SwitchStats) -> Vec<(String, u64)> {
-    snapshot_entries(&stats.snapshot())
+pub fn stats_entries(dp: &dyn Dataplane) -> Vec<(String, u64)> {
+    snapshot_entries(&dp.snapshot())
 }
 
 /// `stats_entries` of one snapshot.
@@ -72,8 +72,8 @@ pub fn snapshot_entries(snap: &Snapshot) -> Vec<(String, u64)> {
 /// The final counters as one JSON object: `{"switch": name, "rx": {...}, "tx": {...},
 /// "scheduler": {...}, "ports": {"a": {"rx": {...}, "tx": {...}}}}`, every counter (zeroes
 /// included) under the names the report prints.
-pub fn stats_json(stats: &SwitchStats) -> serde_json::Value {
-    snapshot_json(&stats.snapshot())
+pub fn stats_json(dp: &dyn Dataplane) -> serde_json::Value {
+    snapshot_json(&dp.snapshot())
 }
 
 /// `stats_json` of one snapshot.
@@ -323,9 +323,7 @@ pub fn lcores_entries(loops: &LoopsCell) -> Vec<(String, TelemetryValue)> {
         return Vec::new();
     };
     let mut snap = Snapshot::default();
-    for (l, c) in loops {
-        snap.push(Set::Loop, None, None, Some(*l), c.values());
-    }
+    snap.add_loops(loops);
     snap.rows
         .into_iter()
         .map(|r| {
