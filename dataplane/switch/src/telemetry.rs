@@ -16,7 +16,9 @@
 //! `seq` and `arrived` always belong together.
 
 use crate::counters::{Set, Snapshot};
-use crate::engine::{Dataplane, SwitchStats};
+use crate::engine::Dataplane;
+#[cfg(feature = "dpdk")]
+use crate::engine::SwitchStats;
 #[cfg(feature = "dpdk")]
 use barrier_protocol::switch::{GroupState, Phase, Role};
 #[cfg(feature = "dpdk")]
