@@ -2,7 +2,9 @@
 //! receive queue, one ring per RX poller, and the scheduler that owns every TX queue. Where the
 //! pollers run (which lcore, shared or not) is the caller's choice.
 
-use crate::counters::{format_sum, GroupCounters, RxCounters, SchedCounters, TxCounters};
+use crate::counters::{
+    format_sum, GroupCounters, RxCounters, SchedCounters, Set, Snapshot, TxCounters,
+};
 use crate::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
 use crate::policer::{PolicerRegister, PolicerSpec, QueuePolicer};
 use crate::poll::Poller;
@@ -11,6 +13,7 @@ use crate::scheduler::{SchedPoller, TxPort};
 use crate::spec::GroupBlock;
 use barrier_protocol::table::{GroupTable, TableError};
 use barrier_protocol::{GroupId, PortIdx};
+use barrier_runtime::counters::LoopCounters;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -85,49 +88,86 @@ pub struct SwitchStats {
     pub policers: Vec<Arc<PolicerRegister>>,
 }
 
+/// What the management plane (the control socket, the telemetry commands, Prometheus, the
+/// report) reads from and changes in one running dataplane, and nothing more: it does not know
+/// which dataplane it manages. `SwitchStats`, the DPDK pipeline's (and the in-memory switch's
+/// the tests run), is one implementation; another dataplane (XDP, a later issue) would give
+/// the same: a group table the management plane configures and removes groups in and reads
+/// state and per-group counts from, its counters as one `Snapshot`, and per port a policer
+/// register and the number of RX queues sharing it.
+pub trait Dataplane: Send + Sync {
+    /// The switch's name.
+    fn name(&self) -> &str;
+    /// Port names, by switch-local index.
+    fn port_names(&self) -> &[String];
+    /// The group table: configure or remove a group, read its configuration, state and counts.
+    fn table(&self) -> &GroupTable;
+    /// Every counter, each cell read once.
+    fn snapshot(&self) -> Snapshot;
+    /// Straggler reports, if the dataplane can watch groups.
+    fn watch(&self) -> Option<&Arc<crate::straggler::Watch>>;
+    /// Port `port`'s policer register, if it has one.
+    fn policer(&self, port: usize) -> Option<&PolicerRegister>;
+    /// The RX queues of port `port` (they share its policer's rate and burst).
+    fn rx_queues(&self, port: usize) -> usize;
+}
+
+impl Dataplane for SwitchStats {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn port_names(&self) -> &[String] {
+        &self.port_names
+    }
+    fn table(&self) -> &GroupTable {
+        &self.table
+    }
+    fn snapshot(&self) -> Snapshot {
+        SwitchStats::snapshot(self)
+    }
+    fn watch(&self) -> Option<&Arc<crate::straggler::Watch>> {
+        self.watch.as_ref()
+    }
+    fn policer(&self, port: usize) -> Option<&PolicerRegister> {
+        self.policers.get(port).map(|r| &**r)
+    }
+    fn rx_queues(&self, port: usize) -> usize {
+        self.rx.iter().filter(|(p, _)| *p == port).count()
+    }
+}
+
 impl SwitchStats {
+    /// Every RX, TX and scheduler counter, each cell read once (`counters::Snapshot`).
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot_with_loops(None)
+    }
+
+    /// `snapshot` with the polling loops' counters too (`telemetry::LoopsCell`, once placed).
+    pub fn snapshot_with_loops(&self, loops: Option<&[(u32, Arc<LoopCounters>)]>) -> Snapshot {
+        let mut snap = Snapshot {
+            switch: self.name.clone(),
+            ports: self.port_names.clone(),
+            rows: Vec::new(),
+        };
+        let mut queues = vec![0usize; self.port_names.len()];
+        for (p, c) in &self.rx {
+            let q = queues.get(*p).copied().unwrap_or(0);
+            if let Some(n) = queues.get_mut(*p) {
+                *n += 1;
+            }
+            snap.push(Set::Rx, Some(*p), Some(q), None, c.values());
+        }
+        for (p, c) in self.tx.iter().enumerate() {
+            snap.push(Set::Tx, Some(p), None, None, c.values());
+        }
+        snap.push(Set::Scheduler, None, None, None, self.sched.values());
+        snap.add_loops(loops.unwrap_or(&[]));
+        snap
+    }
+
     /// Counters summed per port and for the whole switch, non-zero ones only.
     pub fn report(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "== switch {}", self.name);
-        out += &format_sum(
-            "  rx total",
-            RxCounters::NAMES,
-            self.rx.iter().map(|(_, c)| c.values()),
-        );
-        out += &format_sum(
-            "  tx total",
-            TxCounters::NAMES,
-            self.tx.iter().map(|c| c.values()),
-        );
-        out += &format_sum("  scheduler", SchedCounters::NAMES, [self.sched.values()]);
-        for (p, name) in self.port_names.iter().enumerate() {
-            out += &format_sum(
-                &format!("  port {name} rx"),
-                RxCounters::NAMES,
-                self.rx
-                    .iter()
-                    .filter(|(i, _)| *i == p)
-                    .map(|(_, c)| c.values()),
-            );
-            // A port polled on several RX queues: each queue's share (how the frames spread,
-            // docs/configuration.md, "Spreading frames over RX queues").
-            let queues: Vec<_> = self.rx.iter().filter(|(i, _)| *i == p).collect();
-            if queues.len() > 1 {
-                for (q, (_, c)) in queues.iter().enumerate() {
-                    out += &format_sum(
-                        &format!("  port {name} rx queue {q}"),
-                        RxCounters::NAMES,
-                        [c.values()],
-                    );
-                }
-            }
-            out += &format_sum(
-                &format!("  port {name} tx"),
-                TxCounters::NAMES,
-                [self.tx[p].values()],
-            );
-        }
+        let mut out = report_counters(&self.snapshot());
         for line in self.groups.report(5).lines() {
             let _ = writeln!(out, "  {line}");
         }
@@ -149,6 +189,45 @@ impl SwitchStats {
             .map(|c| f(c).load(std::sync::atomic::Ordering::Relaxed))
             .sum()
     }
+}
+
+/// The counter lines of `SwitchStats::report` from one snapshot: the switch's totals, then
+/// each port's (and each RX queue's share where a port has several), non-zero counters only.
+pub fn report_counters(snap: &Snapshot) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "== switch {}", snap.switch);
+    out += &format_sum("  rx total", Set::Rx.names(), [snap.total(Set::Rx)]);
+    out += &format_sum("  tx total", Set::Tx.names(), [snap.total(Set::Tx)]);
+    out += &format_sum(
+        "  scheduler",
+        Set::Scheduler.names(),
+        [snap.total(Set::Scheduler)],
+    );
+    for (p, name) in snap.ports.iter().enumerate() {
+        out += &format_sum(
+            &format!("  port {name} rx"),
+            Set::Rx.names(),
+            [snap.port(Set::Rx, p)],
+        );
+        // A port polled on several RX queues: each queue's share (how the frames spread,
+        // docs/configuration.md, "Spreading frames over RX queues").
+        let queues = snap.queues(p);
+        if queues.len() > 1 {
+            for q in queues {
+                out += &format_sum(
+                    &format!("  port {name} rx queue {q}"),
+                    Set::Rx.names(),
+                    [snap.sum(Set::Rx, |r| r.port == Some(p) && r.queue == Some(q))],
+                );
+            }
+        }
+        out += &format_sum(
+            &format!("  port {name} tx"),
+            Set::Tx.names(),
+            [snap.port(Set::Tx, p)],
+        );
+    }
+    out
 }
 
 /// One port of a switch being built: its receive queues and its transmit queue.

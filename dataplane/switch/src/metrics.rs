@@ -23,12 +23,11 @@
 //! (`[stragglers] groups` and any group `barrierctl group watch` adds while the switch runs, up
 //! to `[stragglers] limit`): a million groups would be a million series.
 
-use crate::counters::{RxCounters, TxCounters};
-use crate::engine::SwitchStats;
+use crate::counters::{Set, Snapshot};
+use crate::engine::{Dataplane, SwitchStats};
 use crate::telemetry::LoopsCell;
 use barrier_protocol::switch::Phase;
 use barrier_protocol::{GroupId, PortSet};
-use barrier_runtime::counters::LoopCounters;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -50,7 +49,103 @@ pub enum ServeError {
     Thread(#[source] std::io::Error),
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+/// Every metric family: name, type, HELP text (docs/operations.md, "Metrics", lists the same
+/// families and labels). The one place these are written.
+pub const FAMILIES: [(&str, &str, &str); 17] = [
+    (
+        "barrier_frames_received_total",
+        "counter",
+        "Barrier frames received (parsed), by port and kind.",
+    ),
+    (
+        "barrier_frames_sent_total",
+        "counter",
+        "Barrier frames sent, by port and kind.",
+    ),
+    (
+        "barrier_frames_dropped_total",
+        "counter",
+        "Frames the switch received and dropped, by reason (docs/wire-format.md).",
+    ),
+    (
+        "barrier_frames_policed_total",
+        "counter",
+        "Barrier frames over the port's policer rate, dropped before the group table, by port.",
+    ),
+    (
+        "barrier_port_policer_rate",
+        "gauge",
+        "The port's policer rate in barrier frames per second, as set by the file or barrierctl port set; 0: no policer.",
+    ),
+    (
+        "barrier_port_policer_burst",
+        "gauge",
+        "The port's policer burst in frames; 0: no policer.",
+    ),
+    (
+        "barrier_rx_events_total",
+        "counter",
+        "What the group table made of received frames, and RX-side waits, by event.",
+    ),
+    (
+        "barrier_tx_events_total",
+        "counter",
+        "Egress events by port: re-sends, backpressure waits, coalesced sends.",
+    ),
+    (
+        "barrier_loop_passes_total",
+        "counter",
+        "Passes of each polling loop over its pollers, with work (busy) and without (idle).",
+    ),
+    (
+        "barrier_group_completions_total",
+        "counter",
+        "Barriers of the group this switch completed.",
+    ),
+    (
+        "barrier_group_resends_total",
+        "counter",
+        "Re-sends (reduce to the parent, release to a child) for the group.",
+    ),
+    (
+        "barrier_group_epoch",
+        "gauge",
+        "The group's current epoch.",
+    ),
+    (
+        "barrier_group_seq",
+        "gauge",
+        "Sequence number of the group's current barrier (absent while unknown and nothing heard).",
+    ),
+    (
+        "barrier_group_children_missing",
+        "gauge",
+        "Children whose reduce for the current barrier has not arrived.",
+    ),
+    (
+        "barrier_group_latency_seconds",
+        "histogram",
+        "Per-barrier latency at this switch: first child's reduce to the release decision.",
+    ),
+    (
+        "barrier_group_last_arrivals_total",
+        "counter",
+        "Barriers of the group whose last reduce (the straggler) came from this port.",
+    ),
+    (
+        "barrier_group_waiting_seconds",
+        "gauge",
+        "Age of the barrier in progress (since its first reduce); 0 when none is in progress.",
+    ),
+];
+
+/// The `# HELP` and `# TYPE` lines of family `name` (`FAMILIES`).
+fn family(out: &mut String, name: &str) {
+    let (_, kind, help) = FAMILIES
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .copied()
+        .unwrap_or((name, "untyped", ""));
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
@@ -64,33 +159,31 @@ fn esc(v: &str) -> String {
 }
 
 /// The exposition text for one scrape.
-pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String {
+pub fn render(dp: &dyn Dataplane, loops: &LoopsCell, groups: &[u32]) -> String {
+    let loops = loops.get();
+    let mut snap = dp.snapshot();
+    snap.add_loops(loops.map_or(&[], Vec::as_slice));
     let mut out = String::new();
-    let rx_index = |name: &str| RxCounters::NAMES.iter().position(|n| *n == name);
-    let tx_index = |name: &str| TxCounters::NAMES.iter().position(|n| *n == name);
-    // Per port sums of the RX pollers' counters.
-    let per_port: Vec<Vec<u64>> = (0..stats.port_names.len())
-        .map(|p| {
-            let mut s = vec![0u64; RxCounters::NAMES.len()];
-            for (_, c) in stats.rx.iter().filter(|(i, _)| *i == p) {
-                for (a, v) in s.iter_mut().zip(c.values()) {
-                    *a += v;
-                }
-            }
-            s
-        })
-        .collect();
-    let total: Vec<u64> = (0..RxCounters::NAMES.len())
-        .map(|i| per_port.iter().map(|p| p[i]).sum())
-        .collect();
+    render_counters(&mut out, &snap, Some(dp), loops.is_some());
+    render_groups(&mut out, dp, groups);
+    out
+}
 
-    family(
-        &mut out,
-        "barrier_frames_received_total",
-        "counter",
-        "Barrier frames received (parsed), by port and kind.",
-    );
-    for (p, name) in stats.port_names.iter().enumerate() {
+/// The counter families of one snapshot, in exposition order; with `dp`, the policer gauges
+/// (registers, not counters) in their place among them; with `loops`, the loop passes.
+pub fn render_counters(out: &mut String, snap: &Snapshot, dp: Option<&dyn Dataplane>, loops: bool) {
+    let rx_names = Set::Rx.names();
+    let tx_names = Set::Tx.names();
+    // Per port sums of the RX pollers' counters.
+    let per_port: Vec<Vec<u64>> = (0..snap.ports.len())
+        .map(|p| snap.port(Set::Rx, p))
+        .collect();
+    let total = snap.total(Set::Rx);
+    let rx_index = |name: &str| rx_names.iter().position(|n| *n == name);
+    let tx_index = |name: &str| tx_names.iter().position(|n| *n == name);
+
+    family(out, "barrier_frames_received_total");
+    for (p, name) in snap.ports.iter().enumerate() {
         for (kind, counter) in [
             ("reduce", "reduce_in"),
             ("release", "release_in"),
@@ -104,14 +197,9 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
             );
         }
     }
-    family(
-        &mut out,
-        "barrier_frames_sent_total",
-        "counter",
-        "Barrier frames sent, by port and kind.",
-    );
-    for (p, name) in stats.port_names.iter().enumerate() {
-        let v = stats.tx[p].values();
+    family(out, "barrier_frames_sent_total");
+    for (p, name) in snap.ports.iter().enumerate() {
+        let v = snap.port(Set::Tx, p);
         for (kind, counter) in [
             ("reduce", "reduce_out"),
             ("release", "release_out"),
@@ -125,13 +213,8 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
             );
         }
     }
-    family(
-        &mut out,
-        "barrier_frames_dropped_total",
-        "counter",
-        "Frames the switch received and dropped, by reason (docs/wire-format.md).",
-    );
-    for (i, n) in RxCounters::NAMES.iter().enumerate() {
+    family(out, "barrier_frames_dropped_total");
+    for (i, n) in rx_names.iter().enumerate() {
         if let Some(reason) = n.strip_prefix("drop_") {
             let _ = writeln!(
                 out,
@@ -140,13 +223,8 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
             );
         }
     }
-    family(
-        &mut out,
-        "barrier_frames_policed_total",
-        "counter",
-        "Barrier frames over the port's policer rate, dropped before the group table, by port.",
-    );
-    for (p, name) in stats.port_names.iter().enumerate() {
+    family(out, "barrier_frames_policed_total");
+    for (p, name) in snap.ports.iter().enumerate() {
         let v = rx_index("drop_policed").map_or(0, |i| per_port[p][i]);
         let _ = writeln!(
             out,
@@ -154,49 +232,32 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
             esc(name)
         );
     }
-    for (metric, help, pick) in [
-        (
-            "barrier_port_policer_rate",
-            "The port's policer rate in barrier frames per second, as set by the file or barrierctl port set; 0: no policer.",
-            (|s: crate::policer::PolicerSpec| s.rate) as fn(crate::policer::PolicerSpec) -> u64,
-        ),
-        (
-            "barrier_port_policer_burst",
-            "The port's policer burst in frames; 0: no policer.",
-            |s: crate::policer::PolicerSpec| s.burst,
-        ),
-    ] {
-        family(&mut out, metric, "gauge", help);
-        for (p, name) in stats.port_names.iter().enumerate() {
-            let v = stats
-                .policers
-                .get(p)
-                .and_then(|r| r.get())
-                .map_or(0, pick);
-            let _ = writeln!(out, "{metric}{{port=\"{}\"}} {v}", esc(name));
+    if let Some(dp) = dp {
+        type Pick = fn(crate::policer::PolicerSpec) -> u64;
+        let rate: Pick = |s| s.rate;
+        let burst: Pick = |s| s.burst;
+        for (metric, pick) in [
+            ("barrier_port_policer_rate", rate),
+            ("barrier_port_policer_burst", burst),
+        ] {
+            family(out, metric);
+            for (p, name) in snap.ports.iter().enumerate() {
+                let v = dp.policer(p).and_then(|r| r.get()).map_or(0, pick);
+                let _ = writeln!(out, "{metric}{{port=\"{}\"}} {v}", esc(name));
+            }
         }
     }
-    family(
-        &mut out,
-        "barrier_rx_events_total",
-        "counter",
-        "What the group table made of received frames, and RX-side waits, by event.",
-    );
-    for (i, n) in RxCounters::NAMES.iter().enumerate() {
+    family(out, "barrier_rx_events_total");
+    for (i, n) in rx_names.iter().enumerate() {
         if n.starts_with("drop_") || ["frames", "reduce_in", "release_in", "abort_in"].contains(n) {
             continue;
         }
         let _ = writeln!(out, "barrier_rx_events_total{{event=\"{n}\"}} {}", total[i]);
     }
-    family(
-        &mut out,
-        "barrier_tx_events_total",
-        "counter",
-        "Egress events by port: re-sends, backpressure waits, coalesced sends.",
-    );
-    for (p, name) in stats.port_names.iter().enumerate() {
-        let v = stats.tx[p].values();
-        for (i, n) in TxCounters::NAMES.iter().enumerate() {
+    family(out, "barrier_tx_events_total");
+    for (p, name) in snap.ports.iter().enumerate() {
+        let v = snap.port(Set::Tx, p);
+        for (i, n) in tx_names.iter().enumerate() {
             if ["frames_out", "reduce_out", "release_out", "abort_out"].contains(n) {
                 continue;
             }
@@ -208,19 +269,16 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
             );
         }
     }
-    if let Some(loops) = loops.get() {
-        family(
-            &mut out,
-            "barrier_loop_passes_total",
-            "counter",
-            "Passes of each polling loop over its pollers, with work (busy) and without (idle).",
-        );
-        let busy = LoopCounters::NAMES.iter().position(|n| *n == "busy_polls");
-        let idle = LoopCounters::NAMES.iter().position(|n| *n == "idle_polls");
-        for (l, c) in loops {
-            let v = c.values();
-            for (state, i) in [("busy", busy), ("idle", idle)] {
-                let n = i.map_or(0, |i| v[i]);
+    if loops {
+        family(out, "barrier_loop_passes_total");
+        for l in snap.lcores() {
+            for (state, counter) in [("busy", "busy_polls"), ("idle", "idle_polls")] {
+                let n: u64 = snap
+                    .rows
+                    .iter()
+                    .filter(|r| r.set == Set::Loop && r.lcore == Some(l) && r.name == counter)
+                    .map(|r| r.value)
+                    .sum();
                 let _ = writeln!(
                     out,
                     "barrier_loop_passes_total{{lcore=\"{l}\",state=\"{state}\"}} {n}"
@@ -228,70 +286,64 @@ pub fn render(stats: &SwitchStats, loops: &LoopsCell, groups: &[u32]) -> String 
             }
         }
     }
+}
+
+/// The per-group families: the groups `groups` lists and the watched ones.
+fn render_groups(out: &mut String, dp: &dyn Dataplane, groups: &[u32]) {
+    let table = dp.table();
     // The file's `metrics.groups` and every watched group (`[stragglers] groups` and those
     // `barrierctl group watch` added), configured ones only.
     let mut listed: Vec<u32> = groups.to_vec();
-    if let Some(w) = &stats.watch {
+    if let Some(w) = dp.watch() {
         listed.extend(w.groups());
     }
     listed.sort_unstable();
     listed.dedup();
-    listed.retain(|&g| stats.table.config(GroupId(g)).is_some());
+    listed.retain(|&g| table.config(GroupId(g)).is_some());
     if !listed.is_empty() {
         type Get<'a> = Box<dyn Fn(u32) -> Option<u64> + 'a>;
-        let series: [(&str, &str, &str, Get); 5] = [
+        let series: [(&str, Get); 5] = [
             (
                 "barrier_group_completions_total",
-                "counter",
-                "Barriers of the group this switch completed.",
-                Box::new(|g| Some(u64::from(stats.groups.completions(g)))),
+                Box::new(|g| Some(u64::from(table.counts(GroupId(g)).completions))),
             ),
             (
                 "barrier_group_resends_total",
-                "counter",
-                "Re-sends (reduce to the parent, release to a child) for the group.",
-                Box::new(|g| Some(u64::from(stats.groups.resends(g)))),
+                Box::new(|g| Some(u64::from(table.counts(GroupId(g)).resends))),
             ),
             (
                 "barrier_group_epoch",
-                "gauge",
-                "The group's current epoch.",
-                Box::new(|g| stats.table.config(GroupId(g)).map(|c| u64::from(c.epoch.0))),
+                Box::new(|g| table.config(GroupId(g)).map(|c| u64::from(c.epoch.0))),
             ),
             (
                 "barrier_group_seq",
-                "gauge",
-                "Sequence number of the group's current barrier (absent while unknown and nothing heard).",
                 Box::new(|g| {
-                    let s = stats.table.state(GroupId(g))?;
+                    let s = table.state(GroupId(g))?;
                     (s.phase != Phase::Unknown || !s.arrived.is_empty())
                         .then_some(u64::from(s.seq.0))
                 }),
             ),
             (
                 "barrier_group_children_missing",
-                "gauge",
-                "Children whose reduce for the current barrier has not arrived.",
                 Box::new(|g| {
-                    let c = stats.table.config(GroupId(g))?;
-                    let s = stats.table.state(GroupId(g))?;
+                    let c = table.config(GroupId(g))?;
+                    let s = table.state(GroupId(g))?;
                     Some(PortSet(c.children.0 & !s.arrived.0).len() as u64)
                 }),
             ),
         ];
-        for (name, kind, help, get) in &series {
-            family(&mut out, name, kind, help);
+        for (name, get) in &series {
+            family(out, name);
             for &g in &listed {
                 if let Some(v) = get(g) {
                     let _ = writeln!(out, "{name}{{group=\"{g}\"}} {v}");
                 }
             }
         }
-        if let Some(w) = &stats.watch {
-            stragglers(&mut out, stats, w, &listed);
+        if let Some(w) = dp.watch() {
+            stragglers(out, dp, w, &listed);
         }
     }
-    out
 }
 
 /// Upper bounds (seconds) of the latency histogram's buckets.
@@ -300,18 +352,13 @@ const LATENCY_BOUNDS: [f64; 16] = [
 ];
 
 /// Straggler series for the listed groups that are also watched (`[stragglers] groups`).
-fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch, listed: &[u32]) {
+fn stragglers(out: &mut String, dp: &dyn Dataplane, w: &crate::straggler::Watch, listed: &[u32]) {
     let watched: Vec<u32> = listed.iter().copied().filter(|&g| w.watches(g)).collect();
     if watched.is_empty() {
         return;
     }
     let now = w.clock.now_ns();
-    family(
-        out,
-        "barrier_group_latency_seconds",
-        "histogram",
-        "Per-barrier latency at this switch: first child's reduce to the release decision.",
-    );
+    family(out, "barrier_group_latency_seconds");
     for &g in &watched {
         let Some(r) = w.report(g) else { continue };
         let s = r.lock();
@@ -348,17 +395,12 @@ fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch
             "barrier_group_latency_seconds_count{{group=\"{g}\"}} {count}"
         );
     }
-    family(
-        out,
-        "barrier_group_last_arrivals_total",
-        "counter",
-        "Barriers of the group whose last reduce (the straggler) came from this port.",
-    );
+    family(out, "barrier_group_last_arrivals_total");
     for &g in &watched {
         let Some(r) = w.report(g) else { continue };
         let s = r.lock();
         for (p, &c) in s.last_counts.iter().enumerate() {
-            if let Some(name) = stats.port_names.get(p) {
+            if let Some(name) = dp.port_names().get(p) {
                 let _ = writeln!(
                     out,
                     "barrier_group_last_arrivals_total{{group=\"{g}\",port=\"{}\"}} {c}",
@@ -367,17 +409,12 @@ fn stragglers(out: &mut String, stats: &SwitchStats, w: &crate::straggler::Watch
             }
         }
     }
-    family(
-        out,
-        "barrier_group_waiting_seconds",
-        "gauge",
-        "Age of the barrier in progress (since its first reduce); 0 when none is in progress.",
-    );
+    family(out, "barrier_group_waiting_seconds");
     for &g in &watched {
         let Some(r) = w.report(g) else { continue };
         let s = r.lock();
         let age = s
-            .waiting(stats.table.run(GroupId(g)))
+            .waiting(dp.table().run(GroupId(g)))
             .map_or(0.0, |(_, first)| now.saturating_sub(first) as f64 / 1e9);
         let _ = writeln!(out, "barrier_group_waiting_seconds{{group=\"{g}\"}} {age}");
     }

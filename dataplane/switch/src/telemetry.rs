@@ -15,7 +15,9 @@
 //! may not be in `tx/` yet). A group's state is one 128-bit load of its table slot, so `phase`,
 //! `seq` and `arrived` always belong together.
 
-use crate::counters::{RxCounters, SchedCounters, TxCounters};
+use crate::counters::{Set, Snapshot};
+use crate::engine::Dataplane;
+#[cfg(feature = "dpdk")]
 use crate::engine::SwitchStats;
 #[cfg(feature = "dpdk")]
 use barrier_protocol::switch::{GroupState, Phase, Role};
@@ -26,8 +28,6 @@ use barrier_runtime::counters::LoopCounters;
 use dpdk::telemetry::register_dict;
 #[cfg(feature = "dpdk")]
 use dpdk::{DpdkError, Eal, PortId, TelemetryValue};
-#[cfg(feature = "dpdk")]
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, OnceLock};
 
 /// Groups listed one by one in `/barrier/groups` (a dictionary holds at most 256 entries).
@@ -52,102 +52,58 @@ pub type LoopsCell = Arc<OnceLock<Vec<(u32, Arc<LoopCounters>)>>>;
 
 /// `(name, value)` pairs of `/barrier/stats`: the RX, TX and scheduler counters, every one,
 /// summed over pollers and ports. Also the body of `--stats-json`.
-pub fn stats_entries(stats: &SwitchStats) -> Vec<(String, u64)> {
+pub fn stats_entries(dp: &dyn Dataplane) -> Vec<(String, u64)> {
+    snapshot_entries(&dp.snapshot())
+}
+
+/// `stats_entries` of one snapshot.
+pub fn snapshot_entries(snap: &Snapshot) -> Vec<(String, u64)> {
     let mut out = Vec::new();
-    let mut rx = vec![0u64; RxCounters::NAMES.len()];
-    for (_, c) in &stats.rx {
-        for (s, v) in rx.iter_mut().zip(c.values()) {
-            *s += v;
-        }
+    for (prefix, set) in [
+        ("rx", Set::Rx),
+        ("tx", Set::Tx),
+        ("scheduler", Set::Scheduler),
+    ] {
+        out.extend(
+            Snapshot::named(set, snap.total(set)).map(|(n, v)| (format!("{prefix}/{n}"), v)),
+        );
     }
-    out.extend(
-        RxCounters::NAMES
-            .iter()
-            .zip(rx)
-            .map(|(n, v)| (format!("rx/{n}"), v)),
-    );
-    let mut tx = vec![0u64; TxCounters::NAMES.len()];
-    for c in &stats.tx {
-        for (s, v) in tx.iter_mut().zip(c.values()) {
-            *s += v;
-        }
-    }
-    out.extend(
-        TxCounters::NAMES
-            .iter()
-            .zip(tx)
-            .map(|(n, v)| (format!("tx/{n}"), v)),
-    );
-    out.extend(
-        SchedCounters::NAMES
-            .iter()
-            .zip(stats.sched.values())
-            .map(|(n, v)| (format!("scheduler/{n}"), v)),
-    );
     out
 }
 
 /// The final counters as one JSON object: `{"switch": name, "rx": {...}, "tx": {...},
 /// "scheduler": {...}, "ports": {"a": {"rx": {...}, "tx": {...}}}}`, every counter (zeroes
 /// included) under the names the report prints.
-pub fn stats_json(stats: &SwitchStats) -> serde_json::Value {
+pub fn stats_json(dp: &dyn Dataplane) -> serde_json::Value {
+    snapshot_json(&dp.snapshot())
+}
+
+/// `stats_json` of one snapshot.
+pub fn snapshot_json(snap: &Snapshot) -> serde_json::Value {
     use serde_json::{Map, Value};
-    let obj = |names: &[&str], values: Vec<u64>| -> Value {
+    let obj = |set: Set, values: Vec<u64>| -> Value {
         Value::Object(
-            names
-                .iter()
-                .zip(values)
+            Snapshot::named(set, values)
                 .map(|(n, v)| (n.to_string(), Value::from(v)))
                 .collect(),
         )
     };
-    let sum = |sets: Vec<Vec<u64>>, n: usize| -> Vec<u64> {
-        let mut s = vec![0u64; n];
-        for set in sets {
-            for (a, v) in s.iter_mut().zip(set) {
-                *a += v;
-            }
-        }
-        s
-    };
-    let rx_n = RxCounters::NAMES.len();
-    let tx_n = TxCounters::NAMES.len();
     let mut ports = Map::new();
-    for (p, name) in stats.port_names.iter().enumerate() {
-        let rx = sum(
-            stats
-                .rx
-                .iter()
-                .filter(|(i, _)| *i == p)
-                .map(|(_, c)| c.values())
-                .collect(),
-            rx_n,
-        );
+    for (p, name) in snap.ports.iter().enumerate() {
         let mut port = Map::new();
-        port.insert("rx".into(), obj(RxCounters::NAMES, rx));
-        port.insert("tx".into(), obj(TxCounters::NAMES, stats.tx[p].values()));
+        port.insert("rx".into(), obj(Set::Rx, snap.port(Set::Rx, p)));
+        port.insert("tx".into(), obj(Set::Tx, snap.port(Set::Tx, p)));
         ports.insert(name.clone(), Value::Object(port));
     }
     let mut top = Map::new();
-    top.insert("switch".into(), Value::from(stats.name.clone()));
-    top.insert(
-        "rx".into(),
-        obj(
-            RxCounters::NAMES,
-            sum(stats.rx.iter().map(|(_, c)| c.values()).collect(), rx_n),
-        ),
-    );
-    top.insert(
-        "tx".into(),
-        obj(
-            TxCounters::NAMES,
-            sum(stats.tx.iter().map(|c| c.values()).collect(), tx_n),
-        ),
-    );
-    top.insert(
-        "scheduler".into(),
-        obj(SchedCounters::NAMES, stats.sched.values()),
-    );
+    top.insert("switch".into(), Value::from(snap.switch.clone()));
+    for (key, set) in [
+        ("rx", Set::Rx),
+        ("tx", Set::Tx),
+        ("scheduler", Set::Scheduler),
+    ] {
+        top.insert(key.into(), obj(set, snap.total(set)));
+    }
     top.insert("ports".into(), Value::Object(ports));
     Value::Object(top)
 }
@@ -326,13 +282,9 @@ pub fn groups_entries(stats: &SwitchStats) -> Vec<(String, TelemetryValue)> {
 /// DPDK's names (a port whose xstats cannot be read gets `<port>/xstats_error`).
 pub fn ports_entries(stats: &SwitchStats, ids: &[PortId]) -> Vec<(String, TelemetryValue)> {
     let mut out = Vec::new();
+    let snap = stats.snapshot();
     for (p, (name, id)) in stats.port_names.iter().zip(ids).enumerate() {
-        let rx: u64 = stats
-            .rx
-            .iter()
-            .filter(|(i, _)| *i == p)
-            .map(|(_, c)| c.frames.load(Relaxed))
-            .sum();
+        let rx = snap.value(Set::Rx, "frames", Some(p));
         out.push((
             format!("{name}/port_id"),
             TelemetryValue::U64(u64::from(id.0)),
@@ -340,7 +292,7 @@ pub fn ports_entries(stats: &SwitchStats, ids: &[PortId]) -> Vec<(String, Teleme
         out.push((format!("{name}/rx_frames"), TelemetryValue::U64(rx)));
         out.push((
             format!("{name}/tx_frames_out"),
-            TelemetryValue::U64(stats.tx[p].frames_out.load(Relaxed)),
+            TelemetryValue::U64(snap.value(Set::Tx, "frames_out", Some(p))),
         ));
         // the policer in force (file or `barrierctl port set`); 0: none
         let policer = stats.policers.get(p).and_then(|r| r.get());
@@ -372,13 +324,15 @@ pub fn lcores_entries(loops: &LoopsCell) -> Vec<(String, TelemetryValue)> {
     let Some(loops) = loops.get() else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for (l, c) in loops {
-        for (n, v) in LoopCounters::NAMES.iter().zip(c.values()) {
-            out.push((format!("{l}/{n}"), TelemetryValue::U64(v)));
-        }
-    }
-    out
+    let mut snap = Snapshot::default();
+    snap.add_loops(loops);
+    snap.rows
+        .into_iter()
+        .map(|r| {
+            let l = r.lcore.unwrap_or_default();
+            (format!("{l}/{}", r.name), TelemetryValue::U64(r.value))
+        })
+        .collect()
 }
 
 #[cfg(feature = "dpdk")]

@@ -2,8 +2,8 @@
 //! answer. No socket here; the only I/O is the write-back of the configuration file.
 
 use crate::config;
-use crate::counters::{RxCounters, SchedCounters, TxCounters};
-use crate::engine::SwitchStats;
+use crate::counters::{Set, Snapshot};
+use crate::engine::Dataplane;
 use crate::policer::PolicerSpec;
 use crate::spec::{Device, SwitchSpec};
 use barrier_ctl::epoch::{self, Admission, Change};
@@ -29,7 +29,7 @@ pub struct PortDesc {
 
 /// The deciding half: a request against the running switch's table and counters.
 pub struct Control {
-    stats: SwitchStats,
+    dp: Box<dyn Dataplane>,
     ports: Vec<PortDesc>,
     /// The configuration file, for write-back.
     pub(super) file: Option<PathBuf>,
@@ -80,9 +80,9 @@ fn mac_string(m: [u8; 6]) -> String {
 }
 
 impl Control {
-    /// Control over a switch built from `spec`, whose running parts `stats` holds; `file` is
-    /// the configuration file write-back rewrites.
-    pub fn new(stats: SwitchStats, spec: &SwitchSpec, file: Option<PathBuf>) -> Control {
+    /// Control over a switch built from `spec`, whose running dataplane is `dp` (for the DPDK
+    /// pipeline, its `SwitchStats`); `file` is the configuration file write-back rewrites.
+    pub fn new(dp: impl Dataplane + 'static, spec: &SwitchSpec, file: Option<PathBuf>) -> Control {
         let ports = spec
             .ports
             .iter()
@@ -95,16 +95,21 @@ impl Control {
                 peer_mac: p.peer_mac,
             })
             .collect();
-        Control::with_ports(stats, ports, file)
+        Control::with_ports(dp, ports, file)
     }
 
     /// As `new`, with the ports described directly (a switch not built from a file).
-    pub fn with_ports(stats: SwitchStats, ports: Vec<PortDesc>, file: Option<PathBuf>) -> Control {
-        let highest = (0..stats.table.capacity())
-            .map(|n| stats.table.config(GroupId(n)).map(|c| c.epoch.get()))
+    pub fn with_ports(
+        dp: impl Dataplane + 'static,
+        ports: Vec<PortDesc>,
+        file: Option<PathBuf>,
+    ) -> Control {
+        let table = dp.table();
+        let highest = (0..table.capacity())
+            .map(|n| table.config(GroupId(n)).map(|c| c.epoch.get()))
             .collect();
         Control {
-            stats,
+            dp: Box::new(dp),
             ports,
             file,
             highest,
@@ -184,7 +189,7 @@ impl Control {
     }
 
     pub(super) fn table(&self) -> &barrier_protocol::table::GroupTable {
-        &self.stats.table
+        self.dp.table()
     }
 
     /// The group's epoch (`DEFAULT_EPOCH` for a group that does not exist).
@@ -425,7 +430,7 @@ impl Control {
 
     /// Starts (`on`) or stops the straggler report and per-group series of `group`.
     fn watch(&mut self, group: u32, on: bool) -> Result<Reply, String> {
-        let Some(watch) = self.stats.watch.clone() else {
+        let Some(watch) = self.dp.watch().cloned() else {
             return Err("this switch watches no group ([stragglers] limit = 0 in its file)".into());
         };
         let action = if on {
@@ -461,8 +466,8 @@ impl Control {
                 failed: st.failure().map(|f| f.to_string()),
                 seq: (st.phase != Phase::Unknown).then_some(st.seq.0),
                 arrived: st.arrivals().iter().map(|p| self.port_name(p)).collect(),
-                completions: self.stats.groups.completions(group),
-                resends: self.stats.groups.resends(group),
+                completions: self.table().counts(GroupId(group)).completions,
+                resends: self.table().counts(GroupId(group)).resends,
                 stragglers: self.stragglers(group),
             },
         })
@@ -470,7 +475,7 @@ impl Control {
 
     /// The straggler report of a watched group (`[stragglers] groups`), else `None`.
     fn stragglers(&self, group: u32) -> Option<Stragglers> {
-        let watch = self.stats.watch.as_ref()?;
+        let watch = self.dp.watch()?;
         let r = watch.report(group)?;
         let w = r.lock();
         let now = watch.clock.now_ns();
@@ -522,58 +527,41 @@ impl Control {
     }
 
     fn stats(&self) -> Reply {
-        let s = &self.stats;
-        let set = |scope: String, names: &[&str], values: Vec<u64>| CounterSet {
+        let snap = self.dp.snapshot();
+        let set = |scope: String, set: Set, values: Vec<u64>| CounterSet {
             scope,
-            counters: names.iter().map(|n| n.to_string()).zip(values).collect(),
+            counters: Snapshot::named(set, values)
+                .map(|(n, v)| (n.to_string(), v))
+                .collect(),
         };
-        let sum = |rows: Vec<Vec<u64>>, n: usize| {
-            rows.into_iter().fold(vec![0u64; n], |mut acc, r| {
-                for (a, v) in acc.iter_mut().zip(r) {
-                    *a += v;
-                }
-                acc
-            })
-        };
-        let rx_n = RxCounters::NAMES.len();
-        let tx_n = TxCounters::NAMES.len();
         let mut sets = vec![
+            set("rx total".into(), Set::Rx, snap.total(Set::Rx)),
+            set("tx total".into(), Set::Tx, snap.total(Set::Tx)),
             set(
-                "rx total".into(),
-                RxCounters::NAMES,
-                sum(s.rx.iter().map(|(_, c)| c.values()).collect(), rx_n),
+                "scheduler".into(),
+                Set::Scheduler,
+                snap.total(Set::Scheduler),
             ),
-            set(
-                "tx total".into(),
-                TxCounters::NAMES,
-                sum(s.tx.iter().map(|c| c.values()).collect(), tx_n),
-            ),
-            set("scheduler".into(), SchedCounters::NAMES, s.sched.values()),
         ];
-        for (p, name) in s.port_names.iter().enumerate() {
+        for (p, name) in snap.ports.iter().enumerate() {
             sets.push(set(
                 format!("port {name} rx"),
-                RxCounters::NAMES,
-                sum(
-                    s.rx.iter()
-                        .filter(|(i, _)| *i == p)
-                        .map(|(_, c)| c.values())
-                        .collect(),
-                    rx_n,
-                ),
+                Set::Rx,
+                snap.port(Set::Rx, p),
             ));
             sets.push(set(
                 format!("port {name} tx"),
-                TxCounters::NAMES,
-                s.tx[p].values(),
+                Set::Tx,
+                snap.port(Set::Tx, p),
             ));
         }
         let cap = self.table().capacity();
         let configured = (0..cap)
             .filter(|&n| self.table().config(GroupId(n)).is_some())
             .count() as u64;
-        let completions = (0..cap).map(|n| u64::from(s.groups.completions(n))).sum();
-        let resends = (0..cap).map(|n| u64::from(s.groups.resends(n))).sum();
+        let counts = |n| self.table().counts(GroupId(n));
+        let completions = (0..cap).map(|n| u64::from(counts(n).completions)).sum();
+        let resends = (0..cap).map(|n| u64::from(counts(n).resends)).sum();
         sets.push(CounterSet {
             scope: "groups".into(),
             counters: [
@@ -591,27 +579,17 @@ impl Control {
     /// One port as the control socket shows it: counters summed over its RX queues, the
     /// policer its register holds now.
     fn port_info(&self, i: usize) -> PortInfo {
-        let s = &self.stats;
-        let rx = |name: &str| -> u64 {
-            let Some(k) = RxCounters::NAMES.iter().position(|n| *n == name) else {
-                return 0;
-            };
-            s.rx.iter()
-                .filter(|(p, _)| *p == i)
-                .map(|(_, c)| c.values()[k])
-                .sum()
-        };
+        let snap = self.dp.snapshot();
+        let rx = |name: &str| snap.value(Set::Rx, name, Some(i));
         let d = &self.ports[i];
-        let policer = s.policers.get(i).and_then(|r| r.get());
+        let policer = self.dp.policer(i).and_then(|r| r.get());
         PortInfo {
             index: i as u8,
             name: d.name.clone(),
             device: d.device.clone(),
             peer_mac: mac_string(d.peer_mac),
             rx_frames: rx("frames"),
-            tx_frames: s.tx.get(i).map_or(0, |c| {
-                c.frames_out.load(std::sync::atomic::Ordering::Relaxed)
-            }),
+            tx_frames: snap.value(Set::Tx, "frames_out", Some(i)),
             policer_rate: policer.map_or(0, |p| p.rate),
             policer_burst: policer.map_or(0, |p| p.burst),
             drop_policed: rx("drop_policed"),
@@ -643,11 +621,9 @@ impl Control {
         let p = self.port(name)?;
         let i = p.get() as usize;
         let register = self
-            .stats
-            .policers
-            .get(i)
-            .ok_or_else(|| format!("port {name:?} has no policer register"))?
-            .clone();
+            .dp
+            .policer(i)
+            .ok_or_else(|| format!("port {name:?} has no policer register"))?;
         let rate = match (rate, burst) {
             (None, None) => {
                 return Err(
@@ -665,7 +641,7 @@ impl Control {
                 }
             },
         };
-        let queues = self.stats.rx.iter().filter(|(q, _)| *q == i).count();
+        let queues = self.dp.rx_queues(i);
         let spec = PolicerSpec::checked(rate, burst, u16::try_from(queues).unwrap_or(u16::MAX))
             .map_err(|e| format!("port {name:?}: {e}"))?;
         let generation = register.set(spec);

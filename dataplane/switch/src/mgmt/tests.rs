@@ -1150,3 +1150,270 @@ number = 5
         );
     }
 }
+
+/// The four renderings of the counters (the text report, the telemetry entries and
+/// `--stats-json`, Prometheus, the control socket's `stats`) agree value for value with one
+/// snapshot of a switch that carried traffic: completions, releases sent, a stale reduce, a
+/// duplicate, a
+/// frame from a port that is not a child, a frame for an unknown group, one that does not parse.
+#[test]
+fn every_rendering_agrees_with_the_snapshot() {
+    use crate::counters::Set;
+    let mut b = bed(8);
+    for seq in 0..3 {
+        b.send_reduce(1, 1, seq);
+        b.send_reduce(2, 1, seq);
+        b.run();
+    }
+    b.send_reduce(2, 1, 2); // a stale reduce of a completed barrier: a re-sent release
+    b.send_reduce(1, 1, 3);
+    b.send_reduce(1, 1, 3); // the same child twice in one barrier: a duplicate
+    b.send_reduce(3, 1, 3); // d2 is not a child of group 1
+    b.send_reduce(1, 5, 0); // no group 5
+    b.to_switch[2].offer(&[0u8; 20]).unwrap(); // not a barrier frame (EtherType 0)
+    b.to_switch[2].flush();
+    b.run();
+    for p in 0..PORTS.len() {
+        b.received(p);
+    }
+    let snap = b.stats.snapshot();
+    let sum = |set: Set| snap.total(set).iter().sum::<u64>();
+    assert!(sum(Set::Rx) > 0 && sum(Set::Tx) > 0 && sum(Set::Scheduler) > 0);
+    for name in [
+        "completions",
+        "recorded",
+        "stale_reduce",
+        "duplicates",
+        "drop_not_a_child",
+        "drop_unknown_group",
+        "drop_not_barrier",
+    ] {
+        assert!(snap.value(Set::Rx, name, None) > 0, "{name}: {snap:?}");
+    }
+
+    let report = crate::engine::report_counters(&snap);
+    assert_eq!(
+        b.stats
+            .report()
+            .lines()
+            .take(report.lines().count())
+            .collect::<Vec<_>>(),
+        report.lines().collect::<Vec<_>>(),
+        "SwitchStats::report starts with the snapshot's counter lines"
+    );
+    let line = |title: &str| -> std::collections::BTreeMap<String, u64> {
+        let l = report
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("  {title}: ")))
+            .unwrap_or_else(|| panic!("no {title} in {report}"));
+        l.split(' ')
+            .filter(|w| *w != "-")
+            .map(|w| {
+                let (n, v) = w.split_once('=').unwrap();
+                (n.to_string(), v.parse().unwrap())
+            })
+            .collect()
+    };
+    let entries: std::collections::BTreeMap<String, u64> =
+        crate::telemetry::snapshot_entries(&snap)
+            .into_iter()
+            .collect();
+    assert_eq!(
+        entries,
+        crate::telemetry::stats_entries(&b.stats)
+            .into_iter()
+            .collect()
+    );
+    let json = crate::telemetry::snapshot_json(&snap);
+    assert_eq!(json, crate::telemetry::stats_json(&b.stats));
+    let Reply::Stats { sets } = b.ok(r#"{"op":"stats"}"#) else {
+        panic!("not a stats reply")
+    };
+    let scope = |s: &str| &sets.iter().find(|c| c.scope == s).unwrap().counters;
+    let metrics = crate::metrics::render(&b.stats, &Default::default(), &[]);
+    let prom = |series: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {series} in {metrics}"))
+            .parse()
+            .unwrap()
+    };
+
+    for (set, key, title) in [
+        (Set::Rx, "rx", "rx total"),
+        (Set::Tx, "tx", "tx total"),
+        (Set::Scheduler, "scheduler", "scheduler"),
+    ] {
+        let printed = line(title);
+        for (i, &name) in set.names().iter().enumerate() {
+            let v = snap.total(set)[i];
+            assert_eq!(v, snap.value(set, name, None));
+            assert_eq!(
+                printed.get(name).copied().unwrap_or(0),
+                v,
+                "report {key}/{name}"
+            );
+            assert_eq!(
+                entries[&format!("{key}/{name}")],
+                v,
+                "telemetry {key}/{name}"
+            );
+            assert_eq!(json[key][name], v, "json {key}/{name}");
+            assert_eq!(scope(title)[name], v, "control {key}/{name}");
+            if set == Set::Rx {
+                let series = if let Some(reason) = name.strip_prefix("drop_") {
+                    format!("barrier_frames_dropped_total{{reason=\"{reason}\"}}")
+                } else if ["frames", "reduce_in", "release_in", "abort_in"].contains(&name) {
+                    continue;
+                } else {
+                    format!("barrier_rx_events_total{{event=\"{name}\"}}")
+                };
+                assert_eq!(prom(&series), v, "{series}");
+            }
+        }
+    }
+    for (p, port) in PORTS.iter().enumerate() {
+        let (rx, tx) = (
+            line(&format!("port {port} rx")),
+            line(&format!("port {port} tx")),
+        );
+        for (set, key, printed) in [(Set::Rx, "rx", rx), (Set::Tx, "tx", tx)] {
+            for (i, &name) in set.names().iter().enumerate() {
+                let v = snap.port(set, p)[i];
+                assert_eq!(
+                    printed.get(name).copied().unwrap_or(0),
+                    v,
+                    "report {port} {name}"
+                );
+                assert_eq!(json["ports"][port][key][name], v, "json {port} {name}");
+                assert_eq!(
+                    scope(&format!("port {port} {key}"))[name],
+                    v,
+                    "control {port} {name}"
+                );
+            }
+        }
+        let rx = |n: &str| snap.value(Set::Rx, n, Some(p));
+        let tx = |n: &str| snap.value(Set::Tx, n, Some(p));
+        for (kind, i, o) in [
+            ("reduce", "reduce_in", "reduce_out"),
+            ("release", "release_in", "release_out"),
+            ("abort", "abort_in", "abort_out"),
+        ] {
+            let l = format!("{{port=\"{port}\",kind=\"{kind}\"}}");
+            assert_eq!(prom(&format!("barrier_frames_received_total{l}")), rx(i));
+            assert_eq!(prom(&format!("barrier_frames_sent_total{l}")), tx(o));
+        }
+        assert_eq!(
+            prom(&format!("barrier_frames_policed_total{{port=\"{port}\"}}")),
+            rx("drop_policed")
+        );
+        for name in [
+            "retransmits_out",
+            "tx_full_waits",
+            "alloc_fail_waits",
+            "coalesced",
+        ] {
+            assert_eq!(
+                prom(&format!(
+                    "barrier_tx_events_total{{port=\"{port}\",event=\"{name}\"}}"
+                )),
+                tx(name)
+            );
+        }
+        let Reply::Port { port: info } = b.ok(&format!(r#"{{"op":"port_show","port":"{port}"}}"#))
+        else {
+            panic!("not a port reply")
+        };
+        assert_eq!(
+            (info.rx_frames, info.tx_frames, info.drop_policed),
+            (rx("frames"), tx("frames_out"), rx("drop_policed"))
+        );
+    }
+}
+
+/// A dataplane that is only a group table and a fixed set of counters: no pollers, no
+/// policers, no watch.
+struct Bare {
+    table: GroupTable,
+    ports: Vec<String>,
+    snap: crate::counters::Snapshot,
+}
+
+impl crate::engine::Dataplane for Bare {
+    fn name(&self) -> &str {
+        "bare"
+    }
+    fn port_names(&self) -> &[String] {
+        &self.ports
+    }
+    fn table(&self) -> &GroupTable {
+        &self.table
+    }
+    fn snapshot(&self) -> crate::counters::Snapshot {
+        self.snap.clone()
+    }
+    fn watch(&self) -> Option<&Arc<crate::straggler::Watch>> {
+        None
+    }
+    fn policer(&self, _port: usize) -> Option<&crate::policer::PolicerRegister> {
+        None
+    }
+    fn rx_queues(&self, _port: usize) -> usize {
+        1
+    }
+}
+
+/// The management plane needs nothing of a dataplane but `Dataplane`: over one that is a bare
+/// table and a snapshot, the control socket creates and shows groups, and its `stats`, the
+/// telemetry entries and Prometheus render that snapshot.
+#[test]
+fn control_and_exporters_run_over_any_dataplane() {
+    use crate::counters::{Set, Snapshot};
+    let ports: Vec<String> = PORTS.iter().map(|p| p.to_string()).collect();
+    let mut snap = Snapshot {
+        switch: "bare".into(),
+        ports: ports.clone(),
+        rows: Vec::new(),
+    };
+    let mut rx = vec![0u64; Set::Rx.names().len()];
+    rx[1] = 7; // frames
+    snap.push(Set::Rx, Some(1), Some(0), None, rx);
+    let bare = Bare {
+        table: GroupTable::new(4),
+        ports,
+        snap,
+    };
+    assert_eq!(
+        crate::telemetry::stats_entries(&bare)[1],
+        ("rx/frames".into(), 7)
+    );
+    let metrics = crate::metrics::render(&bare, &Default::default(), &[]);
+    assert!(
+        metrics.contains("barrier_frames_dropped_total{reason=\"bad_magic\"} 0"),
+        "{metrics}"
+    );
+    let descs = PORTS
+        .iter()
+        .map(|n| PortDesc {
+            name: n.to_string(),
+            device: "none".into(),
+            peer_mac: [0xff; 6],
+        })
+        .collect();
+    let mut c = Control::with_ports(bare, descs, None);
+    let r = c.handle_line(br#"{"op":"group_create","group":2,"children":["d0","d1"]}"#);
+    assert!(r.ok, "{r:?}");
+    assert!(c.table().config(GroupId(2)).is_some());
+    let r = c.handle_line(br#"{"op":"stats"}"#);
+    let Some(Reply::Stats { sets }) = r.result else {
+        panic!("{r:?}")
+    };
+    let d0 = sets.iter().find(|s| s.scope == "port d0 rx").unwrap();
+    assert_eq!(d0.counters["frames"], 7);
+    let groups = sets.iter().find(|s| s.scope == "groups").unwrap();
+    assert_eq!(groups.counters["configured"], 1);
+    let r = c.handle_line(br#"{"op":"port_set","port":"d0","policer_rate":10}"#);
+    assert!(!r.ok, "no policer register here: {r:?}");
+}
