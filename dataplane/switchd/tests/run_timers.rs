@@ -1,17 +1,19 @@
 //! A run of a group is one unit: the timers a run arms die with it (issue 21, reproduced as the
 //! operator met it). The real `barrier-switch` on net_af_packet over veth pairs in a throw-away
-//! network namespace, one root group with three children and `fail_after_ms = 800`, raw sockets
-//! as the children, management over the control socket.
+//! network namespace, one root group with three children and a failure deadline (the report's
+//! 800 ms, here 1.5 s for margins on a loaded machine), raw sockets as the children, management
+//! over the control socket.
 //!
-//! Each case: the three children complete barrier 0 (its first arrival armed an 800 ms
-//! deadline); the run ends (reset into a new epoch, `set` in the same epoch, or delete and
-//! create); 300 ms after the release one child of the new run reports barrier 0. The previous
-//! run's deadline fires while the new run gathers barrier 0 with one child recorded; before the
-//! fix it aborted the new run (an abort frame to every child, naming a healthy port). The
-//! window the test watches ends 700 ms after the new run's first arrival: the old deadline is
-//! due in it (at most 500 ms after that arrival), the new run's own is not (800 ms). Then the
-//! other children complete the new run's barrier 0, and the new run's own deadline still
-//! declares a silent child of barrier 1: the failure declaration works right after a reuse.
+//! Each case: the three children complete barrier 0 (its first arrival armed the deadline, F =
+//! 1.5 s); the run ends (reset into a new epoch, `set` in the same epoch, or delete and create);
+//! D = 0.9 s after the release one child of the new run reports barrier 0. The previous run's
+//! deadline fires while the new run gathers barrier 0 with one child recorded; before the fix it
+//! aborted the new run (an abort frame to every child, naming a healthy port). The window the
+//! test watches ends F - D/2 = 1.05 s after the new run's first arrival: the old deadline is
+//! due in it (at most F - D = 0.6 s after that arrival), the new run's own is not (F), with
+//! D/2 = 0.45 s of margin on each side for a loaded machine. Then the other children complete
+//! the new run's barrier 0, and the new run's own deadline still declares a silent child of
+//! barrier 1: the failure declaration works right after a reuse.
 
 mod common;
 
@@ -25,6 +27,10 @@ use rawsock::RawSocket;
 use std::time::{Duration, Instant};
 
 const CHILDREN: [&str; 3] = ["leaf0", "leaf1", "leaf2"];
+/// The failure deadline, ms.
+const F_MS: u64 = 1500;
+/// From the old run's release to the new run's first arrival, ms.
+const D_MS: u64 = 900;
 
 /// How a case ends the group's first run.
 #[derive(Debug, Clone, Copy)]
@@ -85,7 +91,7 @@ fn end_run(c: &mut Client, group: u32, how: End) -> u32 {
             parent: None,
             root: false,
             resend_timeout_ns: None,
-            fail_after_ns: Some(800_000_000),
+            fail_after_ns: Some(F_MS * 1_000_000),
         }),
         End::DeleteCreate => {
             c.request(&Request::GroupDelete { group }).unwrap();
@@ -95,7 +101,7 @@ fn end_run(c: &mut Client, group: u32, how: End) -> u32 {
                 parent: None,
                 resend_timeout_ns: None,
                 epoch: Some(2),
-                fail_after_ns: Some(800_000_000),
+                fail_after_ns: Some(F_MS * 1_000_000),
                 force: false,
             })
         }
@@ -116,10 +122,11 @@ fn a_timer_of_the_previous_run_never_aborts_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("run.toml");
     let sock = dir.path().join("ctl.sock");
-    let mut text = root_config(&bed, &CHILDREN, 42, &CHILDREN) + "fail_after_ms = 800\n";
+    let mut text =
+        root_config(&bed, &CHILDREN, 42, &CHILDREN) + &format!("fail_after_ms = {F_MS}\n");
     for g in [43, 44] {
         text += &format!(
-            "\n[[groups]]\nnumber = {g}\nrole = \"root\"\nchildren = [\"leaf0\", \"leaf1\", \"leaf2\"]\nfail_after_ms = 800\n"
+            "\n[[groups]]\nnumber = {g}\nrole = \"root\"\nchildren = [\"leaf0\", \"leaf1\", \"leaf2\"]\nfail_after_ms = {F_MS}\n"
         );
     }
     text += &format!(
@@ -146,11 +153,11 @@ fn a_timer_of_the_previous_run_never_aborts_the_next() {
         let release_seen = Instant::now();
         let epoch = end_run(&mut c, group, how);
 
-        // The new run's first arrival, 300 ms after the old run's barrier completed.
-        std::thread::sleep(Duration::from_millis(300));
+        // The new run's first arrival, D after the old run's barrier completed.
+        std::thread::sleep(Duration::from_millis(D_MS));
         let first = Instant::now();
         send(&leaves[0], group, epoch, 0);
-        let left = Duration::from_millis(700).saturating_sub(first.elapsed());
+        let left = Duration::from_millis(F_MS - D_MS / 2).saturating_sub(first.elapsed());
         let seen = frames_within(&leaves, left);
         assert!(
             seen.is_empty(),
