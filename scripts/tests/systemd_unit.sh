@@ -78,7 +78,9 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$state/etc" "$state/etc.work" "$state/var" "$state/var.work" "$state/in"
 
-sed -e "s|@BINDIR@|$build|g" "$repo/scripts/systemd/barrier-switch@.service" \
+# Inside the namespace the build folder is bound at /run/nbbin (it may lie under /tmp, which the
+# namespace hides; a CI checkout often does).
+sed -e "s|@BINDIR@|/run/nbbin|g" "$repo/scripts/systemd/barrier-switch@.service" \
   > "$state/in/barrier-switch@.service"
 cat > "$state/in/test.conf" <<'EOF'
 [Unit]
@@ -124,11 +126,16 @@ printf 'this is not toml [\n' > "$state/in/bad.toml"
 
 cat > "$state/boot.sh" <<'EOF'
 set -e
-state=$1 systemd=$2
+state=$1 systemd=$2 build=$3
 for d in etc var; do
   mount -t overlay nbsystemd -o "lowerdir=/$d,upperdir=$state/$d,workdir=$state/$d.work" "/$d"
 done
 mount -t tmpfs tmpfs /run
+# the test's files and the build stay reachable once /tmp is hidden (either may be under it)
+mkdir -p /run/nbstate /run/nbbin
+mount --bind "$state" /run/nbstate
+mount --bind "$build" /run/nbbin
+state=/run/nbstate
 mount -t tmpfs tmpfs /tmp
 mkdir -p /run/lock /run/nbtest /run/systemd/system/barrier-switch@.service.d /etc/netbarrier
 cp "$state/in/barrier-switch@.service" "$state/in/nb-test.target" /run/systemd/system/
@@ -144,7 +151,7 @@ exec "$systemd" --system --unit=nb-test.target --log-target=null
 EOF
 
 timeout -k 5 300 unshare --pid --fork --kill-child --mount --net --propagation private \
-  --mount-proc bash "$state/boot.sh" "$state" "$systemd" > "$state/boot.log" 2>&1 &
+  --mount-proc bash "$state/boot.sh" "$state" "$systemd" "$build" > "$state/boot.log" 2>&1 &
 upid=$!
 sp=
 for _ in $(seq 100); do
@@ -181,7 +188,7 @@ mode=$(ns stat -c %a /run/netbarrier 2>/dev/null)
 ns test -S /run/netbarrier/t.sock && pass "control socket /run/netbarrier/t.sock" \
   || fail "no control socket: $(ns ls -la /run/netbarrier)"
 if [ -x "$build/barrierctl" ]; then
-  out=$(ns "$build/barrierctl" --socket /run/netbarrier/t.sock groups 2>&1)
+  out=$(ns /run/nbbin/barrierctl --socket /run/netbarrier/t.sock groups 2>&1)
   [ $? -eq 0 ] && pass "barrierctl reaches it" || fail "barrierctl: $out"
 fi
 if ns grep -q $'\x1b' /run/nbtest/t.err; then fail "colour codes in the log file"; else pass "no colour in the log file"; fi
