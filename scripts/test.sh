@@ -39,10 +39,10 @@ if "${nodpdk[@]}" pkg-config --exists libdpdk; then
   exit 1
 fi
 "${nodpdk[@]}" cargo clippy --no-default-features --all-targets -p barrier-protocol \
-  -p barrier-sim -p barrier-ctl -p barrier-runtime -p barrier-switch -p barrier-gen \
+  -p barrier-sim -p barrier-ctl -p barrier-runtime -p barrier-mgmt -p barrier-switch -p barrier-gen \
   -p barrier-fuzz-check -- -D warnings
 "${nodpdk[@]}" cargo test --no-default-features -p barrier-protocol -p barrier-sim \
-  -p barrier-ctl -p barrier-runtime -p barrier-switch -p barrier-gen -p barrier-fuzz-check
+  -p barrier-ctl -p barrier-runtime -p barrier-mgmt -p barrier-switch -p barrier-gen -p barrier-fuzz-check
 
 echo "== loom (model-checked interleavings of the group table)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \

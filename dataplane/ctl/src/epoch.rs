@@ -1,7 +1,7 @@
 //! The epoch rules of a group's runs: which epoch a create or a reset may put a group in. One
 //! run of a group, one epoch (docs/protocol.md, "Assumptions", 2), so a new run must not take
 //! an epoch an earlier run of the group used. The switch enforces these rules on each create
-//! and reset (`barrier_switch::mgmt`); `barrierctl reset` checks a whole tree against them
+//! and reset (`barrier_mgmt::control`); `barrierctl reset` checks a whole tree against them
 //! before it resets any switch. Both call [`admit`], so they cannot disagree.
 //!
 //! What a switch knows of earlier runs is the highest epoch it has had for the group number

@@ -10,7 +10,7 @@
 //! | `group` | one group's specification (file, socket, write-back) and its one check, `resolve` |
 //! | `epoch` | the epoch rules of a group's runs, shared by the switch and `tree` |
 //!
-//! The program is `barrierctl` (`src/main.rs`); the server side is `barrier_switch::mgmt`.
+//! The program is `barrierctl` (`src/main.rs`); the server side is `barrier_mgmt::control`.
 #![forbid(unsafe_code)]
 
 pub mod apply;

@@ -9,7 +9,7 @@
 //! {"ok":true,"result":{"kind":"changed","group":7,"action":"created","epoch":3}}
 //! ```
 //!
-//! The switch serves it (`barrier_switch::mgmt`); `barrierctl` and [`crate::client`] speak it.
+//! The switch serves it (`barrier_mgmt::control`); `barrierctl` and [`crate::client`] speak it.
 
 use crate::group::RoleName;
 use barrier_protocol::switch::Phase;

@@ -7,6 +7,7 @@
 
 use barrier_ctl::client::Client;
 use barrier_ctl::proto::{Reply, Request};
+use barrier_mgmt::{Control, ControlServer, PortDesc};
 use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::switch::GroupConfig;
 use barrier_protocol::table::GroupTable;
@@ -17,7 +18,6 @@ use barrier_runtime::counters::LoopCounters;
 use barrier_runtime::io::{MemRx, MemTx, RxQueue, TxQueue};
 use barrier_runtime::poll::{run_loop, Idle, Poller};
 use barrier_switch::engine::{build_switch, mem_port};
-use barrier_switch::mgmt::{Control, ControlServer, PortDesc};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -183,7 +183,7 @@ fn start() -> Bed {
     let clock = Clock::new();
     let sw = build_switch("s0", [2, 0, 0, 0, 0, 1], ports, table, clock.now_ns());
     let descs = port_descs();
-    let control = Control::with_ports(sw.stats.clone(), descs, None);
+    let control = Control::new(sw.stats.clone(), descs, None);
     let dir = tempfile::tempdir().unwrap();
     // World-traversable, so that the non-root client below reaches the socket's own check.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -710,7 +710,7 @@ fn small_switch(dir: &Path, name: &str, ports: &[&str]) -> SmallSwitch {
         })
         .collect();
     let path = dir.join(format!("{name}.sock"));
-    let server = ControlServer::bind(&path, Control::with_ports(sw.stats, descs, None)).unwrap();
+    let server = ControlServer::bind(&path, Control::new(sw.stats, descs, None)).unwrap();
     (Some(server), table, path)
 }
 
@@ -746,7 +746,7 @@ impl Policed {
         let clock = Clock::new();
         let sw = build_switch("s0", [2, 0, 0, 0, 0, 1], ports, table, clock.now_ns());
         let descs = port_descs();
-        let control = Control::with_ports(sw.stats.clone(), descs, None);
+        let control = Control::new(sw.stats.clone(), descs, None);
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("s0.sock");
         let server = ControlServer::bind(&socket, control).unwrap();

@@ -6,6 +6,7 @@
 //! and the new run's barriers complete. Then every refusal (nothing changed), a failure
 //! midway (a fake switch that refuses; the report names who changed), and the delete.
 
+use barrier_mgmt::{Control, ControlServer, PortDesc};
 use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr};
@@ -15,7 +16,6 @@ use barrier_runtime::counters::LoopCounters;
 use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
 use barrier_runtime::poll::{run_loop, Idle, Poller};
 use barrier_switch::engine::{build_switch, mem_port, PortIo};
-use barrier_switch::mgmt::{Control, ControlServer, PortDesc};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
@@ -191,9 +191,8 @@ fn start() -> Tree {
             clock.now_ns(),
         );
         let path = dir.path().join(format!("{name}.sock"));
-        servers.push(
-            ControlServer::bind(&path, Control::with_ports(sw.stats.clone(), descs, None)).unwrap(),
-        );
+        servers
+            .push(ControlServer::bind(&path, Control::new(sw.stats.clone(), descs, None)).unwrap());
         pollers.extend(sw.rx.into_iter().map(|(_, _, p)| p));
         pollers.push(sw.sched);
         tables.insert(name, table);

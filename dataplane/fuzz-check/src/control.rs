@@ -1,5 +1,5 @@
 //! The control-socket request parser and the requests it decides
-//! (`barrier_ctl::proto::parse_request`, `barrier_switch::mgmt::Control::handle_line`), fed a
+//! (`barrier_ctl::proto::parse_request`, `barrier_mgmt::Control::handle_line`), fed a
 //! session: the input split at newlines, one request line each (as the socket server hands
 //! them over, newline stripped), against a switch on in-memory ports with a table of
 //! [`CAPACITY`] groups and four ports (`up`, `d0`, `d1`, `d2`). For every line:
@@ -20,11 +20,11 @@
 //! longer than the cap are skipped, as the server never hands them to `handle_line`.
 
 use barrier_ctl::proto::{parse_request, Request, Response, MAX_REQUEST_LINE};
+use barrier_mgmt::{Control, PortDesc};
 use barrier_protocol::switch::{GroupConfig, GroupState};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::GroupId;
 use barrier_switch::engine::{build_switch, mem_port};
-use barrier_switch::mgmt::{Control, PortDesc};
 use std::sync::Arc;
 
 /// Groups the fuzzed switch's table holds.
@@ -63,7 +63,7 @@ pub fn new_control() -> (Control, Arc<GroupTable>) {
             peer_mac: [0xff; 6],
         })
         .collect();
-    (Control::with_ports(sw.stats, descs, None), table)
+    (Control::new(sw.stats, descs, None), table)
 }
 
 /// Answers one line and checks the answer and the table; returns the answer.

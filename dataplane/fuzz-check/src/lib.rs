@@ -10,7 +10,7 @@
 //! | --- | --- | --- |
 //! | [`frame`] | `wire::FrameRepr::parse` / `emit` | a named error or a frame; a frame re-encodes to the same header bytes |
 //! | [`config`] | `barrier_switch::config::parse` | no panic; a refusal names a line the text has; what parses is a valid switch |
-//! | [`control`] | `barrier_switch::mgmt::Control::handle_line` (`barrier_ctl::proto::parse_request`) | no panic; one JSON answer line per request; a bad request gets an error; bounded answers; the table stays valid |
+//! | [`control`] | `barrier_mgmt::Control::handle_line` (`barrier_ctl::proto::parse_request`) | no panic; one JSON answer line per request; a bad request gets an error; bounded answers; the table stays valid |
 //! | [`events`] | the switch's RX path (`rx::RxPoller`, `table::GroupTable`, `switch::on_event`) fed frame sequences | the safety invariants of [`events`] |
 
 pub mod config;

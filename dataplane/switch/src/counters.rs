@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use barrier_runtime::counter_set;
-use barrier_runtime::counters::LoopCounters;
-pub(crate) use barrier_runtime::counters::{bump, format_sum};
+pub(crate) use barrier_runtime::counters::bump;
 
 /// One RX poller (a port queue), written by the lcore that polls it.
 #[derive(Default, Debug)]
@@ -173,153 +172,6 @@ counter_set! {
     }
 }
 
-/// Which counter set a snapshot row belongs to; each set has its name table.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Set {
-    /// One RX poller's (`RxCounters`): labelled with its port and queue.
-    Rx,
-    /// One egress port's (`TxCounters`): labelled with its port.
-    Tx,
-    /// The scheduler's (`SchedCounters`): no labels.
-    Scheduler,
-    /// One polling loop's (`LoopCounters`): labelled with its lcore.
-    Loop,
-}
-
-impl Set {
-    /// The set's counter names, in the order every rendering lists them.
-    pub fn names(self) -> &'static [&'static str] {
-        match self {
-            Set::Rx => RxCounters::NAMES,
-            Set::Tx => TxCounters::NAMES,
-            Set::Scheduler => SchedCounters::NAMES,
-            Set::Loop => LoopCounters::NAMES,
-        }
-    }
-}
-
-/// One counter cell as read into a `Snapshot`: its set and name, its labels (the fixed set
-/// the dataplane has: port, RX queue, lcore) and its value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
-    pub set: Set,
-    pub name: &'static str,
-    /// Switch-local port index (`Set::Rx`, `Set::Tx`).
-    pub port: Option<usize>,
-    /// The RX queue of `port`, counted from 0 in the order the pollers were built (`Set::Rx`).
-    pub queue: Option<usize>,
-    /// The lcore of a polling loop (`Set::Loop`).
-    pub lcore: Option<u32>,
-    pub value: u64,
-}
-
-/// Every counter of one switch, read once (`SwitchStats::snapshot`): the one input of every
-/// rendering (the text report, the telemetry commands and `--stats-json`, Prometheus, the
-/// control socket's `stats`). Each cell is read once, so renderings of one snapshot agree value
-/// for value; the snapshot is not atomic across cells (a frame counted in RX may not be in TX
-/// yet).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Snapshot {
-    /// The switch's name.
-    pub switch: String,
-    /// Port names, by switch-local index.
-    pub ports: Vec<String>,
-    /// Per set, per labelled instance, the set's names in order.
-    pub rows: Vec<Row>,
-}
-
-impl Snapshot {
-    /// Rows of one counter set instance, in the set's name order.
-    pub(crate) fn push(
-        &mut self,
-        set: Set,
-        port: Option<usize>,
-        queue: Option<usize>,
-        lcore: Option<u32>,
-        values: Vec<u64>,
-    ) {
-        self.rows
-            .extend(set.names().iter().zip(values).map(|(&name, value)| Row {
-                set,
-                name,
-                port,
-                queue,
-                lcore,
-                value,
-            }));
-    }
-
-    /// Rows of the polling loops' counters, one set per `(lcore, counters)`.
-    pub fn add_loops(&mut self, loops: &[(u32, Arc<LoopCounters>)]) {
-        for (l, c) in loops {
-            self.push(Set::Loop, None, None, Some(*l), c.values());
-        }
-    }
-
-    /// Every counter of `set`, in its name order, summed over the rows `keep` accepts (zeroes
-    /// included).
-    pub fn sum(&self, set: Set, keep: impl Fn(&Row) -> bool) -> Vec<u64> {
-        let names = set.names();
-        let mut out = vec![0u64; names.len()];
-        for r in self.rows.iter().filter(|r| r.set == set && keep(r)) {
-            if let Some(i) = names.iter().position(|n| *n == r.name) {
-                out[i] += r.value;
-            }
-        }
-        out
-    }
-
-    /// `set` summed over the whole switch.
-    pub fn total(&self, set: Set) -> Vec<u64> {
-        self.sum(set, |_| true)
-    }
-
-    /// `set` summed over port `port` (its RX queues).
-    pub fn port(&self, set: Set, port: usize) -> Vec<u64> {
-        self.sum(set, |r| r.port == Some(port))
-    }
-
-    /// One counter of `set` summed over the switch (`port` None) or one port.
-    pub fn value(&self, set: Set, name: &str, port: Option<usize>) -> u64 {
-        self.rows
-            .iter()
-            .filter(|r| r.set == set && r.name == name && (port.is_none() || r.port == port))
-            .map(|r| r.value)
-            .sum()
-    }
-
-    /// The RX queues of port `port` that have rows, in order.
-    pub fn queues(&self, port: usize) -> Vec<usize> {
-        let mut qs: Vec<usize> = Vec::new();
-        for r in &self.rows {
-            if let (Set::Rx, Some(p), Some(q)) = (r.set, r.port, r.queue) {
-                if p == port && !qs.contains(&q) {
-                    qs.push(q);
-                }
-            }
-        }
-        qs
-    }
-
-    /// The lcores of the polling loops that have rows, in order.
-    pub fn lcores(&self) -> Vec<u32> {
-        let mut ls: Vec<u32> = Vec::new();
-        for r in &self.rows {
-            if let (Set::Loop, Some(l)) = (r.set, r.lcore) {
-                if !ls.contains(&l) {
-                    ls.push(l);
-                }
-            }
-        }
-        ls
-    }
-
-    /// `(name, value)` pairs of `values`, a vector of `set` in its name order.
-    pub fn named(set: Set, values: Vec<u64>) -> impl Iterator<Item = (&'static str, u64)> {
-        set.names().iter().copied().zip(values)
-    }
-}
-
 /// Per-group completions and re-sends, as the group table counts them in each group's slot
 /// (`GroupTable::counts`: two `u32`s inside the slot's 64 bytes, counted where the decision is
 /// made, no separate array to miss in). Read by the management thread.
@@ -370,6 +222,7 @@ impl GroupCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use barrier_runtime::counters::format_sum;
 
     #[test]
     fn sums_by_name_and_skips_zeroes() {

@@ -2,20 +2,27 @@
 //! receive queue, one ring per RX poller, and the scheduler that owns every TX queue. Where the
 //! pollers run (which lcore, shared or not) is the caller's choice.
 
-use crate::counters::{
-    format_sum, GroupCounters, RxCounters, SchedCounters, Set, Snapshot, TxCounters,
-};
+use crate::counters::{GroupCounters, RxCounters, SchedCounters, TxCounters};
 use crate::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
 use crate::policer::{PolicerRegister, PolicerSpec, QueuePolicer};
 use crate::poll::Poller;
 use crate::rx::{MsgRing, RxPoller};
 use crate::scheduler::{SchedPoller, TxPort};
 use crate::spec::GroupBlock;
+use barrier_mgmt::snapshot::{report_counters, Names, Set, Snapshot};
+use barrier_mgmt::Dataplane;
 use barrier_protocol::table::{GroupTable, TableError};
 use barrier_protocol::{GroupId, PortIdx};
 use barrier_runtime::counters::LoopCounters;
 use std::fmt::Write as _;
 use std::sync::Arc;
+
+/// The pipeline's counter names, as its snapshots carry them (`barrier_mgmt::snapshot`).
+pub const NAMES: Names = Names {
+    rx: RxCounters::NAMES,
+    tx: TxCounters::NAMES,
+    scheduler: SchedCounters::NAMES,
+};
 
 /// Slots in each RX poller's ring to the scheduler.
 pub const RING_SIZE: usize = 4096;
@@ -82,34 +89,10 @@ pub struct SwitchStats {
     pub groups: Arc<GroupCounters>,
     pub table: Arc<GroupTable>,
     /// Straggler reports of the watched groups, if any are watched.
-    pub watch: Option<Arc<crate::straggler::Watch>>,
+    pub watch: Option<Arc<barrier_mgmt::straggler::Watch>>,
     /// Each port's policer register (indexed by port): what management sets at run time,
     /// what the port's RX pollers follow.
     pub policers: Vec<Arc<PolicerRegister>>,
-}
-
-/// What the management plane (the control socket, the telemetry commands, Prometheus, the
-/// report) reads from and changes in one running dataplane, and nothing more: it does not know
-/// which dataplane it manages. `SwitchStats`, the DPDK pipeline's (and the in-memory switch's
-/// the tests run), is one implementation; another dataplane (XDP, a later issue) would give
-/// the same: a group table the management plane configures and removes groups in and reads
-/// state and per-group counts from, its counters as one `Snapshot`, and per port a policer
-/// register and the number of RX queues sharing it.
-pub trait Dataplane: Send + Sync {
-    /// The switch's name.
-    fn name(&self) -> &str;
-    /// Port names, by switch-local index.
-    fn port_names(&self) -> &[String];
-    /// The group table: configure or remove a group, read its configuration, state and counts.
-    fn table(&self) -> &GroupTable;
-    /// Every counter, each cell read once.
-    fn snapshot(&self) -> Snapshot;
-    /// Straggler reports, if the dataplane can watch groups.
-    fn watch(&self) -> Option<&Arc<crate::straggler::Watch>>;
-    /// Port `port`'s policer register, if it has one.
-    fn policer(&self, port: usize) -> Option<&PolicerRegister>;
-    /// The RX queues of port `port` (they share its policer's rate and burst).
-    fn rx_queues(&self, port: usize) -> usize;
 }
 
 impl Dataplane for SwitchStats {
@@ -125,7 +108,7 @@ impl Dataplane for SwitchStats {
     fn snapshot(&self) -> Snapshot {
         SwitchStats::snapshot(self)
     }
-    fn watch(&self) -> Option<&Arc<crate::straggler::Watch>> {
+    fn watch(&self) -> Option<&Arc<barrier_mgmt::straggler::Watch>> {
         self.watch.as_ref()
     }
     fn policer(&self, port: usize) -> Option<&PolicerRegister> {
@@ -144,11 +127,7 @@ impl SwitchStats {
 
     /// `snapshot` with the polling loops' counters too (`telemetry::LoopsCell`, once placed).
     pub fn snapshot_with_loops(&self, loops: Option<&[(u32, Arc<LoopCounters>)]>) -> Snapshot {
-        let mut snap = Snapshot {
-            switch: self.name.clone(),
-            ports: self.port_names.clone(),
-            rows: Vec::new(),
-        };
+        let mut snap = Snapshot::new(self.name.clone(), self.port_names.clone(), NAMES);
         let mut queues = vec![0usize; self.port_names.len()];
         for (p, c) in &self.rx {
             let q = queues.get(*p).copied().unwrap_or(0);
@@ -189,45 +168,6 @@ impl SwitchStats {
             .map(|c| f(c).load(std::sync::atomic::Ordering::Relaxed))
             .sum()
     }
-}
-
-/// The counter lines of `SwitchStats::report` from one snapshot: the switch's totals, then
-/// each port's (and each RX queue's share where a port has several), non-zero counters only.
-pub fn report_counters(snap: &Snapshot) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "== switch {}", snap.switch);
-    out += &format_sum("  rx total", Set::Rx.names(), [snap.total(Set::Rx)]);
-    out += &format_sum("  tx total", Set::Tx.names(), [snap.total(Set::Tx)]);
-    out += &format_sum(
-        "  scheduler",
-        Set::Scheduler.names(),
-        [snap.total(Set::Scheduler)],
-    );
-    for (p, name) in snap.ports.iter().enumerate() {
-        out += &format_sum(
-            &format!("  port {name} rx"),
-            Set::Rx.names(),
-            [snap.port(Set::Rx, p)],
-        );
-        // A port polled on several RX queues: each queue's share (how the frames spread,
-        // docs/configuration.md, "Spreading frames over RX queues").
-        let queues = snap.queues(p);
-        if queues.len() > 1 {
-            for q in queues {
-                out += &format_sum(
-                    &format!("  port {name} rx queue {q}"),
-                    Set::Rx.names(),
-                    [snap.sum(Set::Rx, |r| r.port == Some(p) && r.queue == Some(q))],
-                );
-            }
-        }
-        out += &format_sum(
-            &format!("  port {name} tx"),
-            Set::Tx.names(),
-            [snap.port(Set::Tx, p)],
-        );
-    }
-    out
 }
 
 /// One port of a switch being built: its receive queues and its transmit queue.
@@ -286,14 +226,14 @@ where
 }
 
 /// `build_switch` whose RX pollers report the arrivals of the groups `watch` watches
-/// (straggler reports, `crate::straggler`).
+/// (straggler reports, `barrier_mgmt::straggler`).
 pub fn build_switch_watched<R, T>(
     name: &str,
     mac: [u8; 6],
     ports: Vec<PortIo<R, T>>,
     table: Arc<GroupTable>,
     now_ns: u64,
-    watch: Option<Arc<crate::straggler::Watch>>,
+    watch: Option<Arc<barrier_mgmt::straggler::Watch>>,
 ) -> SwitchPollers
 where
     R: RxQueue + 'static,
@@ -312,7 +252,7 @@ pub fn build_switch_with<R, T>(
     ports: Vec<PortIo<R, T>>,
     table: Arc<GroupTable>,
     now_ns: u64,
-    watch: Option<Arc<crate::straggler::Watch>>,
+    watch: Option<Arc<barrier_mgmt::straggler::Watch>>,
     policers: &[Option<PolicerSpec>],
 ) -> SwitchPollers
 where

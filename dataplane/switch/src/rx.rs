@@ -53,8 +53,8 @@ pub struct RxPoller<Q: RxQueue> {
     /// The burst's frames that passed the parser and the policer, between the passes of `poll`.
     parsed: Vec<Parsed>,
     counters: Arc<RxCounters>,
-    /// Straggler reports for watched groups (`crate::straggler`); `None`: nothing watched.
-    watch: Option<Arc<crate::straggler::Watch>>,
+    /// Straggler reports for watched groups (`barrier_mgmt::straggler`); `None`: nothing watched.
+    watch: Option<Arc<barrier_mgmt::straggler::Watch>>,
     /// This queue's share of the port's policer (`crate::policer`), following the port's
     /// register; `None`: never policed (no register).
     policer: Option<QueuePolicer>,
@@ -91,7 +91,7 @@ impl<Q: RxQueue> RxPoller<Q> {
     }
 
     /// Report arrivals of the watched groups to `watch`.
-    pub fn with_watch(mut self, watch: Option<Arc<crate::straggler::Watch>>) -> Self {
+    pub fn with_watch(mut self, watch: Option<Arc<barrier_mgmt::straggler::Watch>>) -> Self {
         self.watch = watch;
         self
     }

@@ -4,9 +4,8 @@
 //! these types and know nothing of TOML.
 
 use crate::poll::Idle;
-use barrier_protocol::switch::GroupConfig;
-use barrier_protocol::{GroupId, PortIdx};
-use std::ops::Range;
+pub use barrier_mgmt::config::{ControlSpec, GroupBlock, MetricsSpec};
+use barrier_protocol::PortIdx;
 
 /// A validated switch. Port indices are positions in `ports`: the switch-local port numbers the
 /// group registers use.
@@ -29,32 +28,6 @@ pub struct SwitchSpec {
     /// How many groups may be watched at once, those above included (`[stragglers] limit`; 0:
     /// none, and no watch at all on the RX path).
     pub straggler_limit: usize,
-}
-
-/// The control socket: where it listens, and how many group numbers the table holds so that
-/// groups can be created at run time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControlSpec {
-    pub socket: std::path::PathBuf,
-    /// Group numbers `0..capacity` can exist (at least one past the file's highest).
-    pub capacity: u32,
-    /// The file the switch was configured from (`config::load`), which write-back rewrites;
-    /// `None` for a configuration parsed from text.
-    pub file: Option<std::path::PathBuf>,
-}
-
-/// Where the Prometheus endpoint listens and which groups get per-group series.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetricsSpec {
-    pub listen: std::net::SocketAddr,
-    pub groups: Vec<u32>,
-}
-
-impl MetricsSpec {
-    /// Loopback only: exposing counters beyond the machine is the operator's explicit choice.
-    pub const DEFAULT_LISTEN: std::net::SocketAddr = std::net::SocketAddr::V4(
-        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9464),
-    );
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,26 +87,6 @@ pub struct RxLcore {
     pub polls: Vec<(PortIdx, u16)>,
 }
 
-/// Consecutive group numbers sharing one configuration (one `[[groups]]` entry of a file).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupBlock {
-    /// Group numbers, end excluded.
-    pub numbers: Range<u32>,
-    pub config: GroupConfig,
-}
-
-impl GroupBlock {
-    /// The groups of the block.
-    pub fn ids(&self) -> impl Iterator<Item = GroupId> {
-        self.numbers.clone().map(GroupId)
-    }
-
-    /// How many groups the block holds.
-    pub fn count(&self) -> u64 {
-        u64::from(self.numbers.end - self.numbers.start)
-    }
-}
-
 impl SwitchSpec {
     /// Index of the port called `name`.
     pub fn port_index(&self, name: &str) -> Option<PortIdx> {
@@ -153,5 +106,20 @@ impl SwitchSpec {
     pub fn group_capacity(&self) -> u32 {
         let file = self.groups.iter().map(|g| g.numbers.end).max().unwrap_or(0);
         file.max(self.control.as_ref().map_or(0, |c| c.capacity))
+    }
+
+    /// The ports as the control socket shows them (`barrier_mgmt::PortDesc`).
+    pub fn port_descs(&self) -> Vec<barrier_mgmt::PortDesc> {
+        self.ports
+            .iter()
+            .map(|p| barrier_mgmt::PortDesc {
+                name: p.name.clone(),
+                device: match &p.device {
+                    Device::Vdev(v) => format!("vdev:{v}"),
+                    Device::Pci(a) => format!("pci:{a}"),
+                },
+                peer_mac: p.peer_mac,
+            })
+            .collect()
     }
 }

@@ -157,10 +157,10 @@ fn a_policer_on_the_non_member_port_drops_the_flood_over_its_rate_and_counts_it(
         report.contains("port x rx:") && report.contains(&format!("drop_policed={policed}")),
         "{report}"
     );
-    let json = barrier_switch::telemetry::stats_json(&bed.mid);
+    let json = barrier_mgmt::telemetry::stats_json(&bed.mid);
     assert_eq!(json["ports"]["x"]["rx"]["drop_policed"], policed, "{json}");
     assert_eq!(json["ports"]["c0"]["rx"]["drop_policed"], 0, "{json}");
-    let metrics = barrier_switch::metrics::render(&bed.mid, &Default::default(), &[]);
+    let metrics = barrier_mgmt::metrics::render(&bed.mid, &Default::default(), &[]);
     for (port, n) in [("x", policed), ("c0", 0)] {
         let line = format!("barrier_frames_policed_total{{port=\"{port}\"}} {n}\n");
         assert!(metrics.contains(&line), "{line} not in\n{metrics}");

@@ -5,11 +5,13 @@
 //! -- --config FILE [options]`. Without `--` every argument is the program's (the file's
 //! `eal.args`, or the demo's defaults, then apply).
 
+mod daemon;
+
+use crate::daemon::run_config;
 use barrier_runtime::clock::Clock;
 use barrier_runtime::launch::Signals;
 use barrier_runtime::poll::{Idle, IdleMode};
 use barrier_switch::config::{self, idle_policy};
-use barrier_switch::runtime::run_config;
 use barrier_testbed::demo::{build_demo, mem_wires, run_on_threads, DemoOpts, Tree};
 use barrier_testbed::demo_dpdk::run_demo_dpdk;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
@@ -341,7 +343,7 @@ fn main() -> ExitCode {
                 Ok(out) => {
                     println!("{}", out.report);
                     if let Some(path) = stats_json {
-                        let json = barrier_switch::telemetry::stats_json(&out.stats);
+                        let json = barrier_mgmt::telemetry::stats_json(&out.stats);
                         let text = serde_json::to_string_pretty(&json).unwrap_or_default();
                         if let Err(e) = std::fs::write(&path, text + "\n") {
                             eprintln!("barrier-switch: --stats-json {}: {e}", path.display());

@@ -3,7 +3,7 @@
 //! `MAX_REQUEST_LINE`, answers written without blocking; `serve` waits in `poll(2)` for at most
 //! its timeout, so it can stand in for the management loop's sleep.
 
-use super::Control;
+use crate::control::Control;
 use barrier_ctl::proto::{Response, MAX_REQUEST_LINE};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;

@@ -1,19 +1,18 @@
 //! The control socket over a switch on in-memory wires: admission, changes seen by the data
 //! path, write-back, and the socket's hostile cases.
 
-use super::*;
-use crate::config::{self, DEFAULT_RESEND_TIMEOUT_US};
-
-use crate::io::{MemRx, MemTx, TxQueue};
-use crate::poll::Poller;
 use barrier_ctl::client::{Client, RequestError};
 use barrier_ctl::proto::{Reply, Request, Response};
+use barrier_mgmt::{BindError, Control, ControlServer, PortDesc, MAX_CLIENTS};
 use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::switch::GroupConfig;
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{FrameRepr, Kind, MacAddr};
 use barrier_protocol::Seq;
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet};
+use barrier_runtime::io::{MemRx, MemTx, TxQueue};
+use barrier_runtime::poll::Poller;
+use barrier_switch::config::{self, DEFAULT_RESEND_TIMEOUT_US};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -31,7 +30,20 @@ struct Bed {
     to_switch: Vec<MemTx>,
     from_switch: Vec<MemRx>,
     control: Control,
-    stats: crate::engine::SwitchStats,
+    stats: barrier_switch::engine::SwitchStats,
+}
+
+/// The ports of `PORTS` as the control socket shows them.
+fn descs() -> Vec<PortDesc> {
+    PORTS
+        .iter()
+        .enumerate()
+        .map(|(i, n)| PortDesc {
+            name: n.to_string(),
+            device: format!("vdev:net_ring{i}"),
+            peer_mac: [0xff; 6],
+        })
+        .collect()
 }
 
 fn bed(cap: u32) -> Bed {
@@ -48,27 +60,30 @@ fn bed_watching(cap: u32, watched: &[u32]) -> Bed {
     let mut to_switch = Vec::new();
     let mut from_switch = Vec::new();
     for name in PORTS {
-        let (port, in_tx, out_rx) = crate::engine::mem_port(name, 256);
+        let (port, in_tx, out_rx) = barrier_switch::engine::mem_port(name, 256);
         to_switch.push(in_tx);
         from_switch.push(out_rx);
         ports.push(port);
     }
     // room for two watched groups, as `[stragglers] limit = 2` gives
     let watch = Some(Arc::new(
-        crate::straggler::Watch::with_limit(watched, cap, 2, barrier_runtime::clock::Clock::new())
-            .unwrap(),
+        barrier_mgmt::straggler::Watch::with_limit(
+            watched,
+            cap,
+            2,
+            barrier_runtime::clock::Clock::new(),
+        )
+        .unwrap(),
     ));
-    let sw = crate::engine::build_switch_watched("t", [2, 0, 0, 0, 0, 1], ports, table, 0, watch);
-    let descs = PORTS
-        .iter()
-        .enumerate()
-        .map(|(i, n)| PortDesc {
-            name: n.to_string(),
-            device: format!("vdev:net_ring{i}"),
-            peer_mac: [0xff; 6],
-        })
-        .collect();
-    let control = Control::with_ports(sw.stats.clone(), descs, None);
+    let sw = barrier_switch::engine::build_switch_watched(
+        "t",
+        [2, 0, 0, 0, 0, 1],
+        ports,
+        table,
+        0,
+        watch,
+    );
+    let control = Control::new(sw.stats.clone(), descs(), None);
     let stats = sw.stats.clone();
     let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();
     pollers.push(sw.sched);
@@ -131,7 +146,7 @@ impl Bed {
     }
     /// The frames the switch sent on `port`.
     fn received(&mut self, port: usize) -> Vec<(Kind, u32, u32)> {
-        use crate::io::RxQueue;
+        use barrier_runtime::io::RxQueue;
         let mut v = Vec::new();
         self.from_switch[port].rx_burst(&mut v, 1024);
         v.iter()
@@ -577,7 +592,8 @@ capacity = 16
     std::fs::write(&path, text).unwrap();
     let spec = config::load(&path).unwrap();
     let mut b = bed(16);
-    b.control.file = spec.control.as_ref().unwrap().file.clone();
+    let file = spec.control.as_ref().unwrap().file.clone();
+    b.control = Control::new(b.stats.clone(), descs(), file.map(config::write_back));
     b.ok(r#"{"op":"group_create","group":7,"children":["d0","d1"],"parent":"up","resend_timeout_ns":500000}"#);
     b.ok(r#"{"op":"group_create","group":8,"children":["d0","d1"],"parent":"up","resend_timeout_ns":500000}"#);
     b.ok(r#"{"op":"group_create","group":10,"children":["d2"],"epoch":7}"#);
@@ -874,7 +890,7 @@ fn groups_are_watched_and_unwatched_over_the_socket() {
     b.run();
     let st = show(&mut b, 3).expect("watched");
     assert_eq!((st.recent[0].seq, st.recent[0].last.as_str()), (0, "d0"));
-    let metrics = crate::metrics::render(&b.stats, &Default::default(), &[]);
+    let metrics = barrier_mgmt::metrics::render(&b.stats, &Default::default(), &[]);
     assert!(
         metrics.contains("barrier_group_completions_total{group=\"3\"} 1"),
         "{metrics}"
@@ -1158,7 +1174,7 @@ number = 5
 /// frame from a port that is not a child, a frame for an unknown group, one that does not parse.
 #[test]
 fn every_rendering_agrees_with_the_snapshot() {
-    use crate::counters::Set;
+    use barrier_mgmt::snapshot::Set;
     let mut b = bed(8);
     for seq in 0..3 {
         b.send_reduce(1, 1, seq);
@@ -1191,7 +1207,7 @@ fn every_rendering_agrees_with_the_snapshot() {
         assert!(snap.value(Set::Rx, name, None) > 0, "{name}: {snap:?}");
     }
 
-    let report = crate::engine::report_counters(&snap);
+    let report = barrier_mgmt::snapshot::report_counters(&snap);
     assert_eq!(
         b.stats
             .report()
@@ -1215,22 +1231,22 @@ fn every_rendering_agrees_with_the_snapshot() {
             .collect()
     };
     let entries: std::collections::BTreeMap<String, u64> =
-        crate::telemetry::snapshot_entries(&snap)
+        barrier_mgmt::telemetry::snapshot_entries(&snap)
             .into_iter()
             .collect();
     assert_eq!(
         entries,
-        crate::telemetry::stats_entries(&b.stats)
+        barrier_mgmt::telemetry::stats_entries(&b.stats)
             .into_iter()
             .collect()
     );
-    let json = crate::telemetry::snapshot_json(&snap);
-    assert_eq!(json, crate::telemetry::stats_json(&b.stats));
+    let json = barrier_mgmt::telemetry::snapshot_json(&snap);
+    assert_eq!(json, barrier_mgmt::telemetry::stats_json(&b.stats));
     let Reply::Stats { sets } = b.ok(r#"{"op":"stats"}"#) else {
         panic!("not a stats reply")
     };
     let scope = |s: &str| &sets.iter().find(|c| c.scope == s).unwrap().counters;
-    let metrics = crate::metrics::render(&b.stats, &Default::default(), &[]);
+    let metrics = barrier_mgmt::metrics::render(&b.stats, &Default::default(), &[]);
     let prom = |series: &str| -> u64 {
         metrics
             .lines()
@@ -1246,7 +1262,7 @@ fn every_rendering_agrees_with_the_snapshot() {
         (Set::Scheduler, "scheduler", "scheduler"),
     ] {
         let printed = line(title);
-        for (i, &name) in set.names().iter().enumerate() {
+        for (i, &name) in snap.names(set).iter().enumerate() {
             let v = snap.total(set)[i];
             assert_eq!(v, snap.value(set, name, None));
             assert_eq!(
@@ -1279,7 +1295,7 @@ fn every_rendering_agrees_with_the_snapshot() {
             line(&format!("port {port} tx")),
         );
         for (set, key, printed) in [(Set::Rx, "rx", rx), (Set::Tx, "tx", tx)] {
-            for (i, &name) in set.names().iter().enumerate() {
+            for (i, &name) in snap.names(set).iter().enumerate() {
                 let v = snap.port(set, p)[i];
                 assert_eq!(
                     printed.get(name).copied().unwrap_or(0),
@@ -1338,10 +1354,10 @@ fn every_rendering_agrees_with_the_snapshot() {
 struct Bare {
     table: GroupTable,
     ports: Vec<String>,
-    snap: crate::counters::Snapshot,
+    snap: barrier_mgmt::snapshot::Snapshot,
 }
 
-impl crate::engine::Dataplane for Bare {
+impl barrier_mgmt::Dataplane for Bare {
     fn name(&self) -> &str {
         "bare"
     }
@@ -1351,13 +1367,13 @@ impl crate::engine::Dataplane for Bare {
     fn table(&self) -> &GroupTable {
         &self.table
     }
-    fn snapshot(&self) -> crate::counters::Snapshot {
+    fn snapshot(&self) -> barrier_mgmt::snapshot::Snapshot {
         self.snap.clone()
     }
-    fn watch(&self) -> Option<&Arc<crate::straggler::Watch>> {
+    fn watch(&self) -> Option<&Arc<barrier_mgmt::straggler::Watch>> {
         None
     }
-    fn policer(&self, _port: usize) -> Option<&crate::policer::PolicerRegister> {
+    fn policer(&self, _port: usize) -> Option<&barrier_mgmt::policer::PolicerRegister> {
         None
     }
     fn rx_queues(&self, _port: usize) -> usize {
@@ -1370,28 +1386,28 @@ impl crate::engine::Dataplane for Bare {
 /// telemetry entries and Prometheus render that snapshot.
 #[test]
 fn control_and_exporters_run_over_any_dataplane() {
-    use crate::counters::{Set, Snapshot};
+    use barrier_mgmt::snapshot::{Set, Snapshot};
     let ports: Vec<String> = PORTS.iter().map(|p| p.to_string()).collect();
-    let mut snap = Snapshot {
-        switch: "bare".into(),
-        ports: ports.clone(),
-        rows: Vec::new(),
+    // A dataplane with counters of its own, some under the names the exporters look for.
+    let names = barrier_mgmt::Names {
+        rx: &["frames", "reduce_in", "drop_bad_magic", "drop_its_own"],
+        tx: &["frames_out"],
+        scheduler: &[],
     };
-    let mut rx = vec![0u64; Set::Rx.names().len()];
-    rx[1] = 7; // frames
-    snap.push(Set::Rx, Some(1), Some(0), None, rx);
+    let mut snap = Snapshot::new("bare", ports.clone(), names);
+    snap.push(Set::Rx, Some(1), Some(0), None, vec![7, 0, 0, 3]);
     let bare = Bare {
         table: GroupTable::new(4),
         ports,
         snap,
     };
     assert_eq!(
-        crate::telemetry::stats_entries(&bare)[1],
+        barrier_mgmt::telemetry::stats_entries(&bare)[0],
         ("rx/frames".into(), 7)
     );
-    let metrics = crate::metrics::render(&bare, &Default::default(), &[]);
+    let metrics = barrier_mgmt::metrics::render(&bare, &Default::default(), &[]);
     assert!(
-        metrics.contains("barrier_frames_dropped_total{reason=\"bad_magic\"} 0"),
+        metrics.contains("barrier_frames_dropped_total{reason=\"its_own\"} 3"),
         "{metrics}"
     );
     let descs = PORTS
@@ -1402,7 +1418,7 @@ fn control_and_exporters_run_over_any_dataplane() {
             peer_mac: [0xff; 6],
         })
         .collect();
-    let mut c = Control::with_ports(bare, descs, None);
+    let mut c = Control::new(bare, descs, None);
     let r = c.handle_line(br#"{"op":"group_create","group":2,"children":["d0","d1"]}"#);
     assert!(r.ok, "{r:?}");
     assert!(c.table().config(GroupId(2)).is_some());
@@ -1412,6 +1428,7 @@ fn control_and_exporters_run_over_any_dataplane() {
     };
     let d0 = sets.iter().find(|s| s.scope == "port d0 rx").unwrap();
     assert_eq!(d0.counters["frames"], 7);
+    assert_eq!(d0.counters["drop_its_own"], 3);
     let groups = sets.iter().find(|s| s.scope == "groups").unwrap();
     assert_eq!(groups.counters["configured"], 1);
     let r = c.handle_line(br#"{"op":"port_set","port":"d0","policer_rate":10}"#);

@@ -3,17 +3,21 @@
 //! ready line, the control socket of `mgmt` when the file names one), and shutdown in the l2fwd
 //! order (`barrier_runtime::launch`).
 
-use crate::dpdk_io::{DpdkRx, DpdkTx};
-use crate::engine::{build_switch_with, build_table_for, BuildTableError, PortIo, SwitchStats};
-use crate::mgmt::{BindError, Control, ControlServer};
-use crate::spec::{Device, SwitchSpec};
+use barrier_mgmt::{metrics, notify, straggler, telemetry};
+use barrier_mgmt::{BindError, Control, ControlServer};
 use barrier_protocol::table::GroupTable;
 use barrier_runtime::clock::Clock;
+use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
 use barrier_runtime::launch::{
     all_loops_polled, close_ports, loops_report, open_port, run_placement, start_ports, CloseError,
     LaunchError, Placement, PortDevice, PortSetup, Signals,
 };
 use barrier_runtime::poll::Poller;
+use barrier_switch::config;
+use barrier_switch::engine::{
+    build_switch_with, build_table_for, BuildTableError, PortIo, SwitchStats,
+};
+use barrier_switch::spec::{Device, SwitchSpec};
 use dpdk::{DpdkError, Eal, Mempool, QueueId};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -81,11 +85,11 @@ pub enum RunError {
     #[error("control socket: {0}")]
     Control(#[from] BindError),
     #[error("stragglers.groups: {0}")]
-    Watch(#[source] crate::straggler::WatchError),
+    Watch(#[source] straggler::WatchError),
     #[error(transparent)]
-    Telemetry(#[from] crate::telemetry::RegisterError),
+    Telemetry(#[from] telemetry::RegisterError),
     #[error(transparent)]
-    Metrics(#[from] crate::metrics::ServeError),
+    Metrics(#[from] metrics::ServeError),
     /// The run ended, but shutdown found a problem; the report of the run comes with it.
     #[error("{report}{source}")]
     Close {
@@ -181,22 +185,22 @@ pub fn run_config(
     let watch = match cfg.straggler_limit {
         0 => None,
         limit => Some(Arc::new(
-            crate::straggler::Watch::with_limit(&cfg.stragglers, table.capacity(), limit, clock)
+            straggler::Watch::with_limit(&cfg.stragglers, table.capacity(), limit, clock)
                 .map_err(RunError::Watch)?,
         )),
     };
     let policers: Vec<_> = cfg.ports.iter().map(|p| p.policer).collect();
     let sw = build_switch_with(name, cfg.mac, io, table, clock.now_ns(), watch, &policers);
     let stats = sw.stats.clone();
-    // Observability (crate::telemetry): /barrier/... telemetry commands and rte_pdump.
-    let loops_cell = crate::telemetry::LoopsCell::default();
-    crate::telemetry::register(
+    // Observability (barrier_mgmt::telemetry): /barrier/... telemetry commands and rte_pdump.
+    let loops_cell = telemetry::LoopsCell::default();
+    telemetry::register(
         &eal,
-        &stats,
+        Arc::new(stats.clone()),
         ports.iter().map(|p| p.id()).collect(),
         loops_cell.clone(),
     )?;
-    match crate::telemetry::offer_capture(&eal, &eal_args(cfg, eal_overrides)) {
+    match telemetry::offer_capture(&eal, &eal_args(cfg, eal_overrides)) {
         Ok(line) => tracing::info!("{line}"),
         Err(e) => tracing::warn!("capture: rte_pdump_init failed, dpdk-dumpcap cannot attach: {e}"),
     }
@@ -231,15 +235,19 @@ pub fn run_config(
     let mut control = match &cfg.control {
         Some(c) => Some(ControlServer::bind(
             &c.socket,
-            Control::new(stats.clone(), cfg, c.file.clone()),
+            Control::new(
+                stats.clone(),
+                cfg.port_descs(),
+                c.file.clone().map(config::write_back),
+            ),
         )?),
         None => None,
     };
     let metrics = match &cfg.metrics {
         Some(m) => {
-            let server = crate::metrics::MetricsServer::start(
+            let server = metrics::MetricsServer::start(
                 m.listen,
-                stats.clone(),
+                Arc::new(stats.clone()),
                 loops_cell.clone(),
                 m.groups.clone(),
                 signals.quit.clone(),
@@ -287,7 +295,7 @@ pub fn run_config(
                         "{READY_LINE} (frames discarded at start: {})",
                         discarded.join(" ")
                     );
-                    crate::notify::notify_logged("READY=1");
+                    notify::notify_logged("READY=1");
                 }
                 if dump.swap(false, Ordering::Relaxed) {
                     println!("{}", mgmt_stats.report());
@@ -298,7 +306,7 @@ pub fn run_config(
                     None => std::thread::sleep(Duration::from_millis(50)),
                 }
             }
-            crate::notify::notify_logged("STOPPING=1");
+            notify::notify_logged("STOPPING=1");
             drop(control);
             // A SIGUSR1 that came with the stop still gets its answer.
             if dump.swap(false, Ordering::Relaxed) {

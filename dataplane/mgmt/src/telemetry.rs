@@ -15,10 +15,8 @@
 //! may not be in `tx/` yet). A group's state is one 128-bit load of its table slot, so `phase`,
 //! `seq` and `arrived` always belong together.
 
-use crate::counters::{Set, Snapshot};
-use crate::engine::Dataplane;
-#[cfg(feature = "dpdk")]
-use crate::engine::SwitchStats;
+use crate::dataplane::Dataplane;
+use crate::snapshot::{Set, Snapshot};
 #[cfg(feature = "dpdk")]
 use barrier_protocol::switch::{GroupState, Phase, Role};
 #[cfg(feature = "dpdk")]
@@ -65,7 +63,8 @@ pub fn snapshot_entries(snap: &Snapshot) -> Vec<(String, u64)> {
         ("scheduler", Set::Scheduler),
     ] {
         out.extend(
-            Snapshot::named(set, snap.total(set)).map(|(n, v)| (format!("{prefix}/{n}"), v)),
+            snap.named(set, snap.total(set))
+                .map(|(n, v)| (format!("{prefix}/{n}"), v)),
         );
     }
     out
@@ -83,7 +82,7 @@ pub fn snapshot_json(snap: &Snapshot) -> serde_json::Value {
     use serde_json::{Map, Value};
     let obj = |set: Set, values: Vec<u64>| -> Value {
         Value::Object(
-            Snapshot::named(set, values)
+            snap.named(set, values)
                 .map(|(n, v)| (n.to_string(), Value::from(v)))
                 .collect(),
         )
@@ -109,11 +108,10 @@ pub fn snapshot_json(snap: &Snapshot) -> serde_json::Value {
 }
 
 #[cfg(feature = "dpdk")]
-fn port_names(stats: &SwitchStats, set: PortSet) -> String {
+fn port_names(dp: &dyn Dataplane, set: PortSet) -> String {
     set.iter()
         .map(|p| {
-            stats
-                .port_names
+            dp.port_names()
                 .get(p.get() as usize)
                 .cloned()
                 .unwrap_or_else(|| format!("port{}", p.get()))
@@ -126,20 +124,18 @@ fn port_names(stats: &SwitchStats, set: PortSet) -> String {
 /// `/barrier/group,N`: one group's configuration, state and counters; `None` for a number that
 /// does not parse or a group that is not configured (DPDK answers the command with null).
 pub fn group_entries(
-    stats: &SwitchStats,
+    dp: &dyn Dataplane,
     param: Option<&str>,
 ) -> Option<Vec<(String, TelemetryValue)>> {
     let n: u32 = param?.trim().parse().ok()?;
     let g = GroupId(n);
-    let cfg = stats.table.config(g)?;
-    let state: GroupState = stats.table.state(g)?;
+    let cfg = dp.table().config(g)?;
+    let state: GroupState = dp.table().state(g)?;
     let s = |v: &str| TelemetryValue::Str(v.to_string());
     let u = TelemetryValue::U64;
     let (role, parent) = match cfg.role {
         Role::Root => ("root", String::new()),
-        Role::Intermediate { parent } => {
-            ("intermediate", port_names(stats, PortSet::single(parent)))
-        }
+        Role::Intermediate { parent } => ("intermediate", port_names(dp, PortSet::single(parent))),
     };
     let arrived = state.arrivals();
     let known = state.phase != Phase::Unknown || !arrived.is_empty();
@@ -149,7 +145,7 @@ pub fn group_entries(
         ("epoch".into(), u(u64::from(cfg.epoch.0))),
         ("role".into(), s(role)),
         ("parent".into(), s(&parent)),
-        ("children".into(), s(&port_names(stats, cfg.children))),
+        ("children".into(), s(&port_names(dp, cfg.children))),
         ("phase".into(), s(state.phase.name())),
         // In `unknown` with nothing heard, seq means nothing: say so rather than print 0.
         (
@@ -160,23 +156,26 @@ pub fn group_entries(
                 s("none")
             },
         ),
-        ("arrived".into(), s(&port_names(stats, arrived))),
+        ("arrived".into(), s(&port_names(dp, arrived))),
         (
             "failed".into(),
             s(&state.failure().map(|f| f.to_string()).unwrap_or_default()),
         ),
-        ("missing".into(), s(&port_names(stats, missing))),
+        ("missing".into(), s(&port_names(dp, missing))),
         (
             "completions".into(),
-            u(u64::from(stats.groups.completions(n))),
+            u(u64::from(dp.table().counts(GroupId(n)).completions)),
         ),
-        ("resends".into(), u(u64::from(stats.groups.resends(n)))),
+        (
+            "resends".into(),
+            u(u64::from(dp.table().counts(GroupId(n)).resends)),
+        ),
     ];
-    if let Some(w) = stats.watch.as_ref() {
+    if let Some(w) = dp.watch() {
         if let Some(r) = w.report(n) {
             let g = r.lock();
-            let run = stats.table.run(GroupId(n));
-            out.extend(straggler_entries(stats, &g, run, w.clock.now_ns()));
+            let run = dp.table().run(GroupId(n));
+            out.extend(straggler_entries(dp, &g, run, w.clock.now_ns()));
         }
     }
     Some(out)
@@ -187,13 +186,13 @@ pub fn group_entries(
 /// since when it waits, latency percentiles, the recent barriers' last child and spread, and
 /// how often each port was last.
 fn straggler_entries(
-    stats: &SwitchStats,
+    dp: &dyn Dataplane,
     g: &crate::straggler::GroupWatch,
     run: Option<barrier_protocol::switch::Run>,
     now_ns: u64,
 ) -> Vec<(String, TelemetryValue)> {
     let u = TelemetryValue::U64;
-    let name = |p: barrier_protocol::PortIdx| port_names(stats, PortSet::single(p));
+    let name = |p: barrier_protocol::PortIdx| port_names(dp, PortSet::single(p));
     let mut out = Vec::new();
     if let Some((seq, first)) = g.waiting(run) {
         out.push(("waiting_seq".into(), u(u64::from(seq))));
@@ -236,7 +235,7 @@ fn straggler_entries(
     }
     for (p, &c) in g.last_counts.iter().enumerate() {
         if c > 0 {
-            if let Some(pn) = stats.port_names.get(p) {
+            if let Some(pn) = dp.port_names().get(p) {
                 out.push((format!("last_arrivals/{pn}"), u(c)));
             }
         }
@@ -246,20 +245,20 @@ fn straggler_entries(
 
 #[cfg(feature = "dpdk")]
 /// `/barrier/groups`: totals, then the first `GROUPS_LISTED` configured groups' completions.
-pub fn groups_entries(stats: &SwitchStats) -> Vec<(String, TelemetryValue)> {
-    let cap = stats.table.capacity();
+pub fn groups_entries(dp: &dyn Dataplane) -> Vec<(String, TelemetryValue)> {
+    let cap = dp.table().capacity();
     let mut configured = 0u64;
     let mut completions = 0u64;
     let mut resends = 0u64;
     let mut listed = Vec::new();
     for n in 0..cap {
-        if stats.table.config(GroupId(n)).is_none() {
+        if dp.table().config(GroupId(n)).is_none() {
             continue;
         }
         configured += 1;
-        let c = stats.groups.completions(n);
+        let c = dp.table().counts(GroupId(n)).completions;
         completions += u64::from(c);
-        resends += u64::from(stats.groups.resends(n));
+        resends += u64::from(dp.table().counts(GroupId(n)).resends);
         if listed.len() < GROUPS_LISTED {
             listed.push((
                 format!("{n}/completions"),
@@ -280,10 +279,10 @@ pub fn groups_entries(stats: &SwitchStats) -> Vec<(String, TelemetryValue)> {
 #[cfg(feature = "dpdk")]
 /// `/barrier/ports`: per port its id, the switch's RX frames and TX frames, and its xstats under
 /// DPDK's names (a port whose xstats cannot be read gets `<port>/xstats_error`).
-pub fn ports_entries(stats: &SwitchStats, ids: &[PortId]) -> Vec<(String, TelemetryValue)> {
+pub fn ports_entries(dp: &dyn Dataplane, ids: &[PortId]) -> Vec<(String, TelemetryValue)> {
     let mut out = Vec::new();
-    let snap = stats.snapshot();
-    for (p, (name, id)) in stats.port_names.iter().zip(ids).enumerate() {
+    let snap = dp.snapshot();
+    for (p, (name, id)) in dp.port_names().iter().zip(ids).enumerate() {
         let rx = snap.value(Set::Rx, "frames", Some(p));
         out.push((
             format!("{name}/port_id"),
@@ -295,7 +294,7 @@ pub fn ports_entries(stats: &SwitchStats, ids: &[PortId]) -> Vec<(String, Teleme
             TelemetryValue::U64(snap.value(Set::Tx, "frames_out", Some(p))),
         ));
         // the policer in force (file or `barrierctl port set`); 0: none
-        let policer = stats.policers.get(p).and_then(|r| r.get());
+        let policer = dp.policer(p).and_then(|r| r.get());
         out.push((
             format!("{name}/policer_rate"),
             TelemetryValue::U64(policer.map_or(0, |s| s.rate)),
@@ -357,47 +356,47 @@ pub fn offer_capture(eal: &Eal, eal_args: &[String]) -> Result<String, DpdkError
 /// (DPDK cannot unregister them): one switch per process.
 pub fn register(
     eal: &Eal,
-    stats: &SwitchStats,
+    dp: Arc<dyn Dataplane>,
     port_ids: Vec<PortId>,
     loops: LoopsCell,
 ) -> Result<(), RegisterError> {
     let reg = |command: &'static str, help: &str, f: Handler| {
         register_dict(eal, command, help, f).map_err(|source| RegisterError { command, source })
     };
-    let s = stats.clone();
+    let s = dp.clone();
     reg(
         "/barrier/stats",
         "Returns the switch's RX, TX and scheduler counters, summed. Takes no parameters.",
         Box::new(move |_| {
-            stats_entries(&s)
+            stats_entries(&*s)
                 .into_iter()
                 .map(|(k, v)| (k, TelemetryValue::U64(v)))
                 .collect()
         }),
     )?;
-    let s = stats.clone();
+    let s = dp.clone();
     reg(
         "/barrier/ports",
         "Returns each port's id, barrier frames in and out, and xstats. Takes no parameters.",
-        Box::new(move |_| ports_entries(&s, &port_ids)),
+        Box::new(move |_| ports_entries(&*s, &port_ids)),
     )?;
     reg(
         "/barrier/lcores",
         "Returns each polling loop's busy and idle passes and back-offs. Takes no parameters.",
         Box::new(move |_| lcores_entries(&loops)),
     )?;
-    let s = stats.clone();
+    let s = dp.clone();
     reg(
         "/barrier/groups",
         "Returns the group table's totals and the first groups' completions. Takes no parameters.",
-        Box::new(move |_| groups_entries(&s)),
+        Box::new(move |_| groups_entries(&*s)),
     )?;
-    let s = stats.clone();
+    let s = dp.clone();
     reg(
         "/barrier/group",
         "Returns one group's epoch, phase, sequence number, arrived and missing children. Parameters: int group number",
         Box::new(move |p| {
-            group_entries(&s, p).unwrap_or_else(|| {
+            group_entries(&*s, p).unwrap_or_else(|| {
                 vec![(
                     "error".into(),
                     TelemetryValue::Str(format!(

@@ -1,11 +1,9 @@
 //! [`Control`]: one request against the running switch's group table and counters, one
 //! answer. No socket here; the only I/O is the write-back of the configuration file.
 
-use crate::config;
-use crate::counters::{Set, Snapshot};
-use crate::engine::Dataplane;
+use crate::dataplane::Dataplane;
 use crate::policer::PolicerSpec;
-use crate::spec::{Device, SwitchSpec};
+use crate::snapshot::Set;
 use barrier_ctl::epoch::{self, Admission, Change};
 use barrier_ctl::group::{self, GroupError, GroupSpec, RoleName};
 use barrier_ctl::proto::{
@@ -18,6 +16,23 @@ use std::path::PathBuf;
 
 /// The epoch a group gets when its creator does not say (as in the file: `Epoch::DEFAULT`).
 pub const DEFAULT_EPOCH: u32 = Epoch::DEFAULT.get();
+
+/// The configuration file the control socket's `write_back` rewrites: its path, and the
+/// dataplane's check of a whole file (what is written must be what the dataplane accepts at its
+/// next start; for the DPDK switch, `barrier_switch::config::parse`).
+#[derive(Clone)]
+pub struct WriteBack {
+    pub path: PathBuf,
+    pub check: fn(&str) -> Result<(), String>,
+}
+
+impl std::fmt::Debug for WriteBack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteBack")
+            .field("path", &self.path)
+            .finish()
+    }
+}
 
 /// A port as the control socket shows it.
 #[derive(Debug, Clone)]
@@ -32,7 +47,7 @@ pub struct Control {
     dp: Box<dyn Dataplane>,
     ports: Vec<PortDesc>,
     /// The configuration file, for write-back.
-    pub(super) file: Option<PathBuf>,
+    pub(crate) file: Option<WriteBack>,
     /// Per group number, the highest epoch this process has had for it (`barrier_ctl::epoch`
     /// order), `None` for a number never configured: taken from the table at start (the
     /// file's groups), raised by every create and reset, kept after a delete, lost with the
@@ -80,29 +95,12 @@ fn mac_string(m: [u8; 6]) -> String {
 }
 
 impl Control {
-    /// Control over a switch built from `spec`, whose running dataplane is `dp` (for the DPDK
-    /// pipeline, its `SwitchStats`); `file` is the configuration file write-back rewrites.
-    pub fn new(dp: impl Dataplane + 'static, spec: &SwitchSpec, file: Option<PathBuf>) -> Control {
-        let ports = spec
-            .ports
-            .iter()
-            .map(|p| PortDesc {
-                name: p.name.clone(),
-                device: match &p.device {
-                    Device::Vdev(v) => format!("vdev:{v}"),
-                    Device::Pci(a) => format!("pci:{a}"),
-                },
-                peer_mac: p.peer_mac,
-            })
-            .collect();
-        Control::with_ports(dp, ports, file)
-    }
-
-    /// As `new`, with the ports described directly (a switch not built from a file).
-    pub fn with_ports(
+    /// Control over the running dataplane `dp` whose ports are `ports` (by index); `file`: the
+    /// configuration file `write_back` rewrites, and how the dataplane checks it.
+    pub fn new(
         dp: impl Dataplane + 'static,
         ports: Vec<PortDesc>,
-        file: Option<PathBuf>,
+        file: Option<WriteBack>,
     ) -> Control {
         let table = dp.table();
         let highest = (0..table.capacity())
@@ -188,19 +186,20 @@ impl Control {
         }
     }
 
-    pub(super) fn table(&self) -> &barrier_protocol::table::GroupTable {
+    /// The managed dataplane's group table.
+    pub fn table(&self) -> &barrier_protocol::table::GroupTable {
         self.dp.table()
     }
 
     /// The group's epoch (`DEFAULT_EPOCH` for a group that does not exist).
-    pub(super) fn epoch(&self, group: u32) -> u32 {
+    pub fn epoch(&self, group: u32) -> u32 {
         self.table()
             .config(GroupId(group))
             .map_or(DEFAULT_EPOCH, |c| c.epoch.get())
     }
 
     /// The highest epoch this process has had for `group` (`None`: never configured).
-    pub(super) fn highest_epoch(&self, group: u32) -> Option<u32> {
+    pub fn highest_epoch(&self, group: u32) -> Option<u32> {
         self.highest.get(group as usize).copied().flatten()
     }
 
@@ -530,7 +529,8 @@ impl Control {
         let snap = self.dp.snapshot();
         let set = |scope: String, set: Set, values: Vec<u64>| CounterSet {
             scope,
-            counters: Snapshot::named(set, values)
+            counters: snap
+                .named(set, values)
                 .map(|(n, v)| (n.to_string(), v))
                 .collect(),
         };
@@ -703,7 +703,7 @@ impl Control {
     }
 
     fn write_back(&self) -> Result<Reply, String> {
-        let Some(path) = &self.file else {
+        let Some(WriteBack { path, check }) = &self.file else {
             return Err("this switch was not started from a file: nothing to write back".into());
         };
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -717,7 +717,7 @@ impl Control {
         }
         let new = doc.to_string();
         // What is written must be what the switch would accept at its next start.
-        config::parse(&new).map_err(|e| {
+        check(&new).map_err(|e| {
             format!(
                 "{}: the file with the running groups would be refused ({e}); not written",
                 path.display()

@@ -23,8 +23,8 @@
 //! (`[stragglers] groups` and any group `barrierctl group watch` adds while the switch runs, up
 //! to `[stragglers] limit`): a million groups would be a million series.
 
-use crate::counters::{Set, Snapshot};
-use crate::engine::{Dataplane, SwitchStats};
+use crate::dataplane::Dataplane;
+use crate::snapshot::{Set, Snapshot};
 use crate::telemetry::LoopsCell;
 use barrier_protocol::switch::Phase;
 use barrier_protocol::{GroupId, PortSet};
@@ -172,8 +172,8 @@ pub fn render(dp: &dyn Dataplane, loops: &LoopsCell, groups: &[u32]) -> String {
 /// The counter families of one snapshot, in exposition order; with `dp`, the policer gauges
 /// (registers, not counters) in their place among them; with `loops`, the loop passes.
 pub fn render_counters(out: &mut String, snap: &Snapshot, dp: Option<&dyn Dataplane>, loops: bool) {
-    let rx_names = Set::Rx.names();
-    let tx_names = Set::Tx.names();
+    let rx_names = snap.names(Set::Rx);
+    let tx_names = snap.names(Set::Tx);
     // Per port sums of the RX pollers' counters.
     let per_port: Vec<Vec<u64>> = (0..snap.ports.len())
         .map(|p| snap.port(Set::Rx, p))
@@ -465,7 +465,7 @@ impl MetricsServer {
     /// Listens on `addr` and serves scrapes from one thread until `quit` or `stop`.
     pub fn start(
         addr: SocketAddr,
-        stats: SwitchStats,
+        dp: Arc<dyn Dataplane>,
         loops: LoopsCell,
         groups: Vec<u32>,
         quit: Arc<AtomicBool>,
@@ -487,7 +487,7 @@ impl MetricsServer {
                     match listener.accept() {
                         Ok((conn, _)) => {
                             let _ = conn.set_nonblocking(false);
-                            if let Err(e) = answer(conn, || render(&stats, &loops, &groups)) {
+                            if let Err(e) = answer(conn, || render(&*dp, &loops, &groups)) {
                                 tracing::debug!("metrics: {e}");
                             }
                         }
