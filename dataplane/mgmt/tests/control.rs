@@ -75,14 +75,9 @@ fn bed_watching(cap: u32, watched: &[u32]) -> Bed {
         )
         .unwrap(),
     ));
-    let sw = barrier_switch::engine::build_switch_watched(
-        "t",
-        [2, 0, 0, 0, 0, 1],
-        ports,
-        table,
-        0,
-        watch,
-    );
+    let sw = barrier_switch::engine::SwitchBuilder::new("t", [2, 0, 0, 0, 0, 1])
+        .watch(watch)
+        .build(ports, table, 0);
     let control = Control::new(sw.stats.clone(), descs(), None);
     let stats = sw.stats.clone();
     let mut pollers: Vec<Box<dyn Poller>> = sw.rx.into_iter().map(|(_, _, p)| p).collect();

@@ -210,7 +210,8 @@ pub struct SwitchPollers {
     pub stats: SwitchStats,
 }
 
-/// Assemble a switch from its ports (index = switch-local port number) and a filled table.
+/// Assembles a switch from its ports (index = switch-local port number) and a filled table:
+/// `SwitchBuilder::new(name, mac).build(ports, table, now_ns)`, the common case.
 pub fn build_switch<R, T>(
     name: &str,
     mac: [u8; 6],
@@ -222,31 +223,68 @@ where
     R: RxQueue + 'static,
     T: TxQueue + 'static,
 {
-    build_switch_watched(name, mac, ports, table, now_ns, None)
+    SwitchBuilder::new(name, mac).build(ports, table, now_ns)
 }
 
-/// `build_switch` whose RX pollers report the arrivals of the groups `watch` watches
-/// (straggler reports, `barrier_mgmt::straggler`).
-pub fn build_switch_watched<R, T>(
-    name: &str,
+/// What one switch is assembled with beyond its ports and table: its name and MAC (the
+/// source of frames on ports without their own), and the optional parts.
+pub struct SwitchBuilder<'a> {
+    name: &'a str,
     mac: [u8; 6],
-    ports: Vec<PortIo<R, T>>,
-    table: Arc<GroupTable>,
-    now_ns: u64,
     watch: Option<Arc<barrier_mgmt::straggler::Watch>>,
-) -> SwitchPollers
-where
-    R: RxQueue + 'static,
-    T: TxQueue + 'static,
-{
-    build_switch_with(name, mac, ports, table, now_ns, watch, &[])
+    policers: &'a [Option<PolicerSpec>],
 }
 
-/// `build_switch_watched` with a policer on the ports of `policers` (by port index; a missing
-/// entry or `None`: no policer). Each of a port's RX queues gets its share of the port's rate and
-/// burst (`PolicerSpec::per_queue`). Every port gets a policer register
-/// (`SwitchStats::policers`), so management can set or clear one on any port at run time.
-pub fn build_switch_with<R, T>(
+impl<'a> SwitchBuilder<'a> {
+    /// A switch named `name` with MAC `mac`, nothing watched, no policer.
+    pub fn new(name: &'a str, mac: [u8; 6]) -> Self {
+        SwitchBuilder {
+            name,
+            mac,
+            watch: None,
+            policers: &[],
+        }
+    }
+
+    /// Its RX pollers report the arrivals of the groups `watch` watches (straggler reports,
+    /// `barrier_mgmt::straggler`).
+    pub fn watch(mut self, watch: Option<Arc<barrier_mgmt::straggler::Watch>>) -> Self {
+        self.watch = watch;
+        self
+    }
+
+    /// A policer on the ports of `policers` (by port index; a missing entry or `None`: none at
+    /// the start). Each of a port's RX queues gets its share of the port's rate and burst
+    /// (`PolicerSpec::per_queue`). Every port gets a policer register (`SwitchStats::policers`)
+    /// either way, so management can set or clear one on any port at run time.
+    pub fn policers(mut self, policers: &'a [Option<PolicerSpec>]) -> Self {
+        self.policers = policers;
+        self
+    }
+
+    /// The switch's pollers over `ports` and `table`, its clocks starting at `now_ns`.
+    pub fn build<R, T>(
+        self,
+        ports: Vec<PortIo<R, T>>,
+        table: Arc<GroupTable>,
+        now_ns: u64,
+    ) -> SwitchPollers
+    where
+        R: RxQueue + 'static,
+        T: TxQueue + 'static,
+    {
+        let SwitchBuilder {
+            name,
+            mac,
+            watch,
+            policers,
+        } = self;
+        assemble(name, mac, ports, table, now_ns, watch, policers)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assemble<R, T>(
     name: &str,
     mac: [u8; 6],
     ports: Vec<PortIo<R, T>>,

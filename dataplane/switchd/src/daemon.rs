@@ -15,7 +15,7 @@ use barrier_runtime::launch::{
 use barrier_runtime::poll::Poller;
 use barrier_switch::config;
 use barrier_switch::engine::{
-    build_switch_with, build_table_for, BuildTableError, PortIo, SwitchStats,
+    build_table_for, BuildTableError, PortIo, SwitchBuilder, SwitchStats,
 };
 use barrier_switch::spec::{Device, SwitchSpec};
 use dpdk::{DpdkError, Eal, Mempool, QueueId};
@@ -190,7 +190,10 @@ pub fn run_config(
         )),
     };
     let policers: Vec<_> = cfg.ports.iter().map(|p| p.policer).collect();
-    let sw = build_switch_with(name, cfg.mac, io, table, clock.now_ns(), watch, &policers);
+    let sw = SwitchBuilder::new(name, cfg.mac)
+        .watch(watch)
+        .policers(&policers)
+        .build(io, table, clock.now_ns());
     let stats = sw.stats.clone();
     // Observability (barrier_mgmt::telemetry): /barrier/... telemetry commands and rte_pdump.
     let loops_cell = telemetry::LoopsCell::default();

@@ -11,7 +11,7 @@ use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue, BURST};
 use barrier_runtime::poll::Poller;
 use barrier_switch::counters::RxCounters;
-use barrier_switch::engine::{build_switch, build_switch_with, PortIo, SwitchStats};
+use barrier_switch::engine::{build_switch, PortIo, SwitchBuilder, SwitchStats};
 use barrier_switch::policer::PolicerSpec;
 use barrier_testbed::leafhost::{LeafLink, LeafPoller, LeafReport};
 use std::sync::atomic::Ordering::Relaxed;
@@ -273,15 +273,9 @@ impl Bed {
                 tx,
             ));
         }
-        let mid = build_switch_with(
-            "mid",
-            [2, 1, 0, 0, 0, 1],
-            mid_ports,
-            mid_table,
-            now_ns,
-            None,
-            &cfg.policers,
-        );
+        let mid = SwitchBuilder::new("mid", [2, 1, 0, 0, 0, 1])
+            .policers(&cfg.policers)
+            .build(mid_ports, mid_table, now_ns);
         let root = build_switch(
             "root",
             [2, 1, 0, 0, 0, 2],
