@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fuzzing campaign (docs/reliability.md, "Fuzzing"): each cargo-fuzz target of
-# dataplane/protocol/fuzz, one after the other, nice'd, for NB_FUZZ_RUNS executions (default
+# dataplane/fuzz-check/fuzz, one after the other, nice'd, for NB_FUZZ_RUNS executions (default
 # 10 million) or NB_FUZZ_SECONDS seconds (default: no time limit), from the committed corpus
 # and seeds; then a minimized corpus per target (libFuzzer's set-cover merge, smaller than
 # what `cargo fuzz cmin` keeps) and a summary table: executions, exec/s, coverage (edges),
@@ -15,7 +15,7 @@
 #                                        time goes to __sanitizer_cov_trace_cmp*), with coarser
 #                                        feedback on compared values; the summary says which
 #
-# Findings (a crash or a failed check) are left in dataplane/protocol/fuzz/artifacts/<target>/;
+# Findings (a crash or a failed check) are left in dataplane/fuzz-check/fuzz/artifacts/<target>/;
 # the script exits non-zero when there is one. Each becomes a test in
 # dataplane/fuzz-check/tests/findings.rs. Logs and the working corpus: target/fuzz-campaign/
 # under the fuzz crate (ignored by git). The build is `--sanitizer none` with debug assertions
@@ -23,7 +23,7 @@
 # nothing that a panic does not, at half the speed; overflow checks and debug_assert! stay on.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-fuzz="$root/dataplane/protocol/fuzz"
+fuzz="$root/dataplane/fuzz-check/fuzz"
 runs="${NB_FUZZ_RUNS:-10000000}"
 secs="${NB_FUZZ_SECONDS:-0}"
 update=0

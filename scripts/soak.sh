@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Soak (issue 12, item 7): a bounded long run, outside CI, of
-#   (a) the in-process demo tree (barrier-switch demo, fanout 2,4, 1,000 groups, one loop), and
+#   (a) the in-process demo tree (barrier-demo, fanout 2,4, 1,000 groups, one loop), and
 #   (b) the namespace tree of real processes (scripts/topo.sh --supervise, fanout 2,2, 5% loss on
 #       every link and direction, leaves pacing with --gap-us 1000, switches serving telemetry),
 # each for half of --minutes (or one of them for all of it, --part), sampled every --every seconds (scripts/tools/soak_sample.py):
@@ -8,7 +8,8 @@
 # /barrier/groups), mbuf allocation failures (rx_nombuf of every switch port) and group 1's table
 # state. At the end: first against last quarter per series (flat or not), the demo's early
 # releases and re-sends, every switch's "all N mbufs back" line, the tree's record check.
-# Needs root and built barrier-switch (and barrier-leaf for the tree).
+# Needs root and built barrier-demo (for the demo) and barrier-switch and barrier-leaf (for the
+# tree).
 #
 # usage: scripts/soak.sh [--minutes N] [--part demo|tree|both] [--every S] [--out DIR]
 #   --minutes N   total length, both parts (default 30)
@@ -35,9 +36,12 @@ done
 [[ $every =~ ^[1-9][0-9]*$ ]] || { echo "soak.sh: --every wants whole seconds" >&2; exit 2; }
 case $part in demo|tree|both) ;; *) echo "soak.sh: --part wants demo, tree or both" >&2; exit 2 ;; esac
 [ "$(id -u)" -eq 0 ] || { echo "soak.sh: needs root (network namespaces)" >&2; exit 1; }
-switch=$(nb_find_program barrier-switch) || { echo "soak.sh: barrier-switch not built" >&2; exit 2; }
-leaf=""
+switch="" leaf="" demo_bin=""
+if [ "$part" != tree ]; then
+  demo_bin=$(nb_find_program barrier-demo) || { echo "soak.sh: barrier-demo not built (cargo build -p barrier-testbed)" >&2; exit 2; }
+fi
 if [ "$part" != demo ]; then
+  switch=$(nb_find_program barrier-switch) || { echo "soak.sh: barrier-switch not built" >&2; exit 2; }
   leaf=$(nb_find_program barrier-leaf) || { echo "soak.sh: barrier-leaf not built" >&2; exit 2; }
 fi
 [ -n "$out" ] || out=$(mktemp -d /tmp/soak.XXXXXX)
@@ -55,7 +59,7 @@ demo_rc=0 tree_rc=0 judged=()
 # ---- (a) the demo tree, 1,000 groups -------------------------------------------------------------
 if [ "$part" != tree ]; then
 echo "soak: (a) demo, 1000 groups, ${half} s; samples every ${every} s in $out/demo.jsonl" >&2
-"$switch" demo --fanout 2,4 --groups 1000 --duration "$half" --lcores 1 --counters >"$out/demo.log" 2>&1 &
+"$demo_bin" --fanout 2,4 --groups 1000 --duration "$half" --lcores 1 --counters >"$out/demo.log" 2>&1 &
 demo=$!
 pids+=("$demo")
 python3 "$sampler" sample --out "$out/demo.jsonl" --every "$every" --until-gone "$demo" \

@@ -13,8 +13,8 @@
 //!   group running barriers in a random order each round, one burst a port per chunk (the same
 //!   hot input at every point, so only the state varies); bytes of state per group; the
 //!   switch's own latency, frame in to frame out.
-//! - `tree`: barrier round latency in in-process trees (the demo: switches and emulated leaves
-//!   on `net_ring` wires).
+//! - `tree`: barrier round latency in in-process trees (the demo, `barrier-demo`'s tree:
+//!   switches and emulated leaves on `net_ring` wires).
 //!
 //! Nothing here changes the switch: it is assembled with `barrier_switch::engine::build_switch`
 //! as `barrier-switch run` assembles it, with the scheduler on the RX lcore (reduced mode).
@@ -1012,7 +1012,7 @@ fn tree(cli: &Cli, shapes: &str, count: u64) {
         &cli.out,
         "tree.json",
         &json!({
-            "what": "barrier-switch demo trees: switches and emulated leaves on net_ring wires, one busy loop",
+            "what": "barrier-demo trees: switches and emulated leaves on net_ring wires, one busy loop",
             "trees": out,
         }),
     );

@@ -41,9 +41,23 @@ pub enum RequestError {
     TooLong,
     #[error("the switch's answer is not a response: {0}")]
     BadResponse(#[source] serde_json::Error),
-    /// The switch answered `ok: false`.
+    /// The switch answered `ok: false`, without a code: why.
     #[error("refused: {0}")]
     Refused(String),
+    /// The switch answered `ok: false` with the refusal's stable code (a group specification's,
+    /// [`crate::group::GroupErrorKind::code`]): the code and why.
+    #[error("refused ({code}): {error}")]
+    RefusedWithCode { code: String, error: String },
+}
+
+impl RequestError {
+    /// The switch's reason, for a refusal of either kind.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            RequestError::Refused(e) | RequestError::RefusedWithCode { error: e, .. } => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// One connection to a switch.
@@ -80,12 +94,16 @@ impl Client {
         Ok(Client { stream, reader })
     }
 
-    /// Sends `req`, returns the result of an `ok` answer; a refusal is `RequestError::Refused`.
+    /// Sends `req`, returns the result of an `ok` answer; a refusal is `RequestError::Refused`,
+    /// or `RefusedWithCode` when the switch gives its code.
     pub fn request(&mut self, req: &Request) -> Result<Reply, RequestError> {
         let resp = self.raw(req.to_line().as_bytes())?;
         match (resp.ok, resp.result, resp.error) {
             (true, Some(r), _) => Ok(r),
-            (_, _, Some(e)) => Err(RequestError::Refused(e)),
+            (_, _, Some(error)) => Err(match resp.code {
+                Some(code) => RequestError::RefusedWithCode { code, error },
+                None => RequestError::Refused(error),
+            }),
             _ => Err(RequestError::Refused(
                 "an answer with neither result nor error".into(),
             )),
@@ -120,5 +138,27 @@ impl Client {
             });
         }
         serde_json::from_slice(&line).map_err(RequestError::BadResponse)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RequestError;
+
+    #[test]
+    fn a_refusal_shows_its_code_when_it_has_one() {
+        let e = RequestError::RefusedWithCode {
+            code: "unknown_port".into(),
+            error: "children[1]: unknown port \"d9\"".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "refused (unknown_port): children[1]: unknown port \"d9\""
+        );
+        assert_eq!(e.refusal(), Some("children[1]: unknown port \"d9\""));
+        let e = RequestError::Refused("group 9 is not configured".into());
+        assert_eq!(e.to_string(), "refused: group 9 is not configured");
+        assert_eq!(e.refusal(), Some("group 9 is not configured"));
+        assert_eq!(RequestError::Closed.refusal(), None);
     }
 }

@@ -1,6 +1,6 @@
 //! # barrier-fuzz-check: what the fuzz targets check, callable from ordinary tests
 //!
-//! One module per cargo-fuzz target of `dataplane/protocol/fuzz` (see `docs/reliability.md`,
+//! One module per cargo-fuzz target of `dataplane/fuzz-check/fuzz` (see `docs/reliability.md`,
 //! "Fuzzing"). Each has a `check(data: &[u8])` that runs one input through the real code and
 //! panics when a property fails. The fuzz targets are one line each around these functions, and
 //! `tests/replay.rs` runs every file of the committed corpus through the same functions on

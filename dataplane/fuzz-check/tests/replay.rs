@@ -1,4 +1,4 @@
-//! CI's replay of the fuzz corpus: every file of `dataplane/protocol/fuzz/corpus/<target>/`
+//! CI's replay of the fuzz corpus: every file of `dataplane/fuzz-check/fuzz/corpus/<target>/`
 //! (and of `seeds/<target>/` where there are seeds) through the same check the cargo-fuzz
 //! target runs, on stable Rust, without cargo-fuzz. A missing or empty corpus directory fails.
 //! The inputs that once failed a check are tests of their own in `findings.rs`.
@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocol/fuzz")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")
 }
 
 /// Every file under `dir`, sorted; panics when the directory is missing or has none.

@@ -1109,13 +1109,15 @@ mod tests {
         }
     }
 
-    /// The fuzz seeds (`fuzz/seeds/parse_frame`) are the frames this page documents: the two
+    /// The fuzz seeds (`dataplane/fuzz-check/fuzz/seeds/parse_frame`) are the frames this page documents: the two
     /// examples parse, the one with a flipped sequence bit is a checksum failure.
     #[test]
     fn fuzz_seeds_are_the_documented_frames() {
-        let reduce_seed = include_bytes!("../fuzz/seeds/parse_frame/reduce.bin");
-        let release_seed = include_bytes!("../fuzz/seeds/parse_frame/release_retransmit_ts.bin");
-        let flipped = include_bytes!("../fuzz/seeds/parse_frame/reduce_seq_bit_flipped.bin");
+        let reduce_seed = include_bytes!("../../fuzz-check/fuzz/seeds/parse_frame/reduce.bin");
+        let release_seed =
+            include_bytes!("../../fuzz-check/fuzz/seeds/parse_frame/release_retransmit_ts.bin");
+        let flipped =
+            include_bytes!("../../fuzz-check/fuzz/seeds/parse_frame/reduce_seq_bit_flipped.bin");
         assert_eq!(FrameRepr::parse(reduce_seed), Ok(reduce()));
         let rel = FrameRepr::parse(release_seed).unwrap();
         assert_eq!(

@@ -1,36 +1,30 @@
-//! barrier-switch: `run` one switch from a configuration file, `check` a file without starting
-//! DPDK, or `demo` a whole barrier tree in one process.
+//! barrier-switch: `run` one switch from a configuration file, or `check` a file without
+//! starting DPDK. (The demo tree is the test bed's program `barrier-demo`, not linked here.)
 //!
 //! Command lines follow DPDK's convention, after the subcommand: `barrier-switch run [EAL args]
 //! -- --config FILE [options]`. Without `--` every argument is the program's (the file's
-//! `eal.args`, or the demo's defaults, then apply).
+//! `eal.args` then apply).
 
 mod daemon;
 
 use crate::daemon::run_config;
-use barrier_runtime::clock::Clock;
 use barrier_runtime::launch::Signals;
-use barrier_runtime::poll::{Idle, IdleMode};
+use barrier_runtime::poll::IdleMode;
 use barrier_switch::config::{self, idle_policy};
-use barrier_testbed::demo::{build_demo, mem_wires, run_on_threads, DemoOpts, Tree};
-use barrier_testbed::demo_dpdk::run_demo_dpdk;
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 const RUN_USAGE: &str = "barrier-switch run [EAL args] -- --config <FILE> [OPTIONS]\n       \
                          barrier-switch run --config <FILE> [OPTIONS]";
-const DEMO_USAGE: &str = "barrier-switch demo [EAL args] -- [OPTIONS]\n       \
-                          barrier-switch demo [OPTIONS]";
 
 #[derive(Parser)]
 #[command(
     name = "barrier-switch",
     version,
     about = "Barrier synchronization in the network, on DPDK",
-    override_usage = "barrier-switch <run|check|demo> [EAL args] -- [OPTIONS]\n       \
-                      barrier-switch <run|check|demo> [OPTIONS]",
+    override_usage = "barrier-switch <run|check> [EAL args] -- [OPTIONS]\n       \
+                      barrier-switch <run|check> [OPTIONS]",
     after_help = "Exit status: 0 done (run: stopped by SIGINT/SIGTERM, every mbuf back); 1 the run \
                   failed (EAL, a port, a check); 2 the command line or the configuration was \
                   refused. See docs/operations.md."
@@ -74,68 +68,6 @@ enum Cmd {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Build a whole tree (root, intermediates, emulated leaves) in this process and run barriers.
-    #[command(override_usage = DEMO_USAGE)]
-    Demo(DemoArgs),
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum IoKind {
-    /// DPDK net_ring virtual ports (no NIC needed).
-    Dpdk,
-    /// In-memory rings, no DPDK at all.
-    Mem,
-}
-
-#[derive(clap::Args)]
-struct DemoArgs {
-    /// Children per level: 2,4 is a root with 2 intermediates, each with 4 leaves.
-    #[arg(long, default_value = "2,4", value_delimiter = ',')]
-    fanout: Vec<usize>,
-    /// Barrier groups running at once (every leaf is in every group).
-    #[arg(long, default_value_t = 1)]
-    groups: u32,
-    /// Seconds to run (ignored with --count).
-    #[arg(long, default_value_t = 3.0)]
-    duration: f64,
-    /// Run exactly this many barriers per group, then stop [default: run for --duration].
-    #[arg(long)]
-    count: Option<u64>,
-    /// Busy-polling lcores (at most the cores you can spare): with 1, every switch and the leaves
-    /// share one loop; with 2 or more the leaves get one and the switches share the rest
-    /// (default: 2, or 1 on a machine with one core).
-    #[arg(long, default_value_t = default_lcores())]
-    lcores: usize,
-    /// The links between the demo's switches and leaves.
-    #[arg(long, value_enum, default_value_t = IoKind::Dpdk)]
-    io: IoKind,
-    /// Leaf re-send timeout, µs. Longer than barrier-leaf's 1000 µs because the demo runs
-    /// every switch and leaf on a few shared busy loops, often more loops than cores: a loop
-    /// waiting for a time slice (milliseconds) would make a 1 ms timer fire on every barrier.
-    /// Lower it when each loop has a core of its own.
-    #[arg(long, default_value_t = 50_000)]
-    leaf_timeout_us: u64,
-    /// Intermediate switches' re-send timeout, µs (below the leaves', so that a switch repairs
-    /// the upper path before every leaf re-sends).
-    #[arg(long, default_value_t = 20_000)]
-    switch_timeout_us: u64,
-    /// Print every switch's counters at the end.
-    #[arg(long)]
-    counters: bool,
-    /// No progress line on stderr (a run longer than a second prints one every second:
-    /// barriers so far, and in the last second).
-    #[arg(long)]
-    quiet: bool,
-    /// What the loops do when idle: spin, yield or sleep (more loops than cores).
-    #[arg(long, value_enum, default_value_t = IdleMode::Spin)]
-    idle: IdleMode,
-    /// Empty passes in a row before a yield/sleep loop backs off [default: 1000].
-    #[arg(long)]
-    idle_after_polls: Option<u32>,
-    /// Microseconds a sleeping loop sleeps per further empty pass, 1 to 500 (with --idle
-    /// sleep) [default: 20].
-    #[arg(long)]
-    idle_sleep_us: Option<u32>,
 }
 
 /// clap's refusal, and for an argument it does not know that is not one of the program's
@@ -143,6 +75,11 @@ struct DemoArgs {
 /// not refusals (exit 0).
 fn refused(e: clap::Error, app: &[String]) -> ExitCode {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() == ErrorKind::InvalidSubcommand && app.get(1).is_some_and(|s| s == "demo") {
+        let _ = e.print();
+        eprintln!("note: the demo tree is a program of its own: barrier-demo [OPTIONS]");
+        return ExitCode::from(2);
+    }
     if !matches!(e.kind(), ErrorKind::UnknownArgument) {
         e.exit();
     }
@@ -152,7 +89,7 @@ fn refused(e: clap::Error, app: &[String]) -> ExitCode {
         _ => String::new(),
     };
     let sub = app.get(1).map_or("run", String::as_str);
-    let sub = if ["run", "check", "demo"].contains(&sub) {
+    let sub = if ["run", "check"].contains(&sub) {
         sub
     } else {
         "run"
@@ -160,14 +97,9 @@ fn refused(e: clap::Error, app: &[String]) -> ExitCode {
     if sub == "check" {
         eprintln!("note: check starts no DPDK and takes no EAL arguments");
     } else {
-        let rest = if sub == "run" {
-            "--config <FILE> [OPTIONS]"
-        } else {
-            "[OPTIONS]"
-        };
         eprintln!(
             "note: if {arg:?} is for DPDK (EAL), EAL arguments come first and end with `--`: \
-             barrier-switch {sub} [EAL args] -- {rest}  (docs/configuration.md)"
+             barrier-switch run [EAL args] -- --config <FILE> [OPTIONS]  (docs/configuration.md)"
         );
     }
     ExitCode::from(2)
@@ -231,12 +163,6 @@ fn signals() -> Option<Signals> {
     Signals::install()
         .map_err(|e| eprintln!("barrier-switch: signals: {e}"))
         .ok()
-}
-
-fn default_lcores() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(2)
 }
 
 /// Splits `argv` as `prog SUBCOMMAND [EAL args] -- [program args]` into (EAL args, what clap
@@ -358,86 +284,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Demo(a) => demo(a, &eal),
     }
-}
-
-fn demo(a: DemoArgs, eal: &[String]) -> ExitCode {
-    let idle = match idle_policy(
-        a.idle,
-        a.idle_after_polls,
-        a.idle_sleep_us,
-        ["--idle-after-polls", "--idle-sleep-us"],
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("barrier-switch demo: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let opts = DemoOpts {
-        idle,
-        fanout: a.fanout.clone(),
-        groups: a.groups,
-        count: a.count,
-        duration: Duration::from_secs_f64(a.duration.max(0.0)),
-        loops: a.lcores.max(1),
-        leaf_timeout_ns: a.leaf_timeout_us * 1000,
-        switch_timeout_ns: a.switch_timeout_us * 1000,
-        progress: !a.quiet,
-        ..DemoOpts::default()
-    };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if opts.loops > cores && opts.idle == Idle::Spin {
-        tracing::warn!(
-            "barrier-switch demo: {} busy lcores on {cores} core(s): the loops will preempt each other and latency will be scheduler time slices (--idle sleep gives the core up when idle)",
-            opts.loops
-        );
-    }
-    let tree = match Tree::new(&opts.fanout) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("barrier-switch demo: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let Some(signals) = signals() else {
-        return ExitCode::FAILURE;
-    };
-    let (result, extra) = match a.io {
-        IoKind::Mem => {
-            let clock = Clock::new();
-            let demo = match build_demo(&opts, &tree, mem_wires(&tree), clock.now_ns()) {
-                Ok(d) => d,
-                Err(e) => {
-                    eprintln!("barrier-switch demo: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let switches = demo.switches.clone();
-            let r = run_on_threads(demo, &opts, clock, signals.quit.clone());
-            (r, switches.iter().map(|s| s.report()).collect::<String>())
-        }
-        IoKind::Dpdk => match run_demo_dpdk(&opts, eal, signals.quit.clone()) {
-            Ok(o) => (o.result, o.report),
-            Err(e) => {
-                eprintln!("barrier-switch demo: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-    };
-    print!("{}", result.summary(&opts, &tree));
-    if a.counters {
-        print!("{extra}");
-    }
-    if result.report.early_releases > 0 {
-        eprintln!(
-            "barrier-switch demo: {} releases came before all leaves arrived",
-            result.report.early_releases
-        );
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
 }
 
 #[cfg(test)]
@@ -475,9 +322,9 @@ mod tests {
             split_eal(v("barrier-switch run -l 0,1 --no-huge -- --config s.toml")).unwrap();
         assert_eq!(eal, v("-l 0,1 --no-huge"));
         assert_eq!(app, v("barrier-switch run --config s.toml"));
-        let (eal, app) = split_eal(v("barrier-switch demo --groups 3")).unwrap();
+        let (eal, app) = split_eal(v("barrier-switch run --config s.toml")).unwrap();
         assert!(eal.is_empty());
-        assert_eq!(app, v("barrier-switch demo --groups 3"));
+        assert_eq!(app, v("barrier-switch run --config s.toml"));
     }
 
     #[test]
@@ -488,10 +335,10 @@ mod tests {
             e.contains("barrier-switch run [EAL args] -- --config"),
             "{e}"
         );
-        // The demo's options are known too (clap's own list); EAL's pass. Short forms are
+        // The subcommand's options are known (clap's own list); EAL's pass. Short forms are
         // EAL's: `-c` before `--` is EAL's core mask, not the switch's `--config`.
         assert!(split_eal(v("barrier-switch run -c 0x3 -- --config s.toml")).is_ok());
-        assert!(split_eal(v("barrier-switch demo --groups=3 -- -l 0")).is_err());
-        assert!(split_eal(v("barrier-switch demo -l 0,1 --no-huge -- --groups 3")).is_ok());
+        assert!(split_eal(v("barrier-switch run --idle=sleep -- -l 0")).is_err());
+        assert!(split_eal(v("barrier-switch run -l 0,1 --no-huge -- --config s.toml")).is_ok());
     }
 }

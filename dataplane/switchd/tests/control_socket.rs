@@ -212,8 +212,8 @@ fn groups_are_managed_on_a_running_switch() {
     assert!(next_frame(&leaf1, Duration::from_millis(1)).is_none());
     barrier(&leaves, 9, 4, 0);
     barrier(&leaves, 9, 4, 1);
-    // Refusals change nothing.
-    for (req, why) in [
+    // Refusals change nothing; a group specification's comes with its code.
+    for (req, code, why) in [
         (
             Request::GroupCreate {
                 group: 256,
@@ -224,6 +224,7 @@ fn groups_are_managed_on_a_running_switch() {
                 fail_after_ns: None,
                 force: false,
             },
+            None,
             "outside the table",
         ),
         (
@@ -236,12 +237,17 @@ fn groups_are_managed_on_a_running_switch() {
                 fail_after_ns: None,
                 force: false,
             },
+            Some("unknown_port"),
             "unknown port \"leaf7\"",
         ),
     ] {
-        match c.request(&req) {
-            Err(RequestError::Refused(e)) => assert!(e.contains(why), "{e}"),
-            other => panic!("{other:?}"),
+        match (c.request(&req), code) {
+            (Err(RequestError::Refused(e)), None) => assert!(e.contains(why), "{e}"),
+            (Err(RequestError::RefusedWithCode { code, error }), Some(want)) => {
+                assert_eq!(code, want);
+                assert!(error.contains(why), "{error}");
+            }
+            (other, _) => panic!("{other:?}"),
         }
     }
     // Delete: the group's frames are dropped and counted.

@@ -1,6 +1,6 @@
-//! `barrier-switch demo`: a whole barrier tree in one process. A root switch, intermediate
-//! switches and emulated leaves, each switch the same engine as `run` (RX pollers, shared group
-//! table, scheduler), all placed as pollers on a few busy loops (never more than the cores
+//! `barrier-demo`: a whole barrier tree in one process. A root switch, intermediate switches
+//! and emulated leaves, each switch the same engine as `barrier-switch run` (RX pollers, shared
+//! group table, scheduler), all placed as pollers on a few busy loops (never more than the cores
 //! given). The wires are DPDK `net_ring` queues (see `dpdk_io`) or, with `--io mem`, in-memory
 //! rings; the engine cannot tell them apart.
 
@@ -386,7 +386,7 @@ pub fn wait_until_done(
                 .map(|c| format!(" of {}", c * u64::from(opts.groups)))
                 .unwrap_or_default();
             eprintln!(
-                "barrier-switch demo: {:.0} s: {n}{want} barriers, {} in the last second",
+                "barrier-demo: {:.0} s: {n}{want} barriers, {} in the last second",
                 start.elapsed().as_secs_f64(),
                 n - last
             );

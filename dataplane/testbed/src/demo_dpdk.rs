@@ -1,6 +1,6 @@
 //! The demo tree on DPDK: one process, a root, intermediates and emulated leaves wired by
 //! `net_ring` ports (queue i of a device loops to queue i of its peer), placed on lcores by the
-//! shared runtime. `barrier-switch demo` runs it; the switch's end-to-end tests and the fairness
+//! shared runtime. `barrier-demo` (src/bin/demo.rs) runs it; the switch's end-to-end tests and the fairness
 //! benchmark too.
 
 use crate::demo::{build_demo, wait_until_done, DemoOpts, DemoResult, Tree, Wires};
@@ -106,7 +106,7 @@ pub fn demo_eal_args(loops: usize, overrides: &[String]) -> Vec<String> {
         .collect::<Vec<_>>()
         .join(",");
     let mut a = vec![
-        "barrier-switch".to_string(),
+        "barrier-demo".to_string(),
         "--no-huge".into(),
         "-m".into(),
         "512".into(),

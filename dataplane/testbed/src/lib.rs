@@ -4,7 +4,7 @@
 //! | module | role |
 //! | --- | --- |
 //! | `demo` | a whole tree (root, intermediates, emulated leaves) in one process, any I/O |
-//! | `demo_dpdk` | the demo on DPDK `net_ring` wires, placed on lcores (`barrier-switch demo`) |
+//! | `demo_dpdk` | the demo on DPDK `net_ring` wires, placed on lcores (the program `barrier-demo`, `src/bin/demo.rs`) |
 //! | `fleet` | the emulated-leaf fleet the demo and `barrier-gen` share: leaf state machines and per-group state in flat arrays, the release check, re-send timers on the runtime's wheel |
 //! | `leafhost` | the demo's emulated leaves: a poller over the fleet, one link per leaf, think time, latency |
 //! | `error` | `DemoError`: why a demo tree could not run |
@@ -15,8 +15,12 @@
 //! | `switch_process` | the real `barrier-switch` binary in such a namespace, root of one group over `net_af_packet` ports: for the leaf CLI's and the C example's end-to-end tests |
 //! | `linkemu` | the queue of `barrier-linkemu`, the link emulator (delay, jitter, reordering, counted) |
 //!
-//! Feature `dpdk` (default): `demo_dpdk`, `fairness` and `barrier-linkemu`. Without it the
-//! rest builds with no libdpdk (the in-memory demo, the fleet, the reflector, the namespaces).
+//! Programs (`src/bin/`): `barrier-demo`, the demo tree from the command line (what
+//! `scripts/demo.sh` runs), and `barrier-linkemu`. Neither is linked into the switch daemon.
+//!
+//! Feature `dpdk` (default): `demo_dpdk`, `fairness`, `barrier-demo` and `barrier-linkemu`.
+//! Without it the rest builds with no libdpdk (the in-memory demo, the fleet, the reflector, the
+//! namespaces).
 #![forbid(unsafe_code)]
 
 pub mod demo;
