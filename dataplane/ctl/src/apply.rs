@@ -62,7 +62,7 @@ pub fn apply(
                     group: plan.group,
                 })
             }
-            Err(RequestError::Refused(e)) if e.contains("not configured") => {}
+            Err(RequestError::Refused { error: e, .. }) if e.contains("not configured") => {}
             Err(source) => {
                 return Err(ApplyError::Request {
                     switch: sw.switch.clone(),
@@ -92,7 +92,7 @@ pub fn apply(
                     &mut clients,
                     &done,
                     i,
-                    RequestError::Refused(format!("unexpected answer {other:?}")),
+                    RequestError::refused(format!("unexpected answer {other:?}")),
                 ))
             }
             Err(source) => return Err(undo(plan, &mut clients, &done, i, source)),

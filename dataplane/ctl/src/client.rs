@@ -41,20 +41,25 @@ pub enum RequestError {
     TooLong,
     #[error("the switch's answer is not a response: {0}")]
     BadResponse(#[source] serde_json::Error),
-    /// The switch answered `ok: false`, without a code: why.
-    #[error("refused: {0}")]
-    Refused(String),
-    /// The switch answered `ok: false` with the refusal's stable code (a group specification's,
-    /// [`crate::group::GroupErrorKind::code`]): the code and why.
-    #[error("refused ({code}): {error}")]
-    RefusedWithCode { code: String, error: String },
+    /// The switch answered `ok: false`: why, and the refusal's stable code when it has one (a
+    /// group specification's, [`crate::group::GroupErrorKind::code`]).
+    #[error("refused{}: {error}", code.as_ref().map(|c| format!(" ({c})")).unwrap_or_default())]
+    Refused { code: Option<String>, error: String },
 }
 
 impl RequestError {
-    /// The switch's reason, for a refusal of either kind.
+    /// A refusal without a code.
+    pub fn refused(error: impl Into<String>) -> RequestError {
+        RequestError::Refused {
+            code: None,
+            error: error.into(),
+        }
+    }
+
+    /// The switch's reason, for a refusal.
     pub fn refusal(&self) -> Option<&str> {
         match self {
-            RequestError::Refused(e) | RequestError::RefusedWithCode { error: e, .. } => Some(e),
+            RequestError::Refused { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -95,17 +100,17 @@ impl Client {
     }
 
     /// Sends `req`, returns the result of an `ok` answer; a refusal is `RequestError::Refused`,
-    /// or `RefusedWithCode` when the switch gives its code.
+    /// with the switch's code when it gives one.
     pub fn request(&mut self, req: &Request) -> Result<Reply, RequestError> {
         let resp = self.raw(req.to_line().as_bytes())?;
         match (resp.ok, resp.result, resp.error) {
             (true, Some(r), _) => Ok(r),
-            (_, _, Some(error)) => Err(match resp.code {
-                Some(code) => RequestError::RefusedWithCode { code, error },
-                None => RequestError::Refused(error),
+            (_, _, Some(error)) => Err(RequestError::Refused {
+                code: resp.code,
+                error,
             }),
-            _ => Err(RequestError::Refused(
-                "an answer with neither result nor error".into(),
+            _ => Err(RequestError::refused(
+                "an answer with neither result nor error",
             )),
         }
     }
@@ -147,8 +152,8 @@ mod tests {
 
     #[test]
     fn a_refusal_shows_its_code_when_it_has_one() {
-        let e = RequestError::RefusedWithCode {
-            code: "unknown_port".into(),
+        let e = RequestError::Refused {
+            code: Some("unknown_port".into()),
             error: "children[1]: unknown port \"d9\"".into(),
         };
         assert_eq!(
@@ -156,7 +161,7 @@ mod tests {
             "refused (unknown_port): children[1]: unknown port \"d9\""
         );
         assert_eq!(e.refusal(), Some("children[1]: unknown port \"d9\""));
-        let e = RequestError::Refused("group 9 is not configured".into());
+        let e = RequestError::refused("group 9 is not configured");
         assert_eq!(e.to_string(), "refused: group 9 is not configured");
         assert_eq!(e.refusal(), Some("group 9 is not configured"));
         assert_eq!(RequestError::Closed.refusal(), None);

@@ -165,7 +165,7 @@ fn show(c: &mut Client, switch: &str, group: u32) -> Result<Option<GroupInfo>, T
             switch: switch.into(),
             answer: format!("{other:?}"),
         }),
-        Err(RequestError::Refused(e)) if e.contains("is not configured") => Ok(None),
+        Err(RequestError::Refused { error: e, .. }) if e.contains("is not configured") => Ok(None),
         Err(source) => Err(TreeError::Request {
             switch: switch.into(),
             source,
@@ -341,7 +341,7 @@ pub fn delete(plan: &Plan, sockets: &BTreeMap<String, PathBuf>) -> Report {
                 epoch: None,
             }),
             // Deleted by someone else since it was looked at: gone all the same.
-            Err(RequestError::Refused(e)) if e.contains("is not configured") => {
+            Err(RequestError::Refused { error: e, .. }) if e.contains("is not configured") => {
                 report.steps.push(absent)
             }
             Ok(other) => {

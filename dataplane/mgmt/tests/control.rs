@@ -754,7 +754,7 @@ fn hostile_lines_get_errors_and_the_connection_stays_usable() {
     assert!(r2.error.unwrap().contains("group 3 is not configured"));
     // A refusal through the client API is `Refused`.
     match c.request(&Request::GroupDelete { group: 3 }) {
-        Err(RequestError::Refused(e)) => assert!(e.contains("not configured")),
+        Err(RequestError::Refused { error: e, .. }) => assert!(e.contains("not configured")),
         other => panic!("{other:?}"),
     }
 }
