@@ -567,7 +567,13 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 "barrier-gen: {} ports x {} groups, values in ns",
                 nports, opts.groups
             );
-            Some(HdrLog::create(path, &comment).map_err(|e| format!("{}: {e}", path.display()))?)
+            // Its writer thread on a CPU no lcore polls (DPDK's placement of its own control
+            // threads), not the main lcore's CPU it would inherit.
+            let control = barrier_runtime::affinity::ControlCores::for_eal(&eal);
+            Some(
+                HdrLog::create(path, &comment, control.as_ref())
+                    .map_err(|e| format!("{}: {e}", path.display()))?,
+            )
         }
         None => None,
     };
