@@ -886,6 +886,7 @@ fn scale(cli: &Cli, groups: &[u32], fanins: &[usize], latency_samples: u64) {
     let log = HdrLog::create(
         &cli.out.join("switch-latency.hlog"),
         "barrier-switch frame in to frame out, ns, one barrier at a time",
+        None, // written after the measurement: nothing polls then
     )
     .expect("hlog");
     log.record(
@@ -966,6 +967,7 @@ fn tree(cli: &Cli, shapes: &str, count: u64) {
     let log = HdrLog::create(
         &cli.out.join("tree-latency.hlog"),
         "barrier round latency in in-process trees, ns (first reduce sent to last release received)",
+        barrier_runtime::affinity::ControlCores::for_eal(&eal).as_ref(),
     )
     .expect("hlog");
     let t_start = std::time::Instant::now();

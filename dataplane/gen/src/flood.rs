@@ -19,13 +19,14 @@
 
 use barrier_protocol::counts::CountKey;
 use barrier_protocol::rng::Rng;
-use barrier_protocol::switch::GroupState;
-use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::switch::{GroupState, Outcome, Reject};
+use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, ParseError, FRAME_LEN};
 use barrier_protocol::{Epoch, GroupId, Seq};
 use barrier_switch::counters::RxCounters;
 use barrier_switch::engine::SwitchStats;
 use serde::Serialize;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One class of refused frame.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -74,14 +75,18 @@ impl CountKey for FloodClass {
 }
 
 impl FloodClass {
-    /// The barrier-switch RX counter (`RxCounters::NAMES`) that must count a frame of this
-    /// class on the port it was sent to.
-    pub fn counter(self) -> &'static str {
+    /// The barrier-switch RX counter that must count a frame of this class on the port it was
+    /// sent to.
+    pub fn counter(self) -> RxCount {
         match self {
-            FloodClass::NonMemberReduce | FloodClass::ForeignGroup => "drop_not_a_child",
-            FloodClass::NonMemberRelease | FloodClass::ChildRelease => "drop_not_the_parent",
-            FloodClass::OtherEpoch => "drop_other_epoch",
-            FloodClass::UnknownGroup => "drop_unknown_group",
+            FloodClass::NonMemberReduce | FloodClass::ForeignGroup => {
+                RxCount::Outcome(Outcome::Rejected(Reject::NotAChild))
+            }
+            FloodClass::NonMemberRelease | FloodClass::ChildRelease => {
+                RxCount::Outcome(Outcome::Rejected(Reject::NotTheParent))
+            }
+            FloodClass::OtherEpoch => RxCount::Outcome(Outcome::Rejected(Reject::OtherEpoch)),
+            FloodClass::UnknownGroup => RxCount::UnknownGroup,
         }
     }
 
@@ -269,24 +274,87 @@ pub struct SwitchCheck {
     pub problems: Vec<String>,
 }
 
-/// A port's RX counters summed over its pollers, by name.
-pub fn rx_counter(stats: &SwitchStats, port: usize, name: &str) -> u64 {
-    let i = RxCounters::NAMES
-        .iter()
-        .position(|n| *n == name)
-        .unwrap_or_else(|| panic!("no RX counter {name}"));
+/// One of barrier-switch's RX counters, named by the cell that holds it, so that a misspelt
+/// counter does not compile (it was a string looked up in `RxCounters::NAMES`, and a typo a
+/// panic at run time). Its printed name comes from the switch's own table ([`RxCount::name`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RxCount {
+    /// `frames`: every frame taken off the port's queues.
+    Frames,
+    /// `reduce_in`.
+    ReduceIn,
+    /// `release_in`.
+    ReleaseIn,
+    /// What the group table decided (`recorded`, `completions`, `drop_not_a_child`, ...).
+    Outcome(Outcome),
+    /// A frame the parser refused (`drop_` and the error's reason).
+    Parse(ParseError),
+    /// `drop_unknown_group`.
+    UnknownGroup,
+    /// `drop_policed`.
+    Policed,
+}
+
+impl RxCount {
+    /// Every counter that refuses a frame (the switch's `drop_*`), with `recorded` and
+    /// `completions`: what a port no group names must show nothing in but its flood's classes.
+    pub fn refusals_and_progress() -> Vec<RxCount> {
+        let mut v = vec![
+            RxCount::Outcome(Outcome::Recorded),
+            RxCount::Outcome(Outcome::Completed),
+        ];
+        v.extend(ParseError::ALL.map(RxCount::Parse));
+        v.push(RxCount::UnknownGroup);
+        v.extend(
+            Outcome::ALL
+                .into_iter()
+                .filter(|o| matches!(o, Outcome::Rejected(_)))
+                .map(RxCount::Outcome),
+        );
+        v.push(RxCount::Policed);
+        v
+    }
+
+    /// The cell in one RX poller's counters.
+    fn cell(self, c: &RxCounters) -> &AtomicU64 {
+        match self {
+            RxCount::Frames => &c.frames,
+            RxCount::ReduceIn => &c.reduce_in,
+            RxCount::ReleaseIn => &c.release_in,
+            RxCount::Outcome(o) => &c.outcomes[o],
+            RxCount::Parse(e) => &c.parse_drops[e],
+            RxCount::UnknownGroup => &c.drop_unknown_group,
+            RxCount::Policed => &c.drop_policed,
+        }
+    }
+
+    /// The name barrier-switch prints it under (`RxCounters::NAMES`), found by counting one in
+    /// the cell of a fresh set and seeing which printed value moved: never out of step with
+    /// the switch's table.
+    pub fn name(self) -> &'static str {
+        let probe = RxCounters::default();
+        self.cell(&probe).store(1, Ordering::Relaxed);
+        let moved = probe.values().iter().position(|&v| v == 1);
+        moved
+            .and_then(|i| RxCounters::NAMES.get(i).copied())
+            .expect("every cell of RxCount is one of the switch's printed RX counters")
+    }
+}
+
+/// A port's RX counter summed over its pollers.
+pub fn rx_counter(stats: &SwitchStats, port: usize, counter: RxCount) -> u64 {
     stats
         .rx
         .iter()
         .filter(|(p, _)| *p == port)
-        .map(|(_, c)| c.values()[i])
+        .map(|(_, c)| counter.cell(c).load(Ordering::Relaxed))
         .sum()
 }
 
-/// Every RX counter of the switch, summed over all ports, by name.
-fn rx_total(stats: &SwitchStats, name: &str) -> u64 {
+/// An RX counter of the switch, summed over all ports.
+fn rx_total(stats: &SwitchStats, counter: RxCount) -> u64 {
     (0..stats.port_names.len())
-        .map(|p| rx_counter(stats, p, name))
+        .map(|p| rx_counter(stats, p, counter))
         .sum()
 }
 
@@ -311,11 +379,11 @@ pub fn check_switch(
     let mut counters = Vec::new();
     let mut problems = Vec::new();
     for pe in ports {
-        let mut want: Vec<(&'static str, u64)> = Vec::new();
-        fn add(want: &mut Vec<(&'static str, u64)>, name: &'static str, n: u64) {
-            match want.iter_mut().find(|(k, _)| *k == name) {
+        let mut want: Vec<(RxCount, u64)> = Vec::new();
+        fn add(want: &mut Vec<(RxCount, u64)>, counter: RxCount, n: u64) {
+            match want.iter_mut().find(|(k, _)| *k == counter) {
                 Some((_, v)) => *v += n,
-                None => want.push((name, n)),
+                None => want.push((counter, n)),
             }
         }
         for &c in FloodClass::ALL {
@@ -324,25 +392,24 @@ pub fn check_switch(
         if pe.nonmember {
             // A port no group names: nothing but the flood, and nothing of it past the parse.
             let total: u64 = pe.sent.iter().sum();
-            add(&mut want, "frames", total);
+            add(&mut want, RxCount::Frames, total);
             add(
                 &mut want,
-                "reduce_in",
+                RxCount::ReduceIn,
                 pe.sent[FloodClass::NonMemberReduce.index()],
             );
             add(
                 &mut want,
-                "release_in",
+                RxCount::ReleaseIn,
                 pe.sent[FloodClass::NonMemberRelease.index()],
             );
-            for &name in RxCounters::NAMES {
-                if name.starts_with("drop_") || name == "recorded" || name == "completions" {
-                    add(&mut want, name, 0);
-                }
+            for counter in RxCount::refusals_and_progress() {
+                add(&mut want, counter, 0);
             }
         }
-        for (name, expected) in want {
-            let got = rx_counter(stats, pe.switch_port, name);
+        for (counter, expected) in want {
+            let got = rx_counter(stats, pe.switch_port, counter);
+            let name = counter.name();
             if got != expected {
                 problems.push(format!(
                     "port {}: {name} = {got}, expected {expected}",
@@ -368,7 +435,7 @@ pub fn check_switch(
             "{foreign_changed} of the foreign groups {foreign:?} changed state"
         ));
     }
-    let switch_completions = rx_total(stats, "completions");
+    let switch_completions = rx_total(stats, RxCount::Outcome(Outcome::Completed));
     if switch_completions != generator_completions {
         problems.push(format!(
             "the switch completed {switch_completions} barriers, the generator {generator_completions}"

@@ -2,6 +2,7 @@
 //! written by the hdrhistogram crate's `IntervalLogWriter` on a thread of its own, so encoding
 //! and file I/O never stall the generator's loop.
 
+use barrier_runtime::affinity::ControlCores;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
@@ -25,13 +26,21 @@ pub struct HdrLog {
 
 impl HdrLog {
     /// Creates `path` and writes the log header; interval start times are seconds since now.
-    pub fn create(path: &std::path::Path, comment: &str) -> std::io::Result<HdrLog> {
+    /// The writer thread runs on one of `control` (`barrier_runtime::affinity`: a CPU no
+    /// generator lcore polls) when given, else where it starts (the caller's CPUs).
+    pub fn create(
+        path: &std::path::Path,
+        comment: &str,
+        control: Option<&ControlCores>,
+    ) -> std::io::Result<HdrLog> {
         let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
         let (tx, rx) = mpsc::channel::<Interval>();
         let base = SystemTime::now();
         let comment = comment.to_string();
+        let control = control.cloned();
         let thread = std::thread::Builder::new().name("hdr-log".into()).spawn(
             move || -> std::io::Result<u64> {
+                ControlCores::pin_opt(control.as_ref(), "hdr-log");
                 let mut ser = V2DeflateSerializer::new();
                 // The header goes out once; later writers are begun with no header lines of their
                 // own (no comment, no times), so each interval is a plain log line.
@@ -109,7 +118,7 @@ mod tests {
     fn intervals_read_back_with_the_crate_parser() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.hlog");
-        let log = HdrLog::create(&path, "test run").unwrap();
+        let log = HdrLog::create(&path, "test run", None).unwrap();
         for i in 0..3u64 {
             let mut h = crate::report::new_histogram();
             h.record(1000 * (i + 1)).unwrap();

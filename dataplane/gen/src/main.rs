@@ -567,7 +567,13 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 "barrier-gen: {} ports x {} groups, values in ns",
                 nports, opts.groups
             );
-            Some(HdrLog::create(path, &comment).map_err(|e| format!("{}: {e}", path.display()))?)
+            // Its writer thread on a CPU no lcore polls (DPDK's placement of its own control
+            // threads), not the main lcore's CPU it would inherit.
+            let control = barrier_runtime::affinity::ControlCores::for_eal(&eal);
+            Some(
+                HdrLog::create(path, &comment, control.as_ref())
+                    .map_err(|e| format!("{}: {e}", path.display()))?,
+            )
         }
         None => None,
     };
@@ -809,7 +815,10 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 let t0 = std::time::Instant::now();
                 while want
                     .iter()
-                    .any(|&(p, n)| barrier_gen::flood::rx_counter(stats, p, "frames") < n)
+                    .any(|&(p, n)| {
+                        barrier_gen::flood::rx_counter(stats, p, barrier_gen::flood::RxCount::Frames)
+                            < n
+                    })
                     && t0.elapsed() < Duration::from_secs(5)
                 {
                     if !engines[0].poll_inline() {

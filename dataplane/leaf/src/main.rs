@@ -66,6 +66,13 @@ struct Cli {
     #[cfg(feature = "dpdk")]
     #[arg(long)]
     dpdk_promisc: bool,
+    /// Pin the thread that sends and waits (the leaf's only thread) to CPU N, so it does not
+    /// move between cores mid-barrier: on a compute node, a core beside the NIC's interrupts
+    /// and away from the application's busy ones. AF_PACKET only: with --dpdk-port that thread
+    /// is EAL's main lcore, which EAL places (`-l N` before `--`).
+    #[cfg_attr(feature = "dpdk", arg(long, value_name = "N", conflicts_with = "dpdk_port"))]
+    #[cfg_attr(not(feature = "dpdk"), arg(long, value_name = "N"))]
+    cpu: Option<usize>,
     /// EAL arguments for --dpdk-port: what came before `--` (see [`split_eal`]).
     #[cfg(feature = "dpdk")]
     #[arg(skip)]
@@ -253,8 +260,25 @@ fn run(cli: &Cli) -> Result<(Summary, u8), Box<dyn std::error::Error>> {
         .iface
         .as_deref()
         .expect("clap requires --iface or --dpdk-port");
+    if let Some(cpu) = cli.cpu {
+        pin_to(cpu)?;
+    }
     let leaf = Session::open_af_packet(iface, cfg, &[cli.group])?;
     Ok(run_barriers(cli, iface, leaf)?)
+}
+
+/// `--cpu N`: this thread on CPU N only (`barrier_runtime::affinity::pin_current`, through
+/// `core_affinity`), or why not.
+fn pin_to(cpu: usize) -> Result<(), String> {
+    use barrier_runtime::affinity::{current_cpus, pin_current, CpuList};
+    let mine = current_cpus();
+    if pin_current(cpu) {
+        return Ok(());
+    }
+    Err(match CpuList::from_cpus(mine) {
+        Ok(may) => format!("--cpu {cpu}: this process may run on CPUs {may} only"),
+        Err(_) => format!("--cpu {cpu}: the OS refused to pin this thread there"),
+    })
 }
 
 /// Starts the EAL with the arguments before `--` and opens `name` as the leaf's port. The EAL
@@ -578,5 +602,27 @@ mod tests {
             parse(&["-l", "1"], &["--dpdk-port", "p", "--dpdk-promisc"]),
             Ok(())
         );
+        // --cpu places the AF_PACKET leaf's thread; a DPDK leaf's is placed by EAL's -l.
+        assert_eq!(parse(&[], &["-i", "eth0", "--cpu", "1"]), Ok(()));
+        assert_eq!(
+            parse(&[], &["--dpdk-port", "p", "--cpu", "1"]),
+            Err(ErrorKind::ArgumentConflict)
+        );
+        assert!(parse(&[], &["-i", "eth0", "--cpu", "x"]).is_err());
+    }
+
+    #[test]
+    fn pinning_to_a_cpu_the_process_may_not_use_is_refused() {
+        std::thread::spawn(|| {
+            let msg = pin_to(barrier_runtime::affinity::MAX_CPUS - 1).unwrap_err();
+            assert!(msg.starts_with("--cpu 1023: "), "{msg}");
+            let mine = barrier_runtime::affinity::current_cpus();
+            if let Some(&cpu) = mine.first() {
+                assert_eq!(pin_to(cpu), Ok(()));
+                assert_eq!(barrier_runtime::affinity::current_cpus(), [cpu]);
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

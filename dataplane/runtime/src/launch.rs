@@ -1,9 +1,12 @@
 //! Running pollers on DPDK lcores: ports brought up and closed in the order that loses nothing,
-//! loops placed on lcores with a management thread beside them, signals, and shutdown in the
+//! loops placed on lcores with a management thread beside them (on a control core:
+//! `crate::affinity`), signals, and shutdown in the
 //! l2fwd order (quit flag, wait for lcores, flush and drain, stop and close ports, EAL cleanup
 //! by the caller). Every program that runs loops on DPDK uses this: the switch, the demo tree,
 //! the generator.
 
+#[cfg(feature = "dpdk")]
+use crate::affinity::ControlCores;
 #[cfg(feature = "dpdk")]
 use crate::clock::Clock;
 use crate::counters::LoopCounters;
@@ -82,18 +85,29 @@ pub type Placement = BTreeMap<u32, Vec<Box<dyn Poller>>>;
 /// plain thread that sleeps between looks, given every loop's counters (a loop has polled once
 /// its pass count is non-zero: `all_loops_polled`); it returns when it is time to stop (it may
 /// also just wait for `quit`).
+///
+/// The management thread runs on a control core (`crate::affinity`): one of `control` when
+/// given (a caller that places other threads, such as a metrics endpoint, passes the same
+/// `ControlCores` so they are spread over them), else one of the CPUs no lcore of `placement`
+/// polls (`ControlCores::resolve` with nothing configured), never the main lcore's CPU that
+/// it would otherwise inherit while a CPU is free.
 pub fn run_placement<F>(
     eal: &Eal,
     placement: Placement,
     quit: Arc<AtomicBool>,
     clock: Clock,
     idle: Idle,
+    control: Option<ControlCores>,
     manage: F,
 ) -> Result<Vec<(u32, Arc<LoopCounters>)>, LaunchError>
 where
     F: FnOnce(Vec<Arc<LoopCounters>>) + Send + 'static,
 {
     let main = eal.main_lcore().0;
+    let control = control.or_else(|| {
+        let polling: Vec<u32> = placement.keys().copied().collect();
+        ControlCores::resolve(eal, &polling, None)
+    });
     let mut joins = Vec::new();
     let mut main_loop = None;
     let mut loop_counters = Vec::new();
@@ -123,6 +137,7 @@ where
     let manager = match std::thread::Builder::new()
         .name("management".into())
         .spawn(move || {
+            ControlCores::pin_opt(control.as_ref(), "management");
             manage(watched);
             q.store(true, Ordering::Relaxed);
         }) {

@@ -2,6 +2,7 @@
 //!
 //! | module | role |
 //! | --- | --- |
+//! | `affinity` | where threads that are not lcores run: CPU lists, the control cores (the CPUs no polling lcore uses), pinning through `core_affinity` |
 //! | `args` | the command line every DPDK program takes: `PROGRAM [SUBCOMMAND] [EAL args] -- [program args]` |
 //! | `io` | the I/O seam: an RX queue and a TX queue behind two traits; in-memory wires |
 //! | `dpdk_io` | the same traits on DPDK queue handles and mbufs (feature `dpdk`) |
@@ -19,6 +20,7 @@
 //! builds with no libdpdk, and `Clock::tsc` is the OS clock.
 #![forbid(unsafe_code)]
 
+pub mod affinity;
 pub mod args;
 pub mod clock;
 pub mod counters;

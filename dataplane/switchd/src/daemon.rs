@@ -281,6 +281,7 @@ pub fn run_config(
         quit.clone(),
         clock,
         cfg.lcores.idle,
+        None,
         move |loops| {
             // run_placement hands the loops over in placement (lcore) order.
             let _ = loops_cell.set(loop_lcores.into_iter().zip(loops.iter().cloned()).collect());

@@ -182,7 +182,8 @@ pub fn run_demo_on(
     // The loops stop on this run's own flag; `quit` (a signal) only ends the wait early.
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
-    let loops = run_placement(eal, placement, stop, clock, opts.idle, move |_| {
+    // The management thread on a CPU no loop polls (automatic control cores).
+    let loops = run_placement(eal, placement, stop, clock, opts.idle, None, move |_| {
         wait_until_done(&done, &progress, &o, start, &[&q, &stopped]);
     })?;
     let elapsed = start.elapsed();

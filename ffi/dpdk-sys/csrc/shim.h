@@ -17,4 +17,10 @@ void dpdk_sys_set_rte_errno(int value);
 #include <stdint.h>
 const char *dpdk_sys_port_devargs(uint16_t port_id);
 
+/* The CPUs lcore `lcore_id` runs on (`rte_lcore_cpuset`, which rte_lcore.h declares only with
+ * _GNU_SOURCE, so bindgen does not see it): CPU c is bit c % 64 of words[c / 64]; `n` words are
+ * written (zeroed first; CPUs past them are left out). Returns the words a whole set takes
+ * (CPU_SETSIZE / 64). `lcore_id` must be below RTE_MAX_LCORE. */
+unsigned int dpdk_sys_lcore_cpuset(unsigned int lcore_id, uint64_t *words, unsigned int n);
+
 #endif

@@ -33,6 +33,10 @@ pub(crate) fn vdev_spec(name: &str) -> Option<String> {
         .cloned()
 }
 
+/// The CPUs the thread calling `Eal::init` could run on just before `rte_eal_init` pinned it to
+/// the main lcore (see [`Eal::startup_cpus`]); empty when the OS would not say.
+static STARTUP_CPUS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
 /// The `--vdev` values in an EAL argument list (`--vdev X` and `--vdev=X`).
 fn vdev_args(args: &[String]) -> Vec<String> {
     let mut out = Vec::new();
@@ -143,6 +147,11 @@ impl Eal {
                 .into_boxed_slice(),
         );
         let argc = (argv.len() - 1) as i32;
+        // Once EAL is up, this thread runs on the main lcore's CPU only, and every thread it
+        // starts inherits that: what the process may use is known only now.
+        *STARTUP_CPUS.lock().unwrap_or_else(|e| e.into_inner()) = core_affinity::get_core_ids()
+            .map(|ids| ids.into_iter().map(|c| c.id).collect())
+            .unwrap_or_default();
         // SAFETY: argv is a NULL-terminated array of argc valid NUL-terminated strings that
         // outlive the process; the state guard above ensures this is the only call.
         let ret = unsafe { sys::rte_eal_init(argc, argv.as_mut_ptr()) };
@@ -196,6 +205,32 @@ impl Eal {
         out
     }
 
+    /// The CPUs the process could run on when `init` was called: the calling thread's
+    /// affinity just before `rte_eal_init` pinned it to the main lcore (a thread started after
+    /// `init` inherits the main lcore's CPUs only). DPDK starts its own control threads'
+    /// placement from the same set. Empty if the OS would not tell.
+    pub fn startup_cpus(&self) -> Vec<usize> {
+        STARTUP_CPUS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The CPUs `lcore` runs on (`rte_lcore_cpuset`): one with `-l`/`-c`, possibly several with
+    /// `--lcores 0@(0-1)`. Empty for an lcore that is not enabled.
+    pub fn lcore_cpus(&self, lcore: LcoreId) -> Vec<usize> {
+        // SAFETY: EAL is initialised; the call reads the lcore table; the bound is checked first.
+        if lcore.0 >= sys::RTE_MAX_LCORE || unsafe { sys::rte_lcore_is_enabled(lcore.0) } == 0 {
+            return Vec::new();
+        }
+        // CPU_SETSIZE is 1024 with glibc: 16 words; the shim says how many a set takes.
+        let mut words = [0u64; 16];
+        // SAFETY: EAL is initialised and `lcore` is an enabled lcore below RTE_MAX_LCORE; the
+        // shim writes at most `words.len()` words into the array it is given.
+        let whole = unsafe {
+            sys::dpdk_sys_lcore_cpuset(lcore.0, words.as_mut_ptr(), words.len() as u32)
+        };
+        debug_assert!(whole as usize <= words.len(), "a cpu_set_t of {whole} words");
+        cpus_in(&words)
+    }
+
     /// Number of lcores enabled (main and workers).
     pub fn lcore_count(&self) -> u32 {
         // SAFETY: EAL is initialised.
@@ -238,6 +273,21 @@ impl Drop for EalInner {
         remove_runtime_dir(dir);
         EAL_STATE.store(STATE_DONE, Ordering::Release);
     }
+}
+
+/// The CPU numbers set in a `cpu_set_t`'s words (bit `b` of word `w` is CPU `w * bits + b`).
+fn cpus_in<W: Copy + Into<u64>>(words: &[W]) -> Vec<usize> {
+    let bits = std::mem::size_of::<W>() * 8;
+    let mut out = Vec::new();
+    for (w, &word) in words.iter().enumerate() {
+        let word: u64 = word.into();
+        for b in 0..bits {
+            if word >> b & 1 == 1 {
+                out.push(w * bits + b);
+            }
+        }
+    }
+    out
 }
 
 /// True while an `Eal` is live in this process.
@@ -296,6 +346,13 @@ mod tests {
             vdev_args(&a),
             ["net_ring0", "net_af_packet0,iface=eth1"].map(String::from)
         );
+    }
+
+    #[test]
+    fn cpu_set_words_give_cpu_numbers() {
+        assert_eq!(cpus_in::<u64>(&[0, 0]), Vec::<usize>::new());
+        assert_eq!(cpus_in::<u64>(&[0b1011, 1 << 63, 1]), [0, 1, 3, 127, 128]);
+        assert_eq!(cpus_in::<u32>(&[1 << 31, 1]), [31, 32]);
     }
 
     #[test]

@@ -15,6 +15,14 @@ fn lcores() {
     let workers = eal.worker_lcores();
     assert_eq!(workers, vec![LcoreId(1)]);
 
+    // `-l 0,1`: lcore N runs on CPU N; an lcore that is not enabled has none. The CPUs at
+    // start-up are the process's, taken before EAL pinned this thread (at least one).
+    assert_eq!(eal.lcore_cpus(LcoreId(0)), [0]);
+    assert_eq!(eal.lcore_cpus(LcoreId(1)), [1]);
+    assert!(eal.lcore_cpus(LcoreId(5)).is_empty());
+    assert!(eal.lcore_cpus(LcoreId(u32::MAX)).is_empty());
+    assert!(!eal.startup_cpus().is_empty());
+
     // The closure runs on lcore 1 and its value comes back.
     let job = eal
         .launch_on(LcoreId(1), || (current_lcore(), 6 * 7))

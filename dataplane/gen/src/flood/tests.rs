@@ -128,7 +128,7 @@ fn classes_by_target_and_what_counts_them() {
         [FloodClass::ChildRelease, FloodClass::OtherEpoch]
     );
     for &c in FloodClass::ALL {
-        assert!(RxCounters::NAMES.contains(&c.counter()), "{c:?}");
+        assert!(c.counter().name().starts_with("drop_"), "{c:?}");
         assert_eq!(FloodClass::ALL[c.index()], c);
     }
     assert!(FloodSource::new(
@@ -221,28 +221,31 @@ fn each_class_is_refused_by_barrier_switch_for_its_reason_and_changes_nothing() 
     let check = check_switch(&sw.stats, &expect, &foreign_before, FOREIGN, 0, 0);
     assert!(check.ok, "{}", check.text());
     // Every class landed in its own counter, nothing else was counted on c0 but the classes.
+    let not_a_child = RxCount::Outcome(Outcome::Rejected(Reject::NotAChild));
+    let not_the_parent = RxCount::Outcome(Outcome::Rejected(Reject::NotTheParent));
     for (port, counter, n) in [
-        (0, "drop_not_the_parent", 250),
-        (0, "drop_other_epoch", 250),
-        (0, "drop_not_a_child", 250),
-        (0, "drop_unknown_group", 250),
-        (0, "frames", 1000),
-        (2, "drop_not_a_child", 500),
-        (2, "drop_not_the_parent", 500),
-        (2, "frames", 1000),
+        (0, not_the_parent, 250),
+        (0, RxCount::Outcome(Outcome::Rejected(Reject::OtherEpoch)), 250),
+        (0, not_a_child, 250),
+        (0, RxCount::UnknownGroup, 250),
+        (0, RxCount::Frames, 1000),
+        (2, not_a_child, 500),
+        (2, not_the_parent, 500),
+        (2, RxCount::Frames, 1000),
     ] {
-        assert_eq!(rx_counter(&sw.stats, port, counter), n, "{port} {counter}");
+        assert_eq!(rx_counter(&sw.stats, port, counter), n, "{port} {counter:?}");
     }
-    for name in ["recorded", "completions", "duplicates", "stale_reduce"] {
-        assert_eq!(rx_counter(&sw.stats, 0, name), 0, "{name}");
+    for o in [
+        Outcome::Recorded,
+        Outcome::Completed,
+        Outcome::Duplicate,
+        Outcome::StaleReduce,
+    ] {
+        assert_eq!(rx_counter(&sw.stats, 0, RxCount::Outcome(o)), 0, "{o:?}");
     }
-    assert_eq!(rx_counter(&sw.stats, 1, "frames"), 0);
+    assert_eq!(rx_counter(&sw.stats, 1, RxCount::Frames), 0);
     for e in ParseError::ALL {
-        assert_eq!(
-            rx_counter(&sw.stats, 0, &format!("drop_{}", e.reason())),
-            0,
-            "{e:?}"
-        );
+        assert_eq!(rx_counter(&sw.stats, 0, RxCount::Parse(e)), 0, "{e:?}");
     }
     assert_eq!(sw.all_states(), before, "no group changed");
     assert_eq!(sw.sent_anything(), 0, "the switch sent nothing");
@@ -290,4 +293,36 @@ fn the_check_fails_when_a_class_is_not_refused_or_a_count_is_off() {
     assert!(!check.ok && check.problems[0].contains("completed"));
     let check = check_switch(&sw.stats, &[], &foreign_before, FOREIGN, 0, 3);
     assert!(!check.ok && check.problems[0].contains("queued"));
+}
+
+#[test]
+fn typed_rx_counters_carry_the_switch_names() {
+    let n = |c: RxCount| c.name();
+    assert_eq!(n(RxCount::Frames), "frames");
+    assert_eq!(n(RxCount::ReduceIn), "reduce_in");
+    assert_eq!(n(RxCount::ReleaseIn), "release_in");
+    assert_eq!(n(RxCount::Outcome(Outcome::Completed)), "completions");
+    assert_eq!(n(RxCount::Outcome(Outcome::Recorded)), "recorded");
+    assert_eq!(
+        n(RxCount::Outcome(Outcome::Rejected(Reject::NotAChild))),
+        "drop_not_a_child"
+    );
+    assert_eq!(n(RxCount::Parse(ParseError::BadChecksum)), "drop_bad_checksum");
+    assert_eq!(n(RxCount::UnknownGroup), "drop_unknown_group");
+    assert_eq!(n(RxCount::Policed), "drop_policed");
+    // The non-member sweep covers what the name-based one did: every `drop_` counter the
+    // switch prints, `recorded` and `completions`, each once.
+    let swept: Vec<&str> = RxCount::refusals_and_progress()
+        .into_iter()
+        .map(RxCount::name)
+        .collect();
+    let mut want: Vec<&str> = RxCounters::NAMES
+        .iter()
+        .copied()
+        .filter(|n| n.starts_with("drop_") || *n == "recorded" || *n == "completions")
+        .collect();
+    let mut got = swept.clone();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want);
 }
