@@ -813,13 +813,10 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 }
                 // Wait (at most 5 s) until the switch received every frame the devices took.
                 let t0 = std::time::Instant::now();
-                while want
-                    .iter()
-                    .any(|&(p, n)| {
-                        barrier_gen::flood::rx_counter(stats, p, barrier_gen::flood::RxCount::Frames)
-                            < n
-                    })
-                    && t0.elapsed() < Duration::from_secs(5)
+                while want.iter().any(|&(p, n)| {
+                    barrier_gen::flood::rx_counter(stats, p, barrier_gen::flood::RxCount::Frames)
+                        < n
+                }) && t0.elapsed() < Duration::from_secs(5)
                 {
                     if !engines[0].poll_inline() {
                         std::thread::sleep(Duration::from_micros(200));

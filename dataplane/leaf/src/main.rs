@@ -70,7 +70,10 @@ struct Cli {
     /// move between cores mid-barrier: on a compute node, a core beside the NIC's interrupts
     /// and away from the application's busy ones. AF_PACKET only: with --dpdk-port that thread
     /// is EAL's main lcore, which EAL places (`-l N` before `--`).
-    #[cfg_attr(feature = "dpdk", arg(long, value_name = "N", conflicts_with = "dpdk_port"))]
+    #[cfg_attr(
+        feature = "dpdk",
+        arg(long, value_name = "N", conflicts_with = "dpdk_port")
+    )]
     #[cfg_attr(not(feature = "dpdk"), arg(long, value_name = "N"))]
     cpu: Option<usize>,
     /// EAL arguments for --dpdk-port: what came before `--` (see [`split_eal`]).

@@ -9,6 +9,7 @@
 use barrier_ctl::group::{self, GroupSpec};
 use barrier_protocol::switch::GroupConfig;
 use barrier_protocol::GroupId;
+use barrier_runtime::affinity::CpuList;
 use serde::Deserialize;
 use std::fmt;
 use std::ops::Range;
@@ -213,6 +214,14 @@ pub struct RawStragglers {
     pub limit: Option<usize>,
 }
 
+/// `[management]`: where the threads that are not lcores run.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawManagement {
+    /// The control cores: `[0, 1]` or `"0-1"` (`barrier_runtime::affinity::CpuList`).
+    pub cpus: Option<CpuList>,
+}
+
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawMetrics {
@@ -274,6 +283,9 @@ pub struct ManagementSpec {
     pub stragglers: Vec<u32>,
     /// `[stragglers] limit`: the most groups watched at once.
     pub straggler_limit: usize,
+    /// `[management] cpus`: the CPUs the management threads (control socket, metrics
+    /// endpoint) run on; `None`: the CPUs no polling lcore uses (`barrier_runtime::affinity`).
+    pub cpus: Option<CpuList>,
 }
 
 /// The management sections as a file has them (each borrowed from the dataplane's raw file).
@@ -282,6 +294,7 @@ pub struct Sections<'a> {
     pub control: Option<&'a RawControl>,
     pub metrics: Option<&'a RawMetrics>,
     pub stragglers: &'a RawStragglers,
+    pub management: Option<&'a RawManagement>,
 }
 
 /// Checks the management sections of a file whose dataplane has the ports `port_names`.
@@ -315,6 +328,7 @@ pub fn validate(s: Sections<'_>, port_names: &[&str]) -> Result<ManagementSpec, 
         metrics,
         stragglers,
         straggler_limit,
+        cpus: s.management.and_then(|m| m.cpus.clone()),
     })
 }
 

@@ -28,6 +28,7 @@ use crate::snapshot::{Set, Snapshot};
 use crate::telemetry::LoopsCell;
 use barrier_protocol::switch::Phase;
 use barrier_protocol::{GroupId, PortSet};
+use barrier_runtime::affinity::ControlCores;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -462,13 +463,15 @@ pub struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Listens on `addr` and serves scrapes from one thread until `quit` or `stop`.
+    /// Listens on `addr` and serves scrapes from one thread until `quit` or `stop`; the thread
+    /// runs on the next of the `control` cores when given (`ControlCores::pin`).
     pub fn start(
         addr: SocketAddr,
         dp: Arc<dyn Dataplane>,
         loops: LoopsCell,
         groups: Vec<u32>,
         quit: Arc<AtomicBool>,
+        control: Option<ControlCores>,
     ) -> Result<MetricsServer, ServeError> {
         let listener =
             TcpListener::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
@@ -483,6 +486,7 @@ impl MetricsServer {
         let thread = std::thread::Builder::new()
             .name("metrics".into())
             .spawn(move || {
+                ControlCores::pin_opt(control.as_ref(), "metrics");
                 while !s.load(Ordering::Relaxed) && !quit.load(Ordering::Relaxed) {
                     match listener.accept() {
                         Ok((conn, _)) => {

@@ -183,7 +183,10 @@ impl<'de> serde::Deserialize<'de> for CpuList {
             fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<CpuList, E> {
                 s.parse().map_err(E::custom)
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<CpuList, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<CpuList, A::Error> {
                 let mut cpus = Vec::new();
                 while let Some(cpu) = a.next_element::<usize>()? {
                     cpus.push(cpu);
@@ -414,7 +417,12 @@ mod tests {
         assert_eq!(err("0-"), CpuListError::NotACpu { item: "0-".into() });
         assert_eq!(err("a-3"), CpuListError::NotACpu { item: "a-3".into() });
         assert_eq!(err("-1"), CpuListError::NotACpu { item: "-1".into() });
-        assert_eq!(err("1-2-3"), CpuListError::NotACpu { item: "1-2-3".into() });
+        assert_eq!(
+            err("1-2-3"),
+            CpuListError::NotACpu {
+                item: "1-2-3".into()
+            }
+        );
         assert_eq!(err("x"), CpuListError::NotACpu { item: "x".into() });
         assert_eq!(err("3-1"), CpuListError::Reversed { first: 3, last: 1 });
         assert_eq!(err("1024"), CpuListError::TooLarge { cpu: 1024 });

@@ -7,7 +7,7 @@ use crate::poll::{Idle, IdleMode};
 use crate::spec::{Device, LcoreSpec, MempoolSpec, PortSpec, RxLcore, SwitchSpec};
 use barrier_ctl::group::GroupSpec;
 use barrier_mgmt::config::{
-    parse_toml, ManagementSpec, RawControl, RawMetrics, RawStragglers, Sections,
+    parse_toml, ManagementSpec, RawControl, RawManagement, RawMetrics, RawStragglers, Sections,
 };
 pub use barrier_mgmt::config::{ConfigError, MAX_GROUPS, MAX_SOCKET_PATH};
 use barrier_protocol::PortIdx;
@@ -43,8 +43,10 @@ struct RawConfig {
     #[serde(default)]
     groups: Vec<GroupSpec>,
     control: Option<RawControl>,
-    /// Prometheus endpoint (`crate::metrics`): off unless the section is present.
+    /// Prometheus endpoint (`barrier_mgmt::metrics`): off unless the section is present.
     metrics: Option<RawMetrics>,
+    /// Where the management threads run (`barrier_mgmt::config::RawManagement`).
+    management: Option<RawManagement>,
     /// Straggler reports (`barrier_mgmt::straggler`) for the groups listed.
     #[serde(default)]
     stragglers: RawStragglers,
@@ -295,12 +297,14 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         metrics,
         stragglers,
         straggler_limit,
+        cpus,
     } = barrier_mgmt::config::validate(
         Sections {
             groups: &raw.groups,
             control: raw.control.as_ref(),
             metrics: raw.metrics.as_ref(),
             stragglers: &raw.stragglers,
+            management: raw.management.as_ref(),
         },
         &port_names,
     )?;
@@ -315,6 +319,7 @@ fn validate(raw: RawConfig) -> Result<SwitchSpec, ConfigError> {
         metrics,
         stragglers,
         straggler_limit,
+        management_cpus: cpus,
     })
 }
 
@@ -790,6 +795,26 @@ children = ["d0", "d1", "up"]
         );
         let any = parse(&format!("{GOOD}\n[metrics]\nlisten = \"0.0.0.0:9100\"\n")).unwrap();
         assert_eq!(any.metrics.unwrap().listen, "0.0.0.0:9100".parse().unwrap());
+    }
+
+    #[test]
+    fn management_cpus_take_a_list_or_a_string_and_name_a_bad_one() {
+        assert_eq!(parse(GOOD).unwrap().management_cpus, None);
+        for cpus in ["[1, 0]", "\"0-1\"", "\"1,0,1\""] {
+            let spec = parse(&format!("{GOOD}\n[management]\ncpus = {cpus}\n")).unwrap();
+            assert_eq!(spec.management_cpus.unwrap().cpus(), [0, 1], "{cpus}");
+        }
+        let text = format!("{GOOD}\n[management]\ncpus = \"0-x\"\n");
+        let e = err(&text);
+        assert_eq!(e.key, "management.cpus", "{e}");
+        assert_eq!(e.line, Some(text.lines().count()), "{e}");
+        assert!(e.reason.contains("not a CPU number"), "{e}");
+        for bad in ["[]", "\"3-1\"", "[99999]"] {
+            let e = err(&format!("{GOOD}\n[management]\ncpus = {bad}\n"));
+            assert_eq!(e.key, "management.cpus", "{bad}: {e}");
+        }
+        let e = err(&format!("{GOOD}\n[management]\ncores = [0]\n"));
+        assert!(e.to_string().contains("cores"), "{e}");
     }
 
     #[test]

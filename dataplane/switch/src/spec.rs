@@ -28,6 +28,9 @@ pub struct SwitchSpec {
     /// How many groups may be watched at once, those above included (`[stragglers] limit`; 0:
     /// none, and no watch at all on the RX path).
     pub straggler_limit: usize,
+    /// The CPUs of the threads that are not lcores (`[management] cpus`); `None`: the CPUs no
+    /// polling lcore uses (`barrier_runtime::affinity::ControlCores`).
+    pub management_cpus: Option<barrier_runtime::affinity::CpuList>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 use barrier_mgmt::{metrics, notify, straggler, telemetry};
 use barrier_mgmt::{BindError, Control, ControlServer};
 use barrier_protocol::table::GroupTable;
+use barrier_runtime::affinity::ControlCores;
 use barrier_runtime::clock::Clock;
 use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
 use barrier_runtime::launch::{
@@ -246,6 +247,10 @@ pub fn run_config(
         )?),
         None => None,
     };
+    // The threads that are not lcores (this management thread, the metrics endpoint) go on the
+    // control cores: `[management] cpus`, else the CPUs no polling lcore uses.
+    let polling: Vec<u32> = placement.keys().copied().collect();
+    let control_cores = ControlCores::resolve(&eal, &polling, cfg.management_cpus.clone());
     let metrics = match &cfg.metrics {
         Some(m) => {
             let server = metrics::MetricsServer::start(
@@ -254,6 +259,7 @@ pub fn run_config(
                 loops_cell.clone(),
                 m.groups.clone(),
                 signals.quit.clone(),
+                control_cores.clone(),
             )?;
             tracing::info!(
                 "metrics: Prometheus endpoint on http://{}/metrics",
@@ -281,7 +287,7 @@ pub fn run_config(
         quit.clone(),
         clock,
         cfg.lcores.idle,
-        None,
+        control_cores,
         move |loops| {
             // run_placement hands the loops over in placement (lcore) order.
             let _ = loops_cell.set(loop_lcores.into_iter().zip(loops.iter().cloned()).collect());

@@ -291,3 +291,49 @@ fn nix_root() -> bool {
         })
         .unwrap_or(false)
 }
+
+/// The CPUs thread `name` of process `pid` may run on (`Cpus_allowed_list` in /proc).
+fn thread_cpus(pid: u32, name: &str) -> Option<String> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+            return status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string());
+        }
+    }
+    None
+}
+
+/// `[management] cpus` puts the threads that are not lcores (the management thread with the
+/// control socket, the metrics endpoint) on those CPUs, as the kernel sees them.
+#[test]
+fn management_threads_run_on_the_configured_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "cpus", "net_ring1");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text += "\n[management]\ncpus = [1]\n\n[metrics]\nlisten = \"127.0.0.1:0\"\n";
+    std::fs::write(&cfg, text).unwrap();
+    let err = dir.path().join("cpus.err");
+    let mut child = spawn(&cfg, &err, None);
+    let log = wait_for(&err, "barrier-switch: ready", &mut child);
+    for thread in ["management", "metrics"] {
+        assert!(
+            log.contains(&format!("thread \"{thread}\" placed on CPU 1")),
+            "{thread}:\n{log}"
+        );
+        assert_eq!(
+            thread_cpus(child.id(), thread).as_deref(),
+            Some("1"),
+            "{thread}:\n{log}"
+        );
+    }
+    // CPU 1 is also lcore 1's (the scheduler): the switch says so.
+    assert!(log.contains("are polled by an lcore"), "{log}");
+    stop(child);
+}

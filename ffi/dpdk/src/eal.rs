@@ -210,7 +210,10 @@ impl Eal {
     /// `init` inherits the main lcore's CPUs only). DPDK starts its own control threads'
     /// placement from the same set. Empty if the OS would not tell.
     pub fn startup_cpus(&self) -> Vec<usize> {
-        STARTUP_CPUS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        STARTUP_CPUS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The CPUs `lcore` runs on (`rte_lcore_cpuset`): one with `-l`/`-c`, possibly several with
@@ -224,10 +227,12 @@ impl Eal {
         let mut words = [0u64; 16];
         // SAFETY: EAL is initialised and `lcore` is an enabled lcore below RTE_MAX_LCORE; the
         // shim writes at most `words.len()` words into the array it is given.
-        let whole = unsafe {
-            sys::dpdk_sys_lcore_cpuset(lcore.0, words.as_mut_ptr(), words.len() as u32)
-        };
-        debug_assert!(whole as usize <= words.len(), "a cpu_set_t of {whole} words");
+        let whole =
+            unsafe { sys::dpdk_sys_lcore_cpuset(lcore.0, words.as_mut_ptr(), words.len() as u32) };
+        debug_assert!(
+            whole as usize <= words.len(),
+            "a cpu_set_t of {whole} words"
+        );
         cpus_in(&words)
     }
 

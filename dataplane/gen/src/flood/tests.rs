@@ -225,7 +225,11 @@ fn each_class_is_refused_by_barrier_switch_for_its_reason_and_changes_nothing() 
     let not_the_parent = RxCount::Outcome(Outcome::Rejected(Reject::NotTheParent));
     for (port, counter, n) in [
         (0, not_the_parent, 250),
-        (0, RxCount::Outcome(Outcome::Rejected(Reject::OtherEpoch)), 250),
+        (
+            0,
+            RxCount::Outcome(Outcome::Rejected(Reject::OtherEpoch)),
+            250,
+        ),
         (0, not_a_child, 250),
         (0, RxCount::UnknownGroup, 250),
         (0, RxCount::Frames, 1000),
@@ -233,7 +237,11 @@ fn each_class_is_refused_by_barrier_switch_for_its_reason_and_changes_nothing() 
         (2, not_the_parent, 500),
         (2, RxCount::Frames, 1000),
     ] {
-        assert_eq!(rx_counter(&sw.stats, port, counter), n, "{port} {counter:?}");
+        assert_eq!(
+            rx_counter(&sw.stats, port, counter),
+            n,
+            "{port} {counter:?}"
+        );
     }
     for o in [
         Outcome::Recorded,
@@ -307,7 +315,10 @@ fn typed_rx_counters_carry_the_switch_names() {
         n(RxCount::Outcome(Outcome::Rejected(Reject::NotAChild))),
         "drop_not_a_child"
     );
-    assert_eq!(n(RxCount::Parse(ParseError::BadChecksum)), "drop_bad_checksum");
+    assert_eq!(
+        n(RxCount::Parse(ParseError::BadChecksum)),
+        "drop_bad_checksum"
+    );
     assert_eq!(n(RxCount::UnknownGroup), "drop_unknown_group");
     assert_eq!(n(RxCount::Policed), "drop_policed");
     // The non-member sweep covers what the name-based one did: every `drop_` counter the
