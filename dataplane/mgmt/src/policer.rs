@@ -114,6 +114,7 @@ impl PolicerSpec {
         })
     }
 
+    #[inline]
     fn unpack(w: u64) -> Option<PolicerSpec> {
         (w != 0).then_some(PolicerSpec {
             rate: w & 0xffff_ffff,
@@ -148,11 +149,13 @@ impl PolicerRegister {
     }
 
     /// The port's policer now (`None`: off).
+    #[inline]
     pub fn get(&self) -> Option<PolicerSpec> {
         PolicerSpec::unpack(self.spec.load(Ordering::Acquire))
     }
 
     /// How many times it was set since the switch started.
+    #[inline]
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }

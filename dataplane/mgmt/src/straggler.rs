@@ -194,6 +194,7 @@ impl Watch {
         self.reports.read().unwrap_or_else(|p| p.into_inner())
     }
 
+    #[inline]
     fn bit(&self, group: u32) -> Option<(&AtomicU64, u64)> {
         let w = self.bits.get((group / 64) as usize)?;
         Some((w, 1 << (group % 64)))

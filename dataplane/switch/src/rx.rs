@@ -167,7 +167,8 @@ impl<Q: RxQueue> RxPoller<Q> {
             }
         };
         c.outcomes.bump(outcome);
-        if let Some(w) = &self.watch {
+        // `watches` is inline (one bit test); the report itself is `barrier_mgmt`'s call.
+        if let Some(w) = self.watch.as_ref().filter(|w| w.watches(p.group.0)) {
             // An intermediate's completion reduces up, a root's does not: the actions say
             // which, so the table is not read a second time for the role.
             let root = outcome == Outcome::Completed && !actions.reduces_up();
