@@ -1,6 +1,6 @@
 //! The management plane's sections of a dataplane's configuration file, and the checks they
 //! share: `[[groups]]` (each entry a `barrier_ctl::group::GroupSpec`, resolved by the same
-//! `group::resolve` the control socket uses), `[control]`, `[metrics]` and `[stragglers]`.
+//! `group::resolve` the control socket uses), `[control]`, `[metrics]`, `[stragglers]` and `[management]`.
 //! A dataplane's own file (for the DPDK switch, `barrier_switch::config`) holds these sections
 //! beside its own ones, parses the whole file with [`parse_toml`] and checks them with
 //! [`validate`]; every refusal is a [`ConfigError`] naming the key path and, where the file has

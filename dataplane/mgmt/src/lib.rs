@@ -6,7 +6,7 @@
 //!
 //! | module | role |
 //! | --- | --- |
-//! | `config` | the file's management sections (`[[groups]]`, `[control]`, `[metrics]`, `[stragglers]`), checked, every refusal naming its key and line |
+//! | `config` | the file's management sections (`[[groups]]`, `[control]`, `[metrics]`, `[stragglers]`, `[management]`), checked, every refusal naming its key and line |
 //! | `dataplane` | [`Dataplane`]: what the management plane reads and changes |
 //! | `snapshot` | [`Snapshot`]: every counter read once, the one input of every exporter; the text report |
 //! | `control` | [`Control`]: control socket requests against the dataplane, admission, write-back |
