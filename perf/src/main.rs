@@ -202,6 +202,14 @@ struct SoftTx {
 }
 
 impl TxQueue for SoftTx {
+    type Frame = MbufFrame;
+    #[inline]
+    fn offer_frame(&mut self, frame: MbufFrame) -> Result<(), (TxBlocked, MbufFrame)> {
+        self.buf
+            .batch
+            .push(frame.0)
+            .map_err(|m| (TxBlocked::Full, MbufFrame(m)))
+    }
     #[inline]
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
         self.buf.offer(frame)
@@ -232,7 +240,7 @@ impl TxQueue for SoftTx {
 
 trait Rig {
     type R: RxQueue + 'static;
-    type T: TxQueue + 'static;
+    type T: TxQueue<Frame = <Self::R as RxQueue>::Frame> + 'static;
     fn ports(&self) -> usize;
     /// Fresh RX handles for a bare loop.
     fn rx(&mut self) -> Vec<Self::R>;

@@ -130,8 +130,8 @@ pub fn check_line(control: &mut Control, table: &GroupTable, line: &[u8]) -> Res
 }
 
 thread_local! {
-    /// One switch per thread, emptied before each input: building one per input (rings of
-    /// `engine::RING_SIZE` messages per port) held the fuzzer to a few hundred inputs a second.
+    /// One switch per thread, emptied before each input: building one per input (its rings to
+    /// the scheduler and their buffers) held the fuzzer to a few hundred inputs a second.
     static BED: std::cell::RefCell<(Control, Arc<GroupTable>)> = std::cell::RefCell::new(new_control());
 }
 

@@ -99,13 +99,14 @@ use barrier_protocol::switch::{
 };
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{
-    Failure, Flags, Frame, FrameRepr, Kind, MacAddr, ParseError, FRAME_LEN,
+    Failure, Flags, Frame, FrameRepr, FrameTemplate, Kind, MacAddr, ParseError, FRAME_LEN,
 };
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 use barrier_runtime::io::{mem_wire, MemRx, MemTx, TxQueue};
 use barrier_runtime::poll::Poller;
 use barrier_switch::counters::RxCounters;
-use barrier_switch::rx::{Msg, MsgRing, RxPoller};
+use barrier_switch::link::{Link, Out};
+use barrier_switch::rx::RxPoller;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -210,10 +211,47 @@ fn check_release(
     Ok(())
 }
 
+/// `m`'s frame, if the RX poller built one, is what the port's template builds for the
+/// action's first port.
+fn check_built(templates: &[FrameTemplate], m: &Out<Vec<u8>>) {
+    let Some(built) = &m.frame else {
+        return;
+    };
+    let (to, kind, seq, retransmit) = match m.action {
+        Action::SendReduce {
+            seq,
+            port,
+            retransmit,
+        } => (Some(port), Kind::Reduce, seq, retransmit),
+        Action::SendRelease {
+            seq,
+            ports,
+            retransmit,
+        } => (ports.iter().next(), Kind::Release, seq, retransmit),
+        Action::SendAbort {
+            seq,
+            ports,
+            failure,
+        } => (ports.iter().next(), Kind::Abort(failure), seq, false),
+        Action::ArmTimer { .. } => panic!("a frame built for a timer: {m:?}"),
+    };
+    let to = to.expect("a send to no port");
+    let mut want = [0u8; FRAME_LEN];
+    templates[to.get() as usize].write(
+        &mut want,
+        kind,
+        Flags::retransmit(retransmit),
+        m.group,
+        m.run.epoch,
+        seq,
+    );
+    assert_eq!(built[..], want[..], "built in place for {m:?}");
+}
+
 struct RxPort {
     to_switch: MemTx,
     poller: RxPoller<MemRx>,
-    ring: Arc<MsgRing>,
+    ring: Arc<Link<Vec<u8>>>,
     counters: Arc<RxCounters>,
 }
 
@@ -226,6 +264,8 @@ type Timer = (u64, u32, Seq, Kind2, Run, u64);
 
 struct Harness {
     table: Arc<GroupTable>,
+    /// Each port's frame template: the RX pollers build sends in place from them.
+    templates: Arc<[FrameTemplate]>,
     ports: Vec<RxPort>,
     history: Vec<History>,
     /// Per group, its runs so far as the harness counts them: one more at every loss of state
@@ -287,13 +327,17 @@ impl Harness {
         for (g, cfg) in PRESETS.iter().take(3).enumerate() {
             table.configure(GroupId(g as u32), *cfg).unwrap();
         }
+        let templates: Arc<[FrameTemplate]> = (0..PORTS)
+            .map(|i| FrameTemplate::new(MacAddr::BROADCAST, MacAddr([2, 0, 0, 0, 1, i])))
+            .collect();
         let ports = (0..PORTS)
             .map(|i| {
                 let (to_switch, rx) = mem_wire(4);
-                let ring = Arc::new(MsgRing::new(16));
+                let ring = Arc::new(Link::new(16));
                 let counters = Arc::new(RxCounters::default());
                 let poller =
-                    RxPoller::new(port(i), rx, table.clone(), ring.clone(), counters.clone());
+                    RxPoller::new(port(i), rx, table.clone(), ring.clone(), counters.clone())
+                        .with_templates(Some(templates.clone()));
                 RxPort {
                     to_switch,
                     poller,
@@ -304,6 +348,7 @@ impl Harness {
             .collect();
         Harness {
             table,
+            templates,
             ports,
             history: vec![History::default(); CAPACITY as usize],
             runs: vec![0; CAPACITY as usize],
@@ -345,9 +390,12 @@ impl Harness {
         port_io.to_switch.offer(bytes).expect("room on the wire");
         assert_eq!(port_io.to_switch.flush(), (1, 0));
         port_io.poller.poll(self.now);
-        let mut msgs: Vec<Msg> = Vec::new();
-        while let Some(m) = port_io.ring.pop() {
-            msgs.push(m);
+        let msgs: Vec<Out<Vec<u8>>> = port_io.ring.drain_actions();
+        // A send built in the received frame's buffer: at most one, byte for byte the frame
+        // the scheduler would build for the action's first port.
+        assert!(msgs.iter().filter(|m| m.frame.is_some()).count() <= 1);
+        for m in &msgs {
+            check_built(&self.templates, m);
         }
         let after = self.snapshot();
 

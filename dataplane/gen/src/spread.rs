@@ -40,6 +40,12 @@ impl<T: TxQueue> ByGroup<T> {
 }
 
 impl<T: TxQueue> TxQueue for ByGroup<T> {
+    type Frame = T::Frame;
+    fn offer_frame(&mut self, frame: T::Frame) -> Result<(), (TxBlocked, T::Frame)> {
+        let q = self.pick(frame.as_ref());
+        q.offer_frame(frame)
+    }
+
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
         self.pick(frame).offer(frame)
     }

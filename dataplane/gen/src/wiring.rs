@@ -509,6 +509,17 @@ impl<T: TxQueue> DelayTx<T> {
 }
 
 impl<T: TxQueue> TxQueue for DelayTx<T> {
+    type Frame = T::Frame;
+
+    /// Straight through without a delay; with one, the frame's bytes are held like an
+    /// `offer`'s and its buffer is freed.
+    fn offer_frame(&mut self, frame: T::Frame) -> Result<(), (TxBlocked, T::Frame)> {
+        if self.delay_ns == 0 {
+            return self.inner.offer_frame(frame);
+        }
+        self.offer(frame.as_ref()).map_err(|e| (e, frame))
+    }
+
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
         if self.delay_ns == 0 {
             return self.inner.offer(frame);

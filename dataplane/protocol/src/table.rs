@@ -513,10 +513,10 @@ impl GroupTable {
     }
 
     /// [`apply`](Self::apply) writing the actions into `out` (replaced, not appended to) and
-    /// returning only the outcome: the RX path's form. Returned by value, the outcome and the
-    /// actions were assembled and copied through the `Result` on every frame, and the reads of
-    /// that copy stalled on store forwarding (perf/README.md, "The hot path"). `out` is left
-    /// as it was on an error.
+    /// returning only the outcome. Returned by value, the outcome and the actions were
+    /// assembled and copied through the `Result` on every frame, and the reads of that copy
+    /// stalled on store forwarding (perf/README.md, "The hot path"). `out` is left as it was on
+    /// an error.
     #[inline]
     pub fn apply_into(
         &self,
@@ -524,27 +524,59 @@ impl GroupTable {
         ev: Event,
         out: &mut Actions,
     ) -> Result<Outcome, TableError> {
+        let mut decided = [(Outcome::Duplicate, Actions::new())];
+        self.apply_burst(group, &[ev], &mut decided)?;
+        let [(outcome, actions)] = decided;
+        *out = actions;
+        Ok(outcome)
+    }
+
+    /// Applies one group's `events`, in order, as ONE update of its slot: the RX path's form,
+    /// for the arrivals of one burst that name the same group (one load, one compare-and-swap,
+    /// however many frames). `out[i]` receives event `i`'s outcome and actions (`out` is at
+    /// least as long as `events`; the rest of it is not touched, nor any of it on an error).
+    ///
+    /// Exactly [`apply`](Self::apply) for each event in order with no other operation on the
+    /// group between them: the events are run through `on_event` one after the other on a
+    /// private copy of the loaded state, and the last state is installed by the CAS only if the
+    /// slot still holds the loaded one, else all of them are decided again on the new state.
+    /// When the last state equals the loaded one there is nothing to write: the decisions hold
+    /// at the moment of the load. The property test `burst_at_once_equals_frame_by_frame`
+    /// (barrier-switch, `rx.rs`) checks the whole RX path against frame-by-frame `apply`.
+    #[inline]
+    pub fn apply_burst(
+        &self,
+        group: GroupId,
+        events: &[Event],
+        out: &mut [(Outcome, Actions)],
+    ) -> Result<(), TableError> {
         let slot = self.slot(group)?;
+        let out = &mut out[..events.len()];
         loop {
             let (s, cfg) = slot.snapshot().ok_or(TableError::NotConfigured(group))?;
-            let (next, outcome, actions) = switch::on_event(&cfg, GroupState::from_bits(s), ev);
-            let new = next.to_bits() | (s & STATE_GEN_MASK);
-            // An event that changes nothing needs no write: the decision holds for the state
-            // as loaded, and skipping the CAS keeps duplicates from bouncing the cache line.
+            let generation = gen_of_state(s) as u32;
+            let mut st = GroupState::from_bits(s);
+            let (mut completed, mut stale) = (0u32, 0u32);
+            for (ev, o) in events.iter().zip(out.iter_mut()) {
+                let (next, outcome, actions) = switch::on_event(&cfg, st, *ev);
+                st = next;
+                completed += u32::from(outcome == Outcome::Completed);
+                stale += u32::from(outcome == Outcome::StaleReduce);
+                *o = (outcome, actions.with_generation(generation));
+            }
+            let new = st.to_bits() | (s & STATE_GEN_MASK);
+            // Events that change nothing need no write, and skipping the CAS keeps duplicates
+            // from bouncing the cache line.
             if new == s || slot.state.compare_exchange(s, new).is_ok() {
                 // Counted here, in the line this call already holds, exactly once per
-                // decision (the CAS makes it this call's).
-                match outcome {
-                    Outcome::Completed => {
-                        slot.completions.fetch_add(1, Relaxed);
-                    }
-                    Outcome::StaleReduce => {
-                        slot.resends.fetch_add(1, Relaxed);
-                    }
-                    _ => {}
+                // decision (the CAS makes them this call's).
+                if completed > 0 {
+                    slot.completions.fetch_add(completed, Relaxed);
                 }
-                *out = actions.with_generation(gen_of_state(s) as u32);
-                return Ok(outcome);
+                if stale > 0 {
+                    slot.resends.fetch_add(stale, Relaxed);
+                }
+                return Ok(());
             }
         }
     }

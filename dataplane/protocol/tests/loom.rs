@@ -223,3 +223,55 @@ fn loom_reset_races_apply() {
         }
     });
 }
+
+/// `apply_burst` (the RX path's one update for a burst's arrivals of one group) racing a
+/// single `apply` on the same group: the burst's events are applied together, before or after
+/// the other thread's event, never split by it; the barrier completes exactly once.
+#[test]
+fn loom_burst_races_apply() {
+    loom::model(|| {
+        let t = Arc::new(GroupTable::new(1));
+        t.configure(G, GroupConfig::root(PortSet(0b111))).unwrap();
+        // Barrier 3 completed: the group is known, collecting barrier 4.
+        for c in 0..3 {
+            t.apply(G, reduce(c, 3)).unwrap();
+        }
+        let t1 = t.clone();
+        // Thread 1: child 2's reduce for barrier 4.
+        let h = thread::spawn(move || t1.apply(G, reduce(2, 4)).unwrap());
+        // This thread: children 0 and 1 for barrier 4, then child 0 again (a duplicate, or a
+        // stale reduce if the barrier completed inside the burst).
+        let mut out = [(Outcome::Duplicate, barrier_protocol::switch::Actions::new()); 3];
+        t.apply_burst(G, &[reduce(0, 4), reduce(1, 4), reduce(0, 4)], &mut out)
+            .unwrap();
+        let single = h.join().unwrap();
+        let outcomes: Vec<Outcome> = out.iter().map(|(o, _)| *o).collect();
+        let mut all = out.to_vec();
+        all.push(single);
+        assert_eq!(completed(&all), 1, "{all:?}");
+        match single.0 {
+            // The single event first: the burst finds child 2 recorded and completes at its
+            // second event; its third is then a stale reduce, answered with the release.
+            Outcome::Recorded => assert_eq!(
+                outcomes,
+                [Outcome::Recorded, Outcome::Completed, Outcome::StaleReduce]
+            ),
+            // The burst first, whole: its third event is a duplicate; the single completes.
+            Outcome::Completed => assert_eq!(
+                outcomes,
+                [Outcome::Recorded, Outcome::Recorded, Outcome::Duplicate]
+            ),
+            // Anything else would mean the burst was split (or counted twice).
+            o => panic!("{o:?} beside {outcomes:?}"),
+        }
+        let st = t.state(G).unwrap();
+        assert_eq!((st.seq, st.arrived), (Seq(5), PortSet::empty()));
+        let counts = t.counts(G);
+        assert_eq!(counts.completions, 2, "barrier 3 and barrier 4");
+        assert_eq!(
+            counts.resends,
+            u32::from(single.0 == Outcome::Recorded),
+            "the stale reduce's re-send counted once"
+        );
+    });
+}

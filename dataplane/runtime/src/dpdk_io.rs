@@ -1,7 +1,7 @@
 //! The DPDK side of the I/O seam: an RX queue handle with its burst, and a TX queue handle with
 //! an l2fwd-style buffer whose frames are built in mbufs from the scheduler's mempool.
 
-use crate::io::{RxQueue, TxBlocked, TxQueue, BURST};
+use crate::io::{RxFrame, RxQueue, TxBlocked, TxQueue, BURST};
 use dpdk::{Mbuf, MbufBatch, Mempool};
 
 /// A received frame: the mbuf, freed when dropped.
@@ -10,6 +10,13 @@ pub struct MbufFrame(pub Mbuf);
 impl AsRef<[u8]> for MbufFrame {
     fn as_ref(&self) -> &[u8] {
         self.0.data()
+    }
+}
+
+impl RxFrame for MbufFrame {
+    #[inline]
+    fn rewrite<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        self.0.rewrite::<N>()
     }
 }
 
@@ -133,6 +140,16 @@ impl DpdkTx {
 }
 
 impl TxQueue for DpdkTx {
+    type Frame = MbufFrame;
+
+    #[inline]
+    fn offer_frame(&mut self, frame: MbufFrame) -> Result<(), (TxBlocked, MbufFrame)> {
+        self.buf
+            .batch
+            .push(frame.0)
+            .map_err(|m| (TxBlocked::Full, MbufFrame(m)))
+    }
+
     #[inline]
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
         self.buf.offer(frame)

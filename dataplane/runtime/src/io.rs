@@ -8,9 +8,30 @@ use std::sync::Arc;
 /// Frames per `rx_burst`/`tx_burst`, as in DPDK's examples.
 pub const BURST: usize = 32;
 
+/// A received frame: its bytes, and the one way to reuse its buffer for a frame the switch
+/// sends (a release built in the buffer of the reduce that completed the barrier).
+pub trait RxFrame: AsRef<[u8]> + Send {
+    /// The frame cut to exactly `N` bytes and handed out writable, so the caller can write a
+    /// whole new `N`-byte frame over it; `None` when its buffer cannot be rewritten in place
+    /// (shorter than `N` bytes, in several segments, or shared with another handle): then the
+    /// caller builds the frame in a new buffer and drops this one.
+    fn rewrite<const N: usize>(&mut self) -> Option<&mut [u8; N]>;
+}
+
+impl RxFrame for Vec<u8> {
+    #[inline]
+    fn rewrite<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        if self.len() < N {
+            return None;
+        }
+        self.truncate(N);
+        self.as_mut_slice().try_into().ok()
+    }
+}
+
 /// One RX queue. Frames are dropped (freed) by the caller after processing.
 pub trait RxQueue: Send {
-    type Frame: AsRef<[u8]> + Send;
+    type Frame: RxFrame;
     /// Append up to `max` received frames to `out`.
     fn rx_burst(&mut self, out: &mut Vec<Self::Frame>, max: usize);
 
@@ -46,6 +67,12 @@ pub enum TxBlocked {
 
 /// One TX queue with a small buffer in front of it (the l2fwd pattern).
 pub trait TxQueue: Send {
+    /// A frame this queue can send as it is, without a copy: a received frame of the same I/O
+    /// kind (a DPDK mbuf, an in-memory buffer), rewritten in place ([`RxFrame::rewrite`]).
+    type Frame: AsRef<[u8]> + Send;
+    /// Queue `frame` as it is; sent on the next `flush`. Refused (and handed back) when the
+    /// buffer is full.
+    fn offer_frame(&mut self, frame: Self::Frame) -> Result<(), (TxBlocked, Self::Frame)>;
     /// Copy `frame` into a buffer and queue it; sent on the next `flush`.
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked>;
     /// Build an `N`-byte frame in place with `fill` and queue it, like `offer` without the
@@ -106,6 +133,14 @@ impl RxQueue for MemRx {
 }
 
 impl TxQueue for MemTx {
+    type Frame = Vec<u8>;
+    fn offer_frame(&mut self, frame: Vec<u8>) -> Result<(), (TxBlocked, Vec<u8>)> {
+        if self.buf.len() >= BURST {
+            return Err((TxBlocked::Full, frame));
+        }
+        self.buf.push(frame);
+        Ok(())
+    }
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
         if self.buf.len() >= BURST {
             return Err(TxBlocked::Full);

@@ -33,7 +33,7 @@ pub struct RxCounters {
     pub parse_drops: ParseErrorCounts,
     /// A group the table does not hold or has no configuration for.
     pub drop_unknown_group: AtomicU64,
-    /// The ring to the scheduler was full: the RX lcore waited for room.
+    /// The link to the scheduler was full: the RX lcore waited for room (`crate::link`).
     pub ring_full_waits: AtomicU64,
     /// Barrier frames over the port's policer rate (`crate::policer`), dropped before the table.
     pub drop_policed: AtomicU64,
@@ -157,13 +157,20 @@ counter_set! {
         alloc_fail_waits,
         /// A send equal to one already waiting for the same group and port was merged into it.
         coalesced,
+        /// Frames sent in the buffer of the received frame that caused them (built by the RX
+        /// lcore, `crate::link`), included in `frames_out`; the rest were built here in new
+        /// mbufs.
+        built_in_place,
     }
 }
 
 counter_set! {
     /// The scheduler's own work.
     SchedCounters {
+        /// Actions taken from the RX pollers.
         messages,
+        /// Batches they came in: one per RX burst with any action.
+        batches,
         timers_armed,
         timers_fired,
         timer_resends,

@@ -1,13 +1,15 @@
 //! One switch instance assembled from its parts: the shared group table, one RX poller per
-//! receive queue, one ring per RX poller, and the scheduler that owns every TX queue. Where the
+//! receive queue, one link (`crate::link`) per RX poller, and the scheduler that owns every TX
+//! queue. Where the
 //! pollers run (which lcore, shared or not) is the caller's choice.
 
 use crate::counters::{GroupCounters, RxCounters, SchedCounters, TxCounters};
 use crate::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
+use crate::link::Link;
 use crate::policer::{PolicerRegister, PolicerSpec, QueuePolicer};
 use crate::poll::Poller;
-use crate::rx::{MsgRing, RxPoller};
-use crate::scheduler::{SchedPoller, TxPort};
+use crate::rx::RxPoller;
+use crate::scheduler::{templates, SchedPoller, TxPort};
 use crate::spec::GroupBlock;
 use barrier_mgmt::snapshot::{report_counters, Names, Set, Snapshot};
 use barrier_mgmt::Dataplane;
@@ -23,9 +25,6 @@ pub const NAMES: Names = Names {
     tx: TxCounters::NAMES,
     scheduler: SchedCounters::NAMES,
 };
-
-/// Slots in each RX poller's ring to the scheduler.
-pub const RING_SIZE: usize = 4096;
 
 /// A group the table refused (a configuration that does not describe a tree).
 #[derive(Debug, thiserror::Error)]
@@ -221,7 +220,7 @@ pub fn build_switch<R, T>(
 ) -> SwitchPollers
 where
     R: RxQueue + 'static,
-    T: TxQueue + 'static,
+    T: TxQueue<Frame = R::Frame> + 'static,
 {
     SwitchBuilder::new(name, mac).build(ports, table, now_ns)
 }
@@ -271,7 +270,7 @@ impl<'a> SwitchBuilder<'a> {
     ) -> SwitchPollers
     where
         R: RxQueue + 'static,
-        T: TxQueue + 'static,
+        T: TxQueue<Frame = R::Frame> + 'static,
     {
         let SwitchBuilder {
             name,
@@ -295,32 +294,21 @@ fn assemble<R, T>(
 ) -> SwitchPollers
 where
     R: RxQueue + 'static,
-    T: TxQueue + 'static,
+    T: TxQueue<Frame = R::Frame> + 'static,
 {
     let groups = Arc::new(GroupCounters::new(table.clone()));
     let sched_counters = Arc::new(SchedCounters::default());
-    let mut rings = Vec::new();
-    let mut rx = Vec::new();
+    let mut links = Vec::new();
+    let mut rx_queues = Vec::new();
     let mut rx_stats = Vec::new();
     let mut tx_ports = Vec::new();
     let mut tx_stats = Vec::new();
     let mut port_names = Vec::new();
     let mut registers = Vec::new();
     for (i, port) in ports.into_iter().enumerate() {
-        let idx = PortIdx::new(i as u8).expect("at most 64 ports");
-        let nq = u16::try_from(port.rx.len()).unwrap_or(u16::MAX);
         let register = Arc::new(PolicerRegister::new(policers.get(i).copied().flatten()));
         registers.push(register.clone());
-        for (qi, q) in port.rx.into_iter().enumerate() {
-            let ring = Arc::new(MsgRing::new(RING_SIZE));
-            let c = Arc::new(RxCounters::default());
-            rings.push(ring.clone());
-            rx_stats.push((i, c.clone()));
-            let poller = RxPoller::new(idx, q, table.clone(), ring, c)
-                .with_watch(watch.clone())
-                .with_policer(Some(QueuePolicer::new(register.clone(), nq, now_ns)));
-            rx.push((i, qi, Box::new(poller) as Box<dyn Poller>));
-        }
+        rx_queues.push((i, port.rx, register));
         let c = Arc::new(TxCounters::default());
         tx_stats.push(c.clone());
         tx_ports.push(TxPort {
@@ -331,8 +319,26 @@ where
         });
         port_names.push(port.name);
     }
+    // The RX pollers build sends from the scheduler's templates: the same bytes either way.
+    let templates = templates(&tx_ports);
+    let mut rx = Vec::new();
+    for (i, queues, register) in rx_queues {
+        let idx = PortIdx::new(i as u8).expect("at most 64 ports");
+        let nq = u16::try_from(queues.len()).unwrap_or(u16::MAX);
+        for (qi, q) in queues.into_iter().enumerate() {
+            let link = Arc::new(Link::default());
+            let c = Arc::new(RxCounters::default());
+            links.push(link.clone());
+            rx_stats.push((i, c.clone()));
+            let poller = RxPoller::new(idx, q, table.clone(), link, c)
+                .with_templates(Some(templates.clone()))
+                .with_watch(watch.clone())
+                .with_policer(Some(QueuePolicer::new(register.clone(), nq, now_ns)));
+            rx.push((i, qi, Box::new(poller) as Box<dyn Poller>));
+        }
+    }
     let sched = SchedPoller::new(
-        rings,
+        links,
         table.clone(),
         tx_ports,
         sched_counters.clone(),

@@ -8,8 +8,10 @@
 //! | `spec` | the switch in typed values: ports, lcores, groups as the protocol's `GroupConfig` |
 //! | `config` | TOML file -> `SwitchSpec`, section by section (the management sections through `barrier_mgmt::config`), every refusal naming its key and line |
 //! | `policer` | per-port token bucket for barrier frames, checked on the RX lcore before the table |
-//! | `rx` | RX poller: parse, apply to the shared group table, hand actions to the scheduler |
-//! | `scheduler` | the scheduler poller: rings in, timers, frames built and sent with backpressure; over pure logic in `scheduler::round_robin` (per-port round-robin across groups) and the runtime's timer wheel (`barrier_runtime::wheel`, the re-send timers) |
+//! | `rx` | RX poller: parse, apply a burst to the shared group table (one update per group), build sends in the received buffers |
+//! | `burst` | a burst's frames grouped by group, one table update per group (pure logic) |
+//! | `link` | RX poller to scheduler: one batch of actions per burst, built frames with them |
+//! | `scheduler` | the scheduler poller: batches in, timers, frames sent with backpressure; over pure logic in `scheduler::round_robin` (per-port round-robin across groups) and the runtime's timer wheel (`barrier_runtime::wheel`, the re-send timers) |
 //! | `engine` | one switch assembled from ports, table, RX pollers and scheduler; `SwitchStats`, its `Dataplane` |
 //! | `counters` | per-owner counter cells, read into `barrier_mgmt::Snapshot`s |
 //!
@@ -24,9 +26,11 @@
 
 use barrier_runtime::{io, poll};
 
+pub mod burst;
 pub mod config;
 pub mod counters;
 pub mod engine;
+pub mod link;
 pub mod policer;
 pub mod rx;
 pub mod scheduler;

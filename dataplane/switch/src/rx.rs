@@ -1,57 +1,64 @@
-//! The parser and control parts on an RX lcore: receive a burst, parse each frame into a barrier
-//! event, apply it to the shared group table (one CAS), count the outcome, and hand the actions
-//! to the scheduler through this poller's ring. Frames are freed in bulk after the burst.
+//! The parser and control parts on an RX lcore. A burst is taken in passes: receive it, ask
+//! for every frame's bytes, parse each frame into a barrier event (asking for its group's table
+//! slot), then apply the burst to the shared group table with ONE update per group
+//! (`GroupTable::apply_burst`: a group's arrivals in the burst, in order, one compare-and-swap),
+//! count the outcomes, and hand the burst's actions to the scheduler as one batch
+//! (`crate::link`). A send's frame is built here, in the buffer of the frame that caused it
+//! (the release in the completing reduce's mbuf), for the action's first port; the scheduler
+//! sends it as it is unless that port is backed up. The other frames of the burst are freed in
+//! bulk.
+//!
 //! A port's policer (`crate::policer`), when configured, drops barrier frames over its rate
 //! between the parse and the table; a port that no group names refuses every barrier frame
 //! there too (`GroupTable::port_in_use`).
 
+use crate::burst::BurstApply;
 use crate::counters::{bump, RxCounters};
-use crate::io::{RxQueue, BURST};
+use crate::io::{RxFrame, RxQueue, BURST};
+use crate::link::{Batch, Link, Out};
 use crate::policer::QueuePolicer;
 use crate::poll::Poller;
-use barrier_protocol::switch::{Action, Actions, Event, Outcome, Reject, Run};
-use barrier_protocol::table::GroupTable;
-use barrier_protocol::wire::{FrameRepr, Kind};
+use barrier_protocol::switch::{Action, Actions, Event, Outcome, Reject};
+use barrier_protocol::table::{GroupTable, TableError};
+use barrier_protocol::wire::{Flags, FrameRepr, FrameTemplate, Kind, FRAME_LEN};
 use barrier_protocol::{GroupId, PortIdx};
-use crossbeam_queue::ArrayQueue;
-use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// What an RX lcore tells the scheduler: one action of one group.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Msg {
-    pub group: GroupId,
-    /// The run of the group the action was decided in
-    /// ([`barrier_protocol::switch::Actions::run`]): a frame carries its epoch, a timer the
-    /// whole run (it fires only into that run).
-    pub run: Run,
-    pub action: Action,
-}
 
 /// A received frame that passed the parser and the policer: what the table will be asked.
 #[derive(Copy, Clone, Debug)]
 struct Parsed {
+    /// Its place in the burst.
+    frame: u8,
     group: GroupId,
     kind: Kind,
     seq: u32,
     ev: Event,
 }
 
-/// The ring from one RX poller to the scheduler. Single producer, single consumer in use.
-pub type MsgRing = ArrayQueue<Msg>;
+/// No frame: `RxPoller::reuse`'s mark for a frame that is freed, not sent on.
+const FREED: u8 = u8::MAX;
 
 pub struct RxPoller<Q: RxQueue> {
     port: PortIdx,
     queue: Q,
     table: Arc<GroupTable>,
-    ring: Arc<MsgRing>,
-    /// Actions that did not fit in the ring. While non-empty the poller stops receiving: the
-    /// backpressure lands on the RX queue instead of being dropped here. A local queue rather
-    /// than a spin, because the scheduler may run on this same lcore (reduced mode).
-    backlog: VecDeque<Msg>,
+    link: Arc<Link<Q::Frame>>,
+    /// A batch the link did not take. While it waits the poller stops receiving: the
+    /// backpressure lands on the RX queue instead of being dropped here (the scheduler may run
+    /// on this same lcore, reduced mode, so no spin).
+    pending: Option<Batch<Q::Frame>>,
+    /// Every port's frame template (addresses filled in), for building sends in place; `None`:
+    /// never (the scheduler builds every frame).
+    templates: Option<Arc<[FrameTemplate]>>,
     frames: Vec<Q::Frame>,
+    /// The burst's frames that go back to the pool.
+    freed: Vec<Q::Frame>,
+    /// Per frame of the burst: the index in the batch of the send built in it, or `FREED`.
+    reuse: [u8; BURST],
     /// The burst's frames that passed the parser and the policer, between the passes of `poll`.
     parsed: Vec<Parsed>,
+    /// The burst applied one group at a time (`crate::burst`).
+    burst: BurstApply<Parsed>,
     counters: Arc<RxCounters>,
     /// Straggler reports for watched groups (`barrier_mgmt::straggler`); `None`: nothing watched.
     watch: Option<Arc<barrier_mgmt::straggler::Watch>>,
@@ -65,21 +72,32 @@ impl<Q: RxQueue> RxPoller<Q> {
         port: PortIdx,
         queue: Q,
         table: Arc<GroupTable>,
-        ring: Arc<MsgRing>,
+        link: Arc<Link<Q::Frame>>,
         counters: Arc<RxCounters>,
     ) -> Self {
         RxPoller {
             port,
             queue,
             table,
-            ring,
-            backlog: VecDeque::new(),
+            link,
+            pending: None,
+            templates: None,
             frames: Vec::with_capacity(BURST),
+            freed: Vec::with_capacity(BURST),
+            reuse: [FREED; BURST],
             parsed: Vec::with_capacity(BURST),
+            burst: BurstApply::default(),
             counters,
             watch: None,
             policer: None,
         }
+    }
+
+    /// Build sends in the buffers of the frames that caused them, from `templates` (every
+    /// port's, by port index: the scheduler's own, so the bytes are the ones it would build).
+    pub fn with_templates(mut self, templates: Option<Arc<[FrameTemplate]>>) -> Self {
+        self.templates = templates;
+        self
     }
 
     /// Police this queue's barrier frames as the port's register says (its share,
@@ -96,19 +114,10 @@ impl<Q: RxQueue> RxPoller<Q> {
         self
     }
 
-    fn push(&mut self, msg: Msg) {
-        if !self.backlog.is_empty() {
-            self.backlog.push_back(msg);
-        } else if let Err(msg) = self.ring.push(msg) {
-            bump(&self.counters.ring_full_waits, 1);
-            self.backlog.push_back(msg);
-        }
-    }
-
     /// Parse one frame and count it; `None` when it goes no further (malformed, over the
-    /// policer's rate, or on a port that no group names).
+    /// policer's rate, or on a port that no group names). `port_in_use`: whether any group
+    /// names this port, read once per burst.
     #[inline]
-    /// `port_in_use`: whether any group names this port, read once per burst.
     fn parse(&mut self, bytes: &[u8], now_ns: u64, port_in_use: bool) -> Option<Parsed> {
         let c = &*self.counters;
         bump(&c.frames, 1);
@@ -145,30 +154,135 @@ impl<Q: RxQueue> RxPoller<Q> {
             return None;
         }
         Some(Parsed {
+            frame: 0,
             group: repr.group,
             kind: repr.kind,
             seq: repr.seq.0,
             ev: Event::from_frame(&repr, self.port),
         })
     }
+}
 
-    /// Apply one parsed frame to the table, count the outcome, queue its actions.
-    #[inline]
-    fn apply(&mut self, p: Parsed, now_ns: u64) {
-        let c = &*self.counters;
-        let mut actions = Actions::new();
-        let outcome = match self.table.apply_into(p.group, p.ev, &mut actions) {
-            Ok(o) => o,
-            // apply fails only for a group number the table does not hold or has no
-            // configuration for: either way the frame belongs to no tree here.
-            Err(_) => {
-                bump(&c.drop_unknown_group, 1);
-                return;
+impl<Q: RxQueue> Poller for RxPoller<Q> {
+    fn poll(&mut self, now_ns: u64) -> bool {
+        if let Some(batch) = self.pending.take() {
+            if let Err(batch) = self.link.send(batch) {
+                self.pending = Some(batch);
+                bump(&self.counters.ring_full_waits, 1);
+                return true;
             }
+        }
+        let mut frames = std::mem::take(&mut self.frames);
+        self.queue.rx_burst(&mut frames, BURST);
+        if frames.is_empty() {
+            self.frames = frames;
+            return false;
+        }
+        // Once per burst: a policer management changed (one load when nothing did).
+        if let Some(p) = &mut self.policer {
+            p.refresh(now_ns);
+        }
+        // The burst in passes, so that its cache misses overlap instead of being taken one
+        // frame at a time: ask for every frame's bytes; parse them, asking for each group's
+        // table slot; then apply them group by group (perf/README.md, "The hot path").
+        for f in &frames {
+            prefetch(f.as_ref());
+        }
+        let mut parsed = std::mem::take(&mut self.parsed);
+        // The same for every frame of the burst: one read of the table's port count per burst.
+        let port_in_use = self.table.port_in_use(self.port);
+        for (i, f) in frames.iter().enumerate() {
+            if let Some(mut p) = self.parse(f.as_ref(), now_ns, port_in_use) {
+                if let Some(line) = self.table.slot_line(p.group) {
+                    prefetch(line);
+                }
+                p.frame = i as u8;
+                parsed.push(p);
+            }
+        }
+        let mut batch = self.link.take_empty();
+        let mut burst = std::mem::take(&mut self.burst);
+        burst.apply(
+            &self.table,
+            &parsed,
+            |p| (p.group, p.ev),
+            |p, decided| {
+                let mut ctx = Decide {
+                    port: self.port,
+                    counters: &self.counters,
+                    watch: self.watch.as_deref(),
+                    templates: self.templates.as_deref(),
+                    reuse: &mut self.reuse,
+                };
+                ctx.decided(p, decided, &mut frames, &mut batch, now_ns);
+            },
+        );
+        self.burst = burst;
+        parsed.clear();
+        self.parsed = parsed;
+        // The frames a send was built in go with the batch; the others back to the pool.
+        let mut freed = std::mem::take(&mut self.freed);
+        for (i, f) in frames.drain(..).enumerate() {
+            match std::mem::replace(&mut self.reuse[i], FREED) {
+                FREED => freed.push(f),
+                k => batch[k as usize].frame = Some(f),
+            }
+        }
+        self.queue.recycle(&mut freed);
+        self.freed = freed;
+        self.frames = frames;
+        if batch.is_empty() {
+            self.link.give_back(batch);
+        } else if let Err(batch) = self.link.send(batch) {
+            bump(&self.counters.ring_full_waits, 1);
+            self.pending = Some(batch);
+        }
+        true
+    }
+
+    fn drain(&mut self) -> usize {
+        // A batch the scheduler never took: its actions are dropped with the switch, its
+        // frames freed here, before the ports close.
+        let held = self
+            .pending
+            .take()
+            .map_or(0, |b| b.iter().filter(|o| o.frame.is_some()).count());
+        held + self.queue.drain(&mut self.frames)
+    }
+}
+
+/// What `RxPoller::poll` needs of the poller to count and forward one decision, borrowed
+/// beside the table.
+struct Decide<'a> {
+    port: PortIdx,
+    counters: &'a RxCounters,
+    watch: Option<&'a barrier_mgmt::straggler::Watch>,
+    templates: Option<&'a [FrameTemplate]>,
+    reuse: &'a mut [u8; BURST],
+}
+
+impl Decide<'_> {
+    /// Count one frame's decision and add its actions to `batch`, building its first send in
+    /// the frame's own buffer.
+    #[inline]
+    fn decided<F: RxFrame>(
+        &mut self,
+        p: &Parsed,
+        decided: Result<(Outcome, &Actions), TableError>,
+        frames: &mut [F],
+        batch: &mut Batch<F>,
+        now_ns: u64,
+    ) {
+        let c = self.counters;
+        let Ok((outcome, actions)) = decided else {
+            // The table refuses only a group number it does not hold or has no configuration
+            // for: either way the frame belongs to no tree here.
+            bump(&c.drop_unknown_group, 1);
+            return;
         };
         c.outcomes.bump(outcome);
         // `watches` is inline (one bit test); the report itself is `barrier_mgmt`'s call.
-        if let Some(w) = self.watch.as_ref().filter(|w| w.watches(p.group.0)) {
+        if let Some(w) = self.watch.filter(|w| w.watches(p.group.0)) {
             // An intermediate's completion reduces up, a root's does not: the actions say
             // which, so the table is not read a second time for the role.
             let root = outcome == Outcome::Completed && !actions.reduces_up();
@@ -183,64 +297,64 @@ impl<Q: RxQueue> RxPoller<Q> {
                 now_ns,
             );
         }
+        let mut built = false;
         for action in actions.iter() {
-            self.push(Msg {
-                group: p.group,
-                run: actions.run(),
-                action: *action,
-            });
+            if !built
+                && self.build_in_place(&mut frames[p.frame as usize], p.group, actions, action)
+            {
+                built = true;
+                self.reuse[p.frame as usize] = batch.len() as u8;
+            }
+            batch.push(Out::new(p.group, actions.run(), *action));
         }
     }
-}
 
-impl<Q: RxQueue> Poller for RxPoller<Q> {
-    fn poll(&mut self, now_ns: u64) -> bool {
-        if !self.backlog.is_empty() {
-            while let Some(m) = self.backlog.pop_front() {
-                if let Err(m) = self.ring.push(m) {
-                    self.backlog.push_front(m);
-                    bump(&self.counters.ring_full_waits, 1);
-                    return true;
-                }
-            }
-        }
-        let mut frames = std::mem::take(&mut self.frames);
-        self.queue.rx_burst(&mut frames, BURST);
-        let busy = !frames.is_empty();
-        if busy {
-            // Once per burst: a policer management changed (one load when nothing did).
-            if let Some(p) = &mut self.policer {
-                p.refresh(now_ns);
-            }
-        }
-        // The burst in three passes, so that its cache misses overlap instead of being taken
-        // one frame at a time: ask for every frame's bytes; parse them, asking for each
-        // group's table slot; then apply them in order (perf/README.md, "The hot path").
-        for f in &frames {
-            prefetch(f.as_ref());
-        }
-        let mut parsed = std::mem::take(&mut self.parsed);
-        // The same for every frame of the burst: one read of the table's port count per burst.
-        let port_in_use = busy && self.table.port_in_use(self.port);
-        for f in &frames {
-            if let Some(p) = self.parse(f.as_ref(), now_ns, port_in_use) {
-                if let Some(line) = self.table.slot_line(p.group) {
-                    prefetch(line);
-                }
-                parsed.push(p);
-            }
-        }
-        for p in parsed.drain(..) {
-            self.apply(p, now_ns);
-        }
-        self.parsed = parsed;
-        self.queue.recycle(&mut frames);
-        self.frames = frames;
-        busy
-    }
-
-    fn drain(&mut self) -> usize {
-        self.queue.drain(&mut self.frames)
+    /// Write `action`'s frame for its first port over `frame`; false when the action sends
+    /// nothing, no templates are set, or the buffer cannot be rewritten in place.
+    #[inline]
+    fn build_in_place<F: RxFrame>(
+        &self,
+        frame: &mut F,
+        group: GroupId,
+        actions: &Actions,
+        action: &Action,
+    ) -> bool {
+        let Some(templates) = self.templates else {
+            return false;
+        };
+        let (port, kind, seq, retransmit) = match *action {
+            Action::SendReduce {
+                seq,
+                port,
+                retransmit,
+            } => (Some(port), Kind::Reduce, seq, retransmit),
+            Action::SendRelease {
+                seq,
+                ports,
+                retransmit,
+            } => (ports.iter().next(), Kind::Release, seq, retransmit),
+            Action::SendAbort {
+                seq,
+                ports,
+                failure,
+            } => (ports.iter().next(), Kind::Abort(failure), seq, false),
+            Action::ArmTimer { .. } => return false,
+        };
+        let Some(template) = port.and_then(|p| templates.get(p.get() as usize)) else {
+            return false;
+        };
+        let Some(buf) = frame.rewrite::<FRAME_LEN>() else {
+            return false;
+        };
+        template.write(
+            buf,
+            kind,
+            Flags::retransmit(retransmit),
+            group,
+            actions.epoch(),
+            seq,
+        );
+        true
     }
 }
 
@@ -288,19 +402,16 @@ mod tests {
         table
             .configure(GroupId(0), GroupConfig::root(children))
             .unwrap();
-        let ring = Arc::new(MsgRing::new(64));
+        let link = Arc::new(Link::new(4));
         let c = Arc::new(RxCounters::default());
         let mut seen = Vec::new();
         for (port, seq) in [(p0, 0), (p1, 0), (p0, 0)] {
             let (mut wire_tx, wire_rx) = mem_wire(8);
             wire_tx.offer(&reduce(0, seq)).unwrap();
             wire_tx.flush();
-            let mut rx = RxPoller::new(port, wire_rx, table.clone(), ring.clone(), c.clone());
+            let mut rx = RxPoller::new(port, wire_rx, table.clone(), link.clone(), c.clone());
             rx.poll(0);
-            let mut msgs = 0;
-            while ring.pop().is_some() {
-                msgs += 1;
-            }
+            let msgs = link.drain_actions().len();
             let n = table.counts(GroupId(0));
             seen.push((msgs, n.completions, n.resends));
         }
@@ -309,8 +420,69 @@ mod tests {
         assert_eq!(seen, [(0, 0, 0), (1, 1, 0), (1, 1, 1)]);
     }
 
+    /// With templates, the completing reduce's buffer carries the release for the first child
+    /// port, byte for byte the template's frame; the recorded reduce's buffer is freed.
+    /// Without templates nothing is built.
     #[test]
-    fn a_full_ring_backs_up_into_the_rx_queue_and_loses_nothing() {
+    fn the_release_is_built_in_the_completing_reduces_buffer() {
+        let (p0, p1) = (PortIdx::new(0).unwrap(), PortIdx::new(1).unwrap());
+        let templates: Arc<[FrameTemplate]> = [1, 2]
+            .iter()
+            .map(|&i| FrameTemplate::new(MacAddr([2, 0, 0, 0, 9, i]), MacAddr([2, 0, 0, 0, 0, i])))
+            .collect();
+        for with in [true, false] {
+            let table = Arc::new(GroupTable::new(1));
+            let children = PortSet(0b11);
+            table
+                .configure(GroupId(0), GroupConfig::root(children))
+                .unwrap();
+            let link = Arc::new(Link::new(4));
+            let c = Arc::new(RxCounters::default());
+            let (mut wire_tx, wire_rx) = mem_wire(8);
+            let mut rx = RxPoller::new(p1, wire_rx, table.clone(), link.clone(), c.clone())
+                .with_templates(with.then(|| templates.clone()));
+            wire_tx.offer(&reduce(0, 4)).unwrap();
+            wire_tx.flush();
+            table
+                .apply(
+                    GroupId(0),
+                    Event::Reduce {
+                        port: p0,
+                        epoch: Epoch::DEFAULT,
+                        seq: Seq(4),
+                    },
+                )
+                .unwrap();
+            rx.poll(0);
+            let outs = link.drain_actions();
+            assert_eq!(outs.len(), 1);
+            assert_eq!(
+                outs[0].action,
+                Action::SendRelease {
+                    seq: Seq(4),
+                    ports: children,
+                    retransmit: false
+                }
+            );
+            if with {
+                let mut want = [0u8; FRAME_LEN];
+                templates[0].write(
+                    &mut want,
+                    Kind::Release,
+                    Flags::empty(),
+                    GroupId(0),
+                    Epoch::DEFAULT,
+                    Seq(4),
+                );
+                assert_eq!(outs[0].frame.as_deref(), Some(&want[..]));
+            } else {
+                assert!(outs[0].frame.is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_link_backs_up_into_the_rx_queue_and_loses_nothing() {
         let port = PortIdx::new(0).unwrap();
         let table = Arc::new(GroupTable::new(100));
         for g in 0..100 {
@@ -326,33 +498,36 @@ mod tests {
             }
         }
         wire_tx.flush();
-        let ring = Arc::new(MsgRing::new(4));
+        let link = Arc::new(Link::new(1));
         let c = Arc::new(RxCounters::default());
-        let mut rx = RxPoller::new(port, wire_rx, table, ring.clone(), c.clone());
+        let mut rx = RxPoller::new(port, wire_rx, table, link.clone(), c.clone());
         let mut got = Vec::new();
         for round in 0..1000 {
             rx.poll(0);
-            if round == 1 {
-                // The first poll took one burst and filled the ring; with a backlog left the
-                // second poll must not receive (backpressure goes to the RX queue).
-                assert_eq!(c.frames.load(Relaxed), BURST as u64);
+            rx.poll(0);
+            if round == 0 {
+                // The first poll's batch filled the link, the second's waits in the poller; so
+                // a third poll must not receive (backpressure goes to the RX queue).
+                rx.poll(0);
+                assert_eq!(c.frames.load(Relaxed), 2 * BURST as u64);
             }
-            // The scheduler takes two messages per round.
-            got.extend(ring.pop());
-            got.extend(ring.pop());
+            // The scheduler takes one batch per round.
+            if let Some(b) = link.recv() {
+                got.extend(b.iter().map(|o| o.group.0));
+                link.give_back(b);
+            }
             if got.len() == 100 {
                 break;
             }
         }
-        let groups: Vec<u32> = got.iter().map(|m| m.group.0).collect();
         assert_eq!(
-            groups,
+            got,
             (0..100).collect::<Vec<_>>(),
             "every release once, in order"
         );
         assert!(c.ring_full_waits.load(Relaxed) > 0);
         assert_eq!(c.outcomes.get(Outcome::Completed), 100);
-        // While the backlog was full the poller stopped receiving: frames waited in the queue.
+        // While the batch waited the poller stopped receiving: frames waited in the queue.
         assert_eq!(rx.drain(), 0);
     }
 
@@ -377,9 +552,9 @@ mod tests {
             wire_tx.offer(&f).unwrap();
         }
         wire_tx.flush();
-        let ring = Arc::new(MsgRing::new(4));
+        let link = Arc::new(Link::new(4));
         let c = Arc::new(RxCounters::default());
-        let mut rx = RxPoller::new(port, wire_rx, table, ring.clone(), c.clone());
+        let mut rx = RxPoller::new(port, wire_rx, table, link.clone(), c.clone());
         assert!(rx.poll(0));
         assert_eq!(c.frames.load(Relaxed), 4);
         assert_eq!(c.parse_drops.get(ParseError::TooShort), 1);
@@ -393,7 +568,7 @@ mod tests {
             2,
             "group 3 unconfigured, group 99 beyond the table"
         );
-        assert!(ring.is_empty());
+        assert!(link.is_empty());
         assert!(!rx.poll(0));
     }
 
@@ -420,9 +595,9 @@ mod tests {
             wire_tx.offer(&f).unwrap();
         }
         wire_tx.flush();
-        let ring = Arc::new(MsgRing::new(4));
+        let link = Arc::new(Link::new(4));
         let c = Arc::new(RxCounters::default());
-        let mut rx = RxPoller::new(p3, wire_rx, table.clone(), ring.clone(), c.clone());
+        let mut rx = RxPoller::new(p3, wire_rx, table.clone(), link.clone(), c.clone());
         rx.poll(0);
         assert_eq!(c.outcomes.get(Outcome::Rejected(Reject::NotAChild)), 3);
         assert_eq!(c.outcomes.get(Outcome::Rejected(Reject::NotTheParent)), 1);
@@ -436,7 +611,7 @@ mod tests {
             (3, 1)
         );
         assert_eq!(table.state(GroupId(2)), Some(GroupState::fresh()));
-        assert!(ring.is_empty());
+        assert!(link.is_empty());
         // Group 2 gains port 3 as a child: its reduce there is recorded.
         let wider = children.union(PortSet::single(p3));
         table

@@ -285,7 +285,10 @@ resend_timeout_us = 60000000
             ("frames_out", 5),
             ("reduce_out", 1),
             ("release_out", 4),
-            ("coalesced", 1)
+            ("coalesced", 1),
+            // Each completion's and re-send's first frame in the received reduce's mbuf; the
+            // release to a second child port built in a new one.
+            ("built_in_place", 4)
         ])
     );
     assert_eq!(

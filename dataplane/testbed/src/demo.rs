@@ -176,7 +176,7 @@ pub fn build_demo<R, T>(
 ) -> Result<Demo, DemoError>
 where
     R: RxQueue + 'static,
-    T: TxQueue + 'static,
+    T: TxQueue<Frame = R::Frame> + 'static,
 {
     if opts.groups == 0 {
         return Err("at least one group".into());

@@ -158,6 +158,27 @@ impl Mbuf {
         }
     }
 
+    /// The packet cut to exactly its first `N` bytes, handed out writable: for building a reply
+    /// in the buffer of the frame it answers (no allocation, and a header already in cache).
+    /// `None`, and nothing changed, when the mbuf is shared (`clone_ref`), has more than one
+    /// segment, or holds fewer than `N` bytes.
+    #[inline]
+    pub fn rewrite<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        let m = self.0.as_ptr();
+        // SAFETY: the mbuf is valid while owned; its header fields are read and, below, written
+        // through the only handle (refcnt 1), borrowed mutably.
+        unsafe {
+            if (*m).nb_segs != 1 || ((*m).data_len as usize) < N || self.is_shared() {
+                return None;
+            }
+            let n16 = u16::try_from(N).ok()?;
+            (*m).data_len = n16;
+            (*m).pkt_len = u32::from(n16);
+            // SAFETY: mtod points at the first segment's data, at least N bytes of the buffer.
+            Some(&mut *(sys::rte_pktmbuf_mtod(m) as *mut [u8; N]))
+        }
+    }
+
     /// Grows the packet by `n` bytes at the end and returns them (uninitialised contents are
     /// whatever the buffer held: write them).
     ///

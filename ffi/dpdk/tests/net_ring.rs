@@ -205,6 +205,22 @@ fn mbuf_operations(pool: &Mempool) {
     drop(m);
     assert_eq!(pool.avail_count(), before + 1);
 
+    // rewrite: the packet cut to N bytes and handed out writable (a reply built in the buffer
+    // of the frame it answers); refused, nothing changed, when too short or shared.
+    let mut m = common::mbuf(pool, &[1, 2, 3, 4, 5, 6]);
+    assert!(m.rewrite::<7>().is_none());
+    assert_eq!(m.data(), &[1, 2, 3, 4, 5, 6]);
+    let buf: &mut [u8; 4] = m.rewrite::<4>().unwrap();
+    assert_eq!(buf, &[1, 2, 3, 4]);
+    buf[0] = 9;
+    assert_eq!((m.data(), m.len(), m.pkt_len()), (&[9, 2, 3, 4][..], 4, 4));
+    let c = m.clone_ref();
+    assert!(m.rewrite::<2>().is_none(), "a shared mbuf is not rewritten");
+    assert_eq!(c.data(), &[9, 2, 3, 4]);
+    drop(c);
+    assert_eq!(m.rewrite::<4>().map(|b| b[0]), Some(9));
+    drop(m);
+
     // A shared mbuf refuses mutation.
     let m = common::mbuf(pool, &[1, 2, 3]);
     let c = m.clone_ref();

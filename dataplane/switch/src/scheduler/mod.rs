@@ -2,25 +2,28 @@
 //! [`round_robin`] (per-port queues served round-robin across groups) and the runtime's
 //! [`TimerWheel`] (the intermediate re-send timers, keyed by group and sequence number).
 //!
-//! The loop drains the RX rings, fires due re-send timers, builds frames and transmits them
-//! with backpressure. A send for a port with nothing waiting goes straight into the port's TX
-//! buffer; while a port backs up (the device refuses a burst), its sends wait in the per-port
-//! round-robin queues and leave them one group at a time. The loop owns every TX queue of its
-//! switch, so no TX locks. A full TX queue delays a send (it goes back first in line) and is
-//! counted; nothing is dropped.
+//! The loop takes the RX pollers' batches (`crate::link`, one ring operation per burst), fires
+//! due re-send timers, and transmits with backpressure. A send for a port with nothing waiting
+//! goes straight into the port's TX buffer: the frame the RX poller built in the received
+//! buffer when it has one (the action's first port), else one built here from the port's
+//! [`FrameTemplate`] straight into a new mbuf. No round robin for such a send: it decides only
+//! among frames that wait. While a port backs up (the device refuses a burst), its sends wait
+//! in the per-port round-robin queues, holding no buffer, and leave them one group at a time.
+//! The loop owns every TX queue of its switch, so no TX locks. A full TX queue delays a send
+//! (it goes back first in line) and is counted; nothing is dropped.
 //!
-//! Frames are built when a send goes into a TX buffer, from the port's [`FrameTemplate`]
-//! straight into the mbuf, rather than built once per release and shared with `clone_ref`:
-//! built at enqueue, every waiting send would hold an mbuf, so the mempool would have to cover
-//! the deepest backlog (a million groups releasing at once) instead of the TX buffers; and a
-//! 60-byte write costs less than the refcount update and indirect free of a shared mbuf.
+//! A waiting send holds no mbuf (a frame built by the RX poller for a backed-up port is freed
+//! and built again when the send's turn comes): otherwise the mempool would have to cover the
+//! deepest backlog (a million groups releasing at once) instead of the TX buffers. The other
+//! ports of a release get their own frames (the ports' addresses differ); a 60-byte write
+//! costs less than the refcount update and indirect free of a shared mbuf.
 
 pub mod round_robin;
 
 use crate::counters::{bump, SchedCounters, TxCounters};
 use crate::io::{TxBlocked, TxQueue, BURST};
+use crate::link::{Link, Out, LINK_BATCHES};
 use crate::poll::Poller;
-use crate::rx::{Msg, MsgRing};
 use barrier_protocol::switch::{Action, Fired, Timer};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Flags, FrameTemplate, Kind, MacAddr, FRAME_LEN};
@@ -29,8 +32,8 @@ use barrier_runtime::wheel::TimerWheel;
 use round_robin::{PendingFrame, Pushed, RoundRobin};
 use std::sync::Arc;
 
-/// Messages taken from one ring per poll: bounds the time before the TX side runs again.
-const RING_BUDGET: usize = 256;
+/// Batches taken from one link per poll: bounds the time before the TX side runs again.
+const LINK_BUDGET: usize = LINK_BATCHES / 2;
 
 /// One egress port as the scheduler sees it.
 pub struct TxPort<T: TxQueue> {
@@ -52,7 +55,7 @@ struct Egress {
 }
 
 pub struct SchedPoller<T: TxQueue> {
-    rings: Vec<Arc<MsgRing>>,
+    links: Vec<Arc<Link<T::Frame>>>,
     table: Arc<GroupTable>,
     ports: Vec<TxPort<T>>,
     /// Per port, in step with `ports`: its frame template and what its TX buffer holds.
@@ -67,7 +70,7 @@ pub struct SchedPoller<T: TxQueue> {
 
 impl<T: TxQueue> SchedPoller<T> {
     pub fn new(
-        rings: Vec<Arc<MsgRing>>,
+        links: Vec<Arc<Link<T::Frame>>>,
         table: Arc<GroupTable>,
         ports: Vec<TxPort<T>>,
         counters: Arc<SchedCounters>,
@@ -75,17 +78,17 @@ impl<T: TxQueue> SchedPoller<T> {
     ) -> Self {
         let n = ports.len();
         let me = MacAddr(ports.first().map_or([0; 6], |p| p.src_mac));
-        let egress = ports
+        let egress = templates(&ports)
             .iter()
-            .map(|p| Egress {
-                template: FrameTemplate::new(MacAddr(p.peer_mac), MacAddr(p.src_mac)),
+            .map(|t| Egress {
+                template: t.clone(),
                 buffered: Vec::with_capacity(BURST),
             })
             .collect();
         SchedPoller {
             me,
             egress,
-            rings,
+            links,
             table,
             ports,
             sched: RoundRobin::new(n),
@@ -106,24 +109,26 @@ impl<T: TxQueue> SchedPoller<T> {
         self.wheel.len()
     }
 
-    fn dispatch(&mut self, msg: Msg, now_ns: u64) {
-        let group = msg.group;
-        match msg.action {
+    fn dispatch(&mut self, out: Out<T::Frame>, now_ns: u64) {
+        let Out {
+            group,
+            run,
+            action,
+            mut frame,
+        } = out;
+        match action {
             Action::SendReduce {
                 seq,
                 port,
                 retransmit,
             } => {
-                self.enqueue(
-                    port.get() as usize,
-                    group,
-                    PendingFrame {
-                        kind: Kind::Reduce,
-                        epoch: msg.run.epoch,
-                        seq,
-                        retransmit,
-                    },
-                );
+                let send = PendingFrame {
+                    kind: Kind::Reduce,
+                    epoch: run.epoch,
+                    seq,
+                    retransmit,
+                };
+                self.enqueue(port.get() as usize, group, send, frame);
             }
             Action::SendRelease {
                 seq,
@@ -132,12 +137,13 @@ impl<T: TxQueue> SchedPoller<T> {
             } => {
                 let send = PendingFrame {
                     kind: Kind::Release,
-                    epoch: msg.run.epoch,
+                    epoch: run.epoch,
                     seq,
                     retransmit,
                 };
+                // The frame built in place is the first port's.
                 for p in ports.iter() {
-                    self.enqueue(p.get() as usize, group, send);
+                    self.enqueue(p.get() as usize, group, send, frame.take());
                 }
             }
             Action::SendAbort {
@@ -147,12 +153,12 @@ impl<T: TxQueue> SchedPoller<T> {
             } => {
                 let send = PendingFrame {
                     kind: Kind::Abort(failure),
-                    epoch: msg.run.epoch,
+                    epoch: run.epoch,
                     seq,
                     retransmit: false,
                 };
                 for p in ports.iter() {
-                    self.enqueue(p.get() as usize, group, send);
+                    self.enqueue(p.get() as usize, group, send, frame.take());
                 }
             }
             Action::ArmTimer {
@@ -165,7 +171,7 @@ impl<T: TxQueue> SchedPoller<T> {
                     group,
                     seq,
                     timer,
-                    run: msg.run,
+                    run,
                 };
                 self.wheel.arm(fired, now_ns.saturating_add(after_ns));
             }
@@ -174,9 +180,16 @@ impl<T: TxQueue> SchedPoller<T> {
 
     /// Send `send` on `port`: straight into the port's TX buffer when nothing waits in its
     /// round-robin queue (the round robin decides only among frames that wait; with none
-    /// waiting, taking this one now is the order it would pick), otherwise, or when the device
-    /// will not take it, into the queue behind the others.
-    fn enqueue(&mut self, port: usize, group: GroupId, send: PendingFrame) {
+    /// waiting, taking this one now is the order it would pick), as `built` when the RX poller
+    /// built it, otherwise, or when the device will not take it, into the queue behind the
+    /// others (a built frame is then freed: a waiting send holds no buffer).
+    fn enqueue(
+        &mut self,
+        port: usize,
+        group: GroupId,
+        send: PendingFrame,
+        built: Option<T::Frame>,
+    ) {
         if port >= self.ports.len() {
             // Config validation keeps port indices in range; a bad one is a bug, not traffic.
             debug_assert!(false, "send to port {port} of {}", self.ports.len());
@@ -195,13 +208,46 @@ impl<T: TxQueue> SchedPoller<T> {
                 bump(&self.ports[port].counters.coalesced, 1);
                 return;
             }
-            if self.send_now(port, group, send) {
+            let sent = match built {
+                Some(frame) => self.send_built(port, group, send, frame),
+                None => self.send_now(port, group, send),
+            };
+            if sent {
                 return;
             }
         }
         if self.sched.push(port, group, send) == Pushed::Coalesced {
             bump(&self.ports[port].counters.coalesced, 1);
         }
+    }
+
+    /// Put `frame`, built by the RX poller, in `port`'s TX buffer (flushing a full buffer
+    /// first); false, the frame freed, when the device will not take it now.
+    fn send_built(
+        &mut self,
+        port: usize,
+        group: GroupId,
+        send: PendingFrame,
+        frame: T::Frame,
+    ) -> bool {
+        let mut frame = frame;
+        for first in [true, false] {
+            let p = &mut self.ports[port];
+            match p.queue.offer_frame(frame) {
+                Ok(()) => {
+                    self.egress[port].buffered.push((group, send));
+                    count_out(&p.counters, &send);
+                    bump(&p.counters.built_in_place, 1);
+                    return true;
+                }
+                Err((_, back)) if first => {
+                    frame = back;
+                    self.flush_port(port);
+                }
+                Err(_) => return false,
+            }
+        }
+        false
     }
 
     /// Build `send` in `port`'s TX buffer (flushing a full buffer first); false when the
@@ -277,6 +323,37 @@ impl<T: TxQueue> SchedPoller<T> {
     }
 }
 
+impl<T: TxQueue> SchedPoller<T> {
+    /// Dispatch up to `budget` batches from each link; true when there was one.
+    fn take_batches(&mut self, budget: usize, now_ns: u64) -> bool {
+        let mut busy = false;
+        for l in 0..self.links.len() {
+            for _ in 0..budget {
+                let Some(mut batch) = self.links[l].recv() else {
+                    break;
+                };
+                bump(&self.counters.messages, batch.len() as u64);
+                bump(&self.counters.batches, 1);
+                for out in batch.drain(..) {
+                    self.dispatch(out, now_ns);
+                }
+                self.links[l].give_back(batch);
+                busy = true;
+            }
+        }
+        busy
+    }
+}
+
+/// Every port's frame template, by port index: the bytes the scheduler builds a send from, and
+/// the RX pollers a send built in place (`RxPoller::with_templates`).
+pub fn templates<T: TxQueue>(ports: &[TxPort<T>]) -> Arc<[FrameTemplate]> {
+    ports
+        .iter()
+        .map(|p| FrameTemplate::new(MacAddr(p.peer_mac), MacAddr(p.src_mac)))
+        .collect()
+}
+
 /// Count one frame built for `port`.
 #[inline]
 fn count_out(c: &TxCounters, send: &PendingFrame) {
@@ -293,17 +370,7 @@ fn count_out(c: &TxCounters, send: &PendingFrame) {
 
 impl<T: TxQueue> Poller for SchedPoller<T> {
     fn poll(&mut self, now_ns: u64) -> bool {
-        let mut busy = false;
-        for r in 0..self.rings.len() {
-            for _ in 0..RING_BUDGET {
-                let Some(msg) = self.rings[r].pop() else {
-                    break;
-                };
-                bump(&self.counters.messages, 1);
-                self.dispatch(msg, now_ns);
-                busy = true;
-            }
-        }
+        let mut busy = self.take_batches(LINK_BUDGET, now_ns);
         if !self.wheel.is_empty() {
             let mut fired = std::mem::take(&mut self.fired);
             self.wheel.advance(now_ns, &mut fired);
@@ -323,14 +390,7 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
                     bump(&self.counters.timer_resends, 1);
                 }
                 for action in actions.iter() {
-                    self.dispatch(
-                        Msg {
-                            group,
-                            run: actions.run(),
-                            action: *action,
-                        },
-                        now_ns,
-                    );
+                    self.dispatch(Out::new(group, actions.run(), *action), now_ns);
                 }
             }
             busy |= !fired.is_empty();
@@ -342,6 +402,9 @@ impl<T: TxQueue> Poller for SchedPoller<T> {
     }
 
     fn finish(&mut self) {
+        // Every batch still in a link: its sends go to the TX buffers or wait (and are lost
+        // with the switch), its built frames are sent or freed, before the ports close.
+        self.take_batches(usize::MAX, 0);
         for p in 0..self.ports.len() {
             self.flush_port(p);
         }
@@ -357,17 +420,18 @@ mod tests {
     use barrier_protocol::Seq;
     use barrier_protocol::{Epoch, PortIdx, PortSet};
 
-    fn setup(
-        wire_cap: usize,
-        table: GroupTable,
-    ) -> (
+    /// A scheduler on one in-memory port, its link from an RX poller, the port's far end and
+    /// its counters.
+    type Bed = (
         SchedPoller<crate::io::MemTx>,
-        Arc<MsgRing>,
+        Arc<Link<Vec<u8>>>,
         MemRx,
         Arc<TxCounters>,
-    ) {
+    );
+
+    fn setup(wire_cap: usize, table: GroupTable) -> Bed {
         let (tx, rx) = mem_wire(wire_cap);
-        let ring = Arc::new(MsgRing::new(1024));
+        let ring = Arc::new(Link::new(1024));
         let c = Arc::new(TxCounters::default());
         let table = Arc::new(table);
         let s = SchedPoller::new(
@@ -393,17 +457,17 @@ mod tests {
     fn a_full_tx_queue_delays_and_never_loses() {
         let (mut s, ring, mut rx, c) = setup(4, GroupTable::new(1));
         for g in 0..300u32 {
-            let msg = Msg {
-                group: GroupId(g),
-                run: Run::of_epoch(Epoch::DEFAULT),
-                action: Action::SendRelease {
+            let out = Out::new(
+                GroupId(g),
+                Run::of_epoch(Epoch::DEFAULT),
+                Action::SendRelease {
                     seq: Seq(g),
                     ports: PortSet::single(port0()),
                     retransmit: false,
                 },
-            };
-            if ring.push(msg).is_err() {
-                panic!("ring full");
+            );
+            if ring.send(vec![out]).is_err() {
+                panic!("link full");
             }
         }
         let mut got = Vec::new();
@@ -428,6 +492,81 @@ mod tests {
         );
         assert!(c.tx_full_waits.load(std::sync::atomic::Ordering::Relaxed) > 0);
         assert_eq!(c.frames_out.load(std::sync::atomic::Ordering::Relaxed), 300);
+        assert_eq!(s.pending(), 0);
+    }
+
+    /// A release to port 0 with its frame built by the RX poller (marked here by a source
+    /// address the scheduler's template does not have).
+    fn built_release(seq: u32) -> Out<Vec<u8>> {
+        let mut frame = vec![0u8; FRAME_LEN];
+        FrameTemplate::new(MacAddr::BROADCAST, MacAddr([2, 0, 0, 0, 0, 0x77])).write(
+            (&mut frame[..]).try_into().unwrap(),
+            Kind::Release,
+            Flags::empty(),
+            GroupId(seq),
+            Epoch::DEFAULT,
+            Seq(seq),
+        );
+        let mut out = Out::new(
+            GroupId(seq),
+            Run::of_epoch(Epoch::DEFAULT),
+            Action::SendRelease {
+                seq: Seq(seq),
+                ports: PortSet::single(port0()),
+                retransmit: false,
+            },
+        );
+        out.frame = Some(frame);
+        out
+    }
+
+    /// A frame the RX poller built goes out as it is when the port is free; while the port is
+    /// backed up the send waits in the round robin without it, and is built here when its turn
+    /// comes. Every send goes out once, in order.
+    #[test]
+    fn a_built_frame_goes_out_as_it_is_unless_the_port_is_backed_up() {
+        let (mut s, link, mut rx, c) = setup(2, GroupTable::new(1));
+        let src = |f: &Vec<u8>| FrameRepr::parse(f).unwrap().src.0[5];
+        link.send(vec![built_release(0)]).unwrap();
+        s.poll(0);
+        let mut got = Vec::new();
+        rx.rx_burst(&mut got, 8);
+        assert_eq!(got.iter().map(src).collect::<Vec<_>>(), [0x77]);
+        assert_eq!(
+            c.built_in_place.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        // The wire holds 2 frames and the TX buffer a burst: sends past those wait for room.
+        link.send((1..50).map(built_release).collect()).unwrap();
+        s.poll(1);
+        assert!(s.pending() > 0, "the port backed up");
+        got.clear();
+        let mut now = 2;
+        while got.len() < 49 {
+            s.poll(now);
+            now += 1;
+            rx.rx_burst(&mut got, 1);
+            assert!(now < 10_000, "stuck after {} frames", got.len());
+        }
+        let seqs: Vec<u32> = got
+            .iter()
+            .map(|f| FrameRepr::parse(f).unwrap().seq.0)
+            .collect();
+        assert_eq!(
+            seqs,
+            (1..50).collect::<Vec<_>>(),
+            "every send once, in order"
+        );
+        // Sent as built while the port took them; built here after it backed up.
+        let built = c.built_in_place.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            got.iter().filter(|f| src(f) == 0x77).count() as u64,
+            built - 1
+        );
+        assert!(
+            got.iter().any(|f| src(f) == 1),
+            "a waiting send was built here"
+        );
         assert_eq!(s.pending(), 0);
     }
 
@@ -456,14 +595,13 @@ mod tests {
             .unwrap();
         assert_eq!(outcome, barrier_protocol::switch::Outcome::Completed);
         let (mut s, ring, mut rx, _c) = setup(64, table);
-        for a in actions.iter() {
-            ring.push(Msg {
-                group: GroupId(0),
-                run: actions.run(),
-                action: *a,
-            })
-            .unwrap();
-        }
+        ring.send(
+            actions
+                .iter()
+                .map(|a| Out::new(GroupId(0), actions.run(), *a))
+                .collect(),
+        )
+        .unwrap();
         let mut frames = Vec::new();
         s.poll(1_000);
         rx.rx_burst(&mut frames, 10);
