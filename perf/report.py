@@ -155,11 +155,10 @@ def main():
                             "%sfps vs %spps: **%s**" % (m(sw_hot), m(tpps), fr(sw_hot / tpps, 4))))
         w("")
     r1 = ratio(sw_hot, tpps)
-    r2 = ratio(sw_hot, bare_hot)
-    targets.append(("full switch path >= 1.0x testpmd macswap (hot shape, per RX lcore)",
+    # Issue 23's targets. The bare loop stays in the report as the floor (it does not read the
+    # frames), not as a target.
+    targets.append(("hot shape: full switch path per RX lcore >= 1.0x testpmd macswap",
                     r1 is not None and r1 >= 1.0, "%s" % fr(r1, 4)))
-    targets.append(("full switch path >= 0.9x the bare RX loop (hot shape)",
-                    r2 is not None and r2 >= 0.9, "%s" % fr(r2)))
 
     # 2. Scale.
     w("## 2. Scale")
@@ -192,8 +191,9 @@ def main():
         w("")
         big = [r for r in bg if r["groups"] == 1048576]
         rbig = ratio(big[0]["switch_fps"], base) if big and base else None
-        targets.append(("1,048,576 live groups >= 0.7x the hot-table (32-group) throughput",
-                        rbig is not None and rbig >= 0.7, fr(rbig)))
+        rtp = ratio(big[0]["switch_fps"], tpps) if big and tpps else None
+        targets.append(("cold shape, 1,048,576 live groups: >= 0.7x testpmd macswap",
+                        rtp is not None and rtp >= 0.7, fr(rtp, 4)))
         if big:
             summary.append(("switch at 1,048,576 live groups", "the same at 32 groups (hot table)",
                             "%sfps vs %sfps: **%s**" % (m(big[0]["switch_fps"]), m(base), fr(rbig))))
@@ -460,6 +460,23 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
             w("![simulator scaling](%s)" % p)
             w("")
 
+    # What this run does not measure yet (issue 23): printed as such, never as met.
+    targets.append(("switch frame-in to frame-out p99 at half its peak <= 2x testpmd macswap's "
+                    "on the same input", None, "n/a: not measured by this suite yet"))
+    targets.append(("barrier-gen on one TX lcore >= 1.0x testpmd txonly at 64 B", None,
+                    "n/a: not measured by this suite yet"))
+    pmu = load(d, "pmu.json")
+    if pmu and pmu.get("absent"):
+        w("PMU: %s; no instructions or cycles per frame in this report." % pmu["absent"])
+        w("")
+    elif pmu and pmu.get("instructions_per_frame"):
+        w("PMU, the switch's timed loops (both shapes, %s frames): **%.0f instructions and %.0f "
+          "cycles per frame**." % (format(pmu["frames"], ","), pmu["instructions_per_frame"],
+                                   pmu["cycles_per_frame"]))
+        summary.append(("switch alone, instructions / cycles per frame", "(PMU)",
+                        "%.0f / %.0f" % (pmu["instructions_per_frame"], pmu["cycles_per_frame"])))
+        w("")
+
     # Targets.
     w("## Targets")
     w("")
@@ -493,7 +510,7 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
     for a, b, c in summary:
         S.append("| %s | %s | %s |" % (a, b, c))
     S.append("")
-    S.append("Targets (issue 13):")
+    S.append("Targets (issue 23; the state and MPI targets of issue 13):")
     S.append("")
     for name, ok, val in targets:
         S.append("- %s: **%s** (%s)" % (name, verdict(ok, val), val))

@@ -9,7 +9,7 @@
 #                (default: the full run, under an hour: longer measurements, up to 65,536 leaves)
 #   --out DIR    write the results here instead of perf/results/<timestamp>
 #   --no-docs    do not touch docs/performance.md
-#   --only LIST  run only these steps (comma-separated): alone,testpmd,scale,tree,gen,mpi,
+#   --only LIST  run only these steps (comma-separated): alone,testpmd,scale,tree,gen,mpi,pmu,
 #                kernel,micro,sim,profile (the report is written from whatever is there)
 set -euo pipefail
 
@@ -212,6 +212,38 @@ if want profile && command -v perf >/dev/null; then
     -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | sed 's/ *- *- *$//' | head -40 \
     >"$out/profile.txt" || true
   rm -rf "$fifo" "$out/perf.data" "$out/perf.data.old" "$out/profile"
+fi
+
+# Instructions and cycles per frame of the switch's timed loops (issue 23), where the machine's
+# PMU gives them: the same control FIFOs as the profile, `perf stat` instead of `perf record`.
+# These development VMs have no PMU (perf stat: <not supported>): pmu.json says so.
+if want pmu; then
+  if command -v perf >/dev/null && perf stat -x, -e instructions true 2>&1 | grep -q '^[0-9]'; then
+    log "pmu: perf stat of the switch alone (its timed loops only)"
+    fifo=$(mktemp -d)
+    mkfifo "$fifo/ctl" "$fifo/ack"
+    PERF_CTL_FIFO=$fifo/ctl PERF_ACK_FIFO=$fifo/ack perf stat -x, -D -1 \
+      --control "fifo:$fifo/ctl,$fifo/ack" -e instructions,cycles -o "$out/pmu.csv" -- \
+      "$bin/barrier-perf" alone --out "$out/pmu" --secs 1 --reps 1 >/dev/null 2>&1 || true
+    python3 - "$out/pmu.csv" "$out/pmu/alone.json" "$out/pmu.json" <<'PY'
+import json, sys
+counts = {}
+for line in open(sys.argv[1]):
+    f = line.strip().split(",")
+    if len(f) > 2 and f[0].isdigit():
+        counts[f[2].split(":")[0]] = int(f[0])
+a = json.load(open(sys.argv[2]))
+frames = sum(s["switch_frames_in"] for s in a["shapes"])
+out = {"frames": frames, **counts}
+if frames and "instructions" in counts and "cycles" in counts:
+    out["instructions_per_frame"] = counts["instructions"] / frames
+    out["cycles_per_frame"] = counts["cycles"] / frames
+json.dump(out, open(sys.argv[3], "w"), indent=1)
+PY
+    rm -rf "$fifo" "$out/pmu"
+  else
+    echo '{"absent": "perf stat reports the instructions event <not supported> (no PMU in this machine)"}' >"$out/pmu.json"
+  fi
 fi
 
 cat /proc/loadavg > "$out/loadavg-end.txt"

@@ -11,7 +11,7 @@
 //! | `barrier_frames_policed_total` | counter | `port` |
 //! | `barrier_port_policer_rate`, `barrier_port_policer_burst` | gauge | `port` (0: no policer) |
 //! | `barrier_rx_events_total` | counter | `event` (`recorded`, `completions`, `duplicates`, ...) |
-//! | `barrier_tx_events_total` | counter | `port`, `event` (`retransmits_out`, `tx_full_waits`, `coalesced`, ...) |
+//! | `barrier_tx_events_total` | counter | `port`, `event` (`retransmits_out`, `tx_full_waits`, `coalesced`, `built_in_place`, ...) |
 //! | `barrier_loop_passes_total` | counter | `lcore`, `state` (`busy`, `idle`) |
 //! | `barrier_group_completions_total`, `barrier_group_resends_total` | counter | `group` |
 //! | `barrier_group_epoch`, `barrier_group_seq`, `barrier_group_children_missing` | gauge | `group` |
@@ -91,7 +91,7 @@ pub const FAMILIES: [(&str, &str, &str); 17] = [
     (
         "barrier_tx_events_total",
         "counter",
-        "Egress events by port: re-sends, backpressure waits, coalesced sends.",
+        "Egress events by port: re-sends, backpressure waits, coalesced sends, frames sent in the received frame's buffer.",
     ),
     (
         "barrier_loop_passes_total",

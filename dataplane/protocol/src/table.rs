@@ -299,6 +299,18 @@ impl Slot {
         self.meta.store((old & !GEN_MASK) | gen, SeqCst);
     }
 
+    /// Count decisions that a successful CAS (or a no-change load) made this caller's: in the
+    /// line the caller already holds, exactly once per decision.
+    #[inline]
+    fn count(&self, completed: u32, stale: u32) {
+        if completed > 0 {
+            self.completions.fetch_add(completed, Relaxed);
+        }
+        if stale > 0 {
+            self.resends.fetch_add(stale, Relaxed);
+        }
+    }
+
     fn state_store_fresh(&self, gen: u64) {
         let fresh = state_with_gen(GroupState::fresh(), gen);
         loop {
@@ -524,11 +536,22 @@ impl GroupTable {
         ev: Event,
         out: &mut Actions,
     ) -> Result<Outcome, TableError> {
-        let mut decided = [(Outcome::Duplicate, Actions::new())];
-        self.apply_burst(group, &[ev], &mut decided)?;
-        let [(outcome, actions)] = decided;
-        *out = actions;
-        Ok(outcome)
+        let slot = self.slot(group)?;
+        loop {
+            let (s, cfg) = slot.snapshot().ok_or(TableError::NotConfigured(group))?;
+            let (next, outcome, actions) = switch::on_event(&cfg, GroupState::from_bits(s), ev);
+            let new = next.to_bits() | (s & STATE_GEN_MASK);
+            // An event that changes nothing needs no write: the decision holds for the state
+            // as loaded, and skipping the CAS keeps duplicates from bouncing the cache line.
+            if new == s || slot.state.compare_exchange(s, new).is_ok() {
+                slot.count(
+                    u32::from(outcome == Outcome::Completed),
+                    u32::from(outcome == Outcome::StaleReduce),
+                );
+                *out = actions.with_generation(gen_of_state(s) as u32);
+                return Ok(outcome);
+            }
+        }
     }
 
     /// Applies one group's `events`, in order, as ONE update of its slot: the RX path's form,
@@ -537,7 +560,7 @@ impl GroupTable {
     /// least as long as `events`; the rest of it is not touched, nor any of it on an error).
     ///
     /// Exactly [`apply`](Self::apply) for each event in order with no other operation on the
-    /// group between them: the events are run through `on_event` one after the other on a
+    /// group between them (for one event, `apply_into` is the same and copies less): the events are run through `on_event` one after the other on a
     /// private copy of the loaded state, and the last state is installed by the CAS only if the
     /// slot still holds the loaded one, else all of them are decided again on the new state.
     /// When the last state equals the loaded one there is nothing to write: the decisions hold
@@ -568,14 +591,7 @@ impl GroupTable {
             // Events that change nothing need no write, and skipping the CAS keeps duplicates
             // from bouncing the cache line.
             if new == s || slot.state.compare_exchange(s, new).is_ok() {
-                // Counted here, in the line this call already holds, exactly once per
-                // decision (the CAS makes them this call's).
-                if completed > 0 {
-                    slot.completions.fetch_add(completed, Relaxed);
-                }
-                if stale > 0 {
-                    slot.resends.fetch_add(stale, Relaxed);
-                }
+                slot.count(completed, stale);
                 return Ok(());
             }
         }

@@ -728,7 +728,7 @@ impl FrameRepr {
 /// abort's failure) and the checksum. Its output is byte for byte what [`FrameRepr::emit`]
 /// writes for the same frame without a timestamp; the scheduler builds every frame this way,
 /// straight into the transmit buffer.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameTemplate {
     bytes: [u8; FRAME_LEN],
     /// The ones' complement sum (unfolded) of the template's checksummed words: the

@@ -18,6 +18,16 @@ impl RxFrame for MbufFrame {
     fn rewrite<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
         self.0.rewrite::<N>()
     }
+
+    #[inline]
+    fn share(&self) -> Option<Self> {
+        Some(MbufFrame(self.0.clone_ref()))
+    }
+
+    #[inline]
+    fn prefetch_header(&self) {
+        self.0.prefetch_header();
+    }
 }
 
 pub struct DpdkRx {

@@ -16,9 +16,27 @@ pub trait RxFrame: AsRef<[u8]> + Send {
     /// (shorter than `N` bytes, in several segments, or shared with another handle): then the
     /// caller builds the frame in a new buffer and drops this one.
     fn rewrite<const N: usize>(&mut self) -> Option<&mut [u8; N]>;
+
+    /// A second handle to the same bytes, to send one frame on several ports where it is the
+    /// same frame (a DPDK mbuf's reference count, as DPDK's multicast example does; an
+    /// in-memory buffer is copied). `None`: the frame cannot be shared, build another.
+    /// Neither handle can be rewritten while both exist.
+    fn share(&self) -> Option<Self>
+    where
+        Self: Sized;
+
+    /// A cache hint for what must be read before the frame's bytes can be found (a DPDK mbuf's
+    /// header); nothing for a frame that is its bytes.
+    #[inline]
+    fn prefetch_header(&self) {}
 }
 
 impl RxFrame for Vec<u8> {
+    #[inline]
+    fn share(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+
     #[inline]
     fn rewrite<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
         if self.len() < N {
@@ -69,7 +87,7 @@ pub enum TxBlocked {
 pub trait TxQueue: Send {
     /// A frame this queue can send as it is, without a copy: a received frame of the same I/O
     /// kind (a DPDK mbuf, an in-memory buffer), rewritten in place ([`RxFrame::rewrite`]).
-    type Frame: AsRef<[u8]> + Send;
+    type Frame: RxFrame;
     /// Queue `frame` as it is; sent on the next `flush`. Refused (and handed back) when the
     /// buffer is full.
     fn offer_frame(&mut self, frame: Self::Frame) -> Result<(), (TxBlocked, Self::Frame)>;

@@ -58,10 +58,11 @@ impl<T: Copy> BurstApply<T> {
         assert!(items.len() <= BURST, "a burst is at most {BURST} frames");
         if self.plan(items, &key) {
             // Every item its own group, as in most bursts: no copy, one event each.
+            let actions = &mut self.decided[0].1;
             for it in items {
                 let (group, ev) = key(it);
-                let r = table.apply_burst(group, &[ev], &mut self.decided);
-                sink(it, r.map(|()| (self.decided[0].0, &self.decided[0].1)));
+                let r = table.apply_into(group, ev, actions);
+                sink(it, r.map(|o| (o, &*actions)));
             }
             return;
         }

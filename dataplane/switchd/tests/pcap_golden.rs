@@ -286,9 +286,9 @@ resend_timeout_us = 60000000
             ("reduce_out", 1),
             ("release_out", 4),
             ("coalesced", 1),
-            // Each completion's and re-send's first frame in the received reduce's mbuf; the
-            // release to a second child port built in a new one.
-            ("built_in_place", 4)
+            // Every frame in the mbuf of the reduce that caused it: the release to a second
+            // child port shares it (both ports send the switch's MAC to broadcast).
+            ("built_in_place", 5)
         ])
     );
     assert_eq!(

@@ -261,8 +261,15 @@ impl Mbuf {
     /// The reference count (1 unless shared with `clone_ref`).
     #[inline]
     pub fn refcnt(&self) -> u16 {
-        // SAFETY: the mbuf is valid while owned; the count is read atomically.
-        unsafe { sys::rte_mbuf_refcnt_read(self.0.as_ptr()) }
+        // SAFETY: the mbuf is valid while owned, and `refcnt` is a naturally aligned u16 that
+        // DPDK only changes atomically; a relaxed atomic load is what `rte_mbuf_refcnt_read`
+        // does, without its out-of-line wrapper (it is `static inline` in C) on the hot path.
+        unsafe {
+            std::sync::atomic::AtomicU16::from_ptr(std::ptr::addr_of_mut!(
+                (*self.0.as_ptr()).refcnt
+            ))
+            .load(std::sync::atomic::Ordering::Relaxed)
+        }
     }
 
     /// True when another handle shares this mbuf.
@@ -279,8 +286,33 @@ impl Mbuf {
     pub fn clone_ref(&self) -> Mbuf {
         // SAFETY: the mbuf is valid; updating the refcnt of all segments atomically is how
         // DPDK shares a packet; the new handle owns the added reference.
-        unsafe { sys::rte_pktmbuf_refcnt_update(self.0.as_ptr(), 1) };
+        unsafe {
+            let m = self.0.as_ptr();
+            if (*m).nb_segs == 1 {
+                // One segment: `rte_mbuf_refcnt_update` on it, without the out-of-line wrapper
+                // (it is `static inline` in C): a relaxed atomic add (a plain store while this
+                // is the only reference, as DPDK does: no other handle can change it then).
+                let rc =
+                    std::sync::atomic::AtomicU16::from_ptr(std::ptr::addr_of_mut!((*m).refcnt));
+                if rc.load(std::sync::atomic::Ordering::Relaxed) == 1 {
+                    rc.store(2, std::sync::atomic::Ordering::Relaxed);
+                } else {
+                    rc.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                }
+            } else {
+                sys::rte_pktmbuf_refcnt_update(m, 1);
+            }
+        }
         Mbuf(self.0)
+    }
+
+    /// A cache hint for the mbuf's header (its first cache line: the data offset and lengths),
+    /// so that reading the data's address later does not wait for it: the RX path asks for a
+    /// whole burst's headers before it touches the first.
+    #[inline]
+    pub fn prefetch_header(&self) {
+        // SAFETY: the mbuf is valid while owned; a reference to its header is only hinted at.
+        crate::prefetch(unsafe { &*self.0.as_ptr() });
     }
 
     /// A deep copy into a fresh mbuf from `pool` (mutable independently).

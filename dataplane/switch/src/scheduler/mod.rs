@@ -21,13 +21,13 @@
 pub mod round_robin;
 
 use crate::counters::{bump, SchedCounters, TxCounters};
-use crate::io::{TxBlocked, TxQueue, BURST};
+use crate::io::{RxFrame, TxBlocked, TxQueue, BURST};
 use crate::link::{Link, Out, LINK_BATCHES};
 use crate::poll::Poller;
 use barrier_protocol::switch::{Action, Fired, Timer};
 use barrier_protocol::table::GroupTable;
 use barrier_protocol::wire::{Flags, FrameTemplate, Kind, MacAddr, FRAME_LEN};
-use barrier_protocol::GroupId;
+use barrier_protocol::{GroupId, PortSet};
 use barrier_runtime::wheel::TimerWheel;
 use round_robin::{PendingFrame, Pushed, RoundRobin};
 use std::sync::Arc;
@@ -49,6 +49,8 @@ pub struct TxPort<T: TxQueue> {
 struct Egress {
     /// The port's frames, addresses filled in (`FrameTemplate`).
     template: FrameTemplate,
+    /// The first port with the same template: ports with the same one send the same bytes.
+    same_as: usize,
     /// The sends in the port's TX buffer, oldest first, in step with it: a re-sent frame equal
     /// to one of these is coalesced, as one waiting in the round-robin queue is.
     buffered: Vec<(GroupId, PendingFrame)>,
@@ -78,10 +80,12 @@ impl<T: TxQueue> SchedPoller<T> {
     ) -> Self {
         let n = ports.len();
         let me = MacAddr(ports.first().map_or([0; 6], |p| p.src_mac));
-        let egress = templates(&ports)
+        let templates = templates(&ports);
+        let egress = templates
             .iter()
             .map(|t| Egress {
                 template: t.clone(),
+                same_as: templates.iter().position(|u| u == t).unwrap_or(0),
                 buffered: Vec::with_capacity(BURST),
             })
             .collect();
@@ -114,7 +118,7 @@ impl<T: TxQueue> SchedPoller<T> {
             group,
             run,
             action,
-            mut frame,
+            frame,
         } = out;
         match action {
             Action::SendReduce {
@@ -141,10 +145,7 @@ impl<T: TxQueue> SchedPoller<T> {
                     seq,
                     retransmit,
                 };
-                // The frame built in place is the first port's.
-                for p in ports.iter() {
-                    self.enqueue(p.get() as usize, group, send, frame.take());
-                }
+                self.fan_out(ports, group, send, frame);
             }
             Action::SendAbort {
                 seq,
@@ -157,9 +158,7 @@ impl<T: TxQueue> SchedPoller<T> {
                     seq,
                     retransmit: false,
                 };
-                for p in ports.iter() {
-                    self.enqueue(p.get() as usize, group, send, frame.take());
-                }
+                self.fan_out(ports, group, send, frame);
             }
             Action::ArmTimer {
                 seq,
@@ -176,6 +175,33 @@ impl<T: TxQueue> SchedPoller<T> {
                 self.wheel.arm(fired, now_ns.saturating_add(after_ns));
             }
         }
+    }
+
+    /// Send `send` on every port of `ports`. `built`, the frame the RX poller built for the
+    /// first port, goes to that port, and a shared handle to it (`RxFrame::share`: a reference
+    /// count, no copy) to every other port whose frames are the same bytes (the same template:
+    /// same addresses, as when the ports use the switch's MAC); other ports get frames built
+    /// here.
+    fn fan_out(
+        &mut self,
+        ports: PortSet,
+        group: GroupId,
+        send: PendingFrame,
+        built: Option<T::Frame>,
+    ) {
+        let mut all = ports.iter();
+        let Some(first) = all.next() else {
+            return;
+        };
+        let first = first.get() as usize;
+        for p in all {
+            let p = p.get() as usize;
+            let same =
+                self.egress.get(p).map(|e| e.same_as) == self.egress.get(first).map(|e| e.same_as);
+            let shared = built.as_ref().filter(|_| same).and_then(RxFrame::share);
+            self.enqueue(p, group, send, shared);
+        }
+        self.enqueue(first, group, send, built);
     }
 
     /// Send `send` on `port`: straight into the port's TX buffer when nothing waits in its
@@ -418,7 +444,7 @@ mod tests {
     use barrier_protocol::switch::{GroupConfig, Run};
     use barrier_protocol::wire::FrameRepr;
     use barrier_protocol::Seq;
-    use barrier_protocol::{Epoch, PortIdx, PortSet};
+    use barrier_protocol::{Epoch, PortIdx};
 
     /// A scheduler on one in-memory port, its link from an RX poller, the port's far end and
     /// its counters.
