@@ -23,8 +23,20 @@ pub(super) struct PortRt<R: RxQueue, T> {
 }
 
 impl<R: RxQueue, T: TxQueue> Engine<R, T> {
-    pub(super) fn receive(&mut self, now: u64, running: bool, count: Option<u64>) {
+    /// Takes in up to `bursts` bursts per port (fewer where a burst comes back short).
+    pub(super) fn receive(&mut self, now: u64, running: bool, count: Option<u64>, bursts: usize) {
         for port in 0..self.ports.len() {
+            for _ in 0..bursts {
+                if self.receive_burst(port, now, running, count) < BURST {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// One burst from `port`; returns how many frames it had.
+    fn receive_burst(&mut self, port: usize, now: u64, running: bool, count: Option<u64>) -> usize {
+        {
             let mut frames = std::mem::take(&mut self.ports[port].frames);
             self.ports[port].rx.rx_burst(&mut frames, BURST);
             let n = frames.len() as u64;
@@ -47,6 +59,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             }
             self.ports[port].rx.recycle(&mut frames);
             self.ports[port].frames = frames;
+            n as usize
         }
     }
 
