@@ -106,10 +106,15 @@ pub fn plan(allowed: &[usize], load: &[(usize, f64)], want: usize, min_lcores: u
             .join(","),
         count: n,
         note: format!(
-            "barrier-gen: {} of {} CPUs free ({seen}), {want} busy pollers wanted: {} on {n} lcore{} that may run on CPUs {set}{} (-l/--lcores to choose)",
+            "barrier-gen: {} of {} CPUs free ({seen}), {want} busy poller{} wanted: {} on {n} lcore{} that may run on CPUs {set}{} (-l/--lcores to choose)",
             free.len(),
             allowed.len(),
-            if want > n { "running them" } else { "the generators" },
+            if want == 1 { "" } else { "s" },
+            match (want > n, n) {
+                (true, _) => "running them",
+                (false, 1) => "the generator",
+                (false, _) => "the generators",
+            },
             if n == 1 { "" } else { "s" },
             if want > n { ", the in-process switch inside the generator's loop" } else { "" },
         ),
@@ -178,6 +183,13 @@ mod tests {
         assert_eq!((p.lcores.as_str(), p.count), ("0@(0,1)", 1));
         assert!(p.note.contains("inside the generator's loop"), "{}", p.note);
         assert!(p.note.contains("CPU 1 97% busy"), "{}", p.note);
+        let p = plan(&[0, 1], &[(0, 0.9), (1, 0.9)], 1, 1);
+        assert!(
+            p.note
+                .contains("1 busy poller wanted: the generator on 1 lcore"),
+            "{}",
+            p.note
+        );
         // several generators keep one lcore each
         let p = plan(&[0, 1], &[(0, 0.9), (1, 0.9)], 3, 2);
         assert_eq!((p.lcores.as_str(), p.count), ("0@(0,1),1@(0,1)", 2));
