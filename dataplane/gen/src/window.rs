@@ -7,9 +7,9 @@
 //! barrier per barrier that completed within a quarter of the timer (the queue is short: double
 //! per round trip), by one per window of them within half the timer. Only while the
 //! generator keeps up: a re-send or a slow barrier right after a pause of the generator's own
-//! loop says its core was taken away, which fewer barriers in flight would not cure (the
-//! window fell to one barrier and the rate to 61/s when it cut on those too). Pure: the engine
-//! feeds it times and outcomes.
+//! loop says its core was taken away, which fewer barriers in flight would not cure (cut on
+//! those as well, the window sinks to one barrier on a shared core and stays there). Pure: the
+//! engine feeds it times and outcomes.
 
 use serde::Serialize;
 
