@@ -69,7 +69,9 @@ fi
 mkdir -p "$out"
 
 common=(--inproc-switch --ports "$ports" --groups "$groups" --duration "$duration" --drain 5
-  --flood-phases "$phases" --resend-timeout-us "$leaf_us" --json -q)
+  --flood-phases "$phases" --resend-timeout-us "$leaf_us" --json -q
+  # every group in flight and fixed re-send periods, as the figures in reliability.md were taken
+  --window fixed --resend-max-us 0 --resend-jitter-pct 0)
 echo "gen_flood: $groups groups x $ports ports, closed loop, lcores $lcores, ${duration} s per run ($phases control + $phases flood phases), $rounds rounds, flood $rate frames/s or full; $gen; reports in $out" >&2
 for ((r = 1; r <= rounds; r++)); do
   for c in $only; do

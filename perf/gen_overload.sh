@@ -55,16 +55,18 @@ gen=$(nb_find_program barrier-gen) || { echo "gen_overload.sh: barrier-gen not b
 mkdir -p "$out"
 
 common=(--inproc-switch --inproc-parent --ports "$ports" --groups "$groups" --duration "$duration"
-  --drain 5 --deadline-ms 60000 --inproc-parent-delay-us "$delay_us" --json -q)
+  --drain 5 --deadline-ms 60000 --inproc-parent-delay-us "$delay_us" --window fixed --json -q)
 timers=(--resend-timeout-us "$leaf_us" --switch-resend-us "$switch_us")
 leaf_bo=(--resend-max-us "$max_us" --resend-jitter-pct "$jitter")
+# barrier-gen's leaves back off by default; R and A are the fixed periods
+leaf_fixed=(--resend-max-us 0 --resend-jitter-pct 0)
 switch_bo=(--switch-resend-max-us "$max_us" --switch-resend-jitter-pct "$jitter")
 echo "gen_overload: $groups groups x $ports ports, closed loop, one lcore, ${duration} s per run, $rounds rounds; leaf timer $leaf_us µs, switch timer $switch_us µs, parent link delay $delay_us µs; backoff cap $max_us µs, jitter $jitter%; reports in $out" >&2
 for ((r = 1; r <= rounds; r++)); do
   for c in R A B C; do
     case $c in
-      R) extra=(--resend-timeout-us 200000 --switch-resend-us 100000) ;;
-      A) extra=("${timers[@]}") ;;
+      R) extra=(--resend-timeout-us 200000 --switch-resend-us 100000 "${leaf_fixed[@]}") ;;
+      A) extra=("${timers[@]}" "${leaf_fixed[@]}") ;;
       B) extra=("${timers[@]}" "${leaf_bo[@]}") ;;
       C) extra=("${timers[@]}" "${leaf_bo[@]}" "${switch_bo[@]}") ;;
     esac

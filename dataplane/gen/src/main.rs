@@ -27,6 +27,12 @@ enum Mode {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+enum WindowMode {
+    Adaptive,
+    Fixed,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 enum Dir {
     Tx,
     Rx,
@@ -49,7 +55,8 @@ enum Scope {
     override_usage = "barrier-gen [run|search] [EAL args] -- [OPTIONS]",
     after_help = "`run` (the default) loads the switch once and reports; `search` finds the highest open-loop rate \
                   with no lost barrier (docs/gen.md). Without EAL args, virtual-device defaults are used \
-                  (--no-huge, --no-pci, -l 0,1). Exit status: 0 the run passed; 1 it did not \
+                  (--no-huge, --no-pci) and, unless EAL args name lcores, lcores from what the machine has free: one per busy \
+                  poller (generators, in-process switch) where each has a free CPU, else one (docs/gen.md). Exit status: 0 the run passed; 1 it did not \
                   (incomplete barriers, early releases, interrupted; no passing rate found) or \
                   EAL or a port failed; 2 the command line was refused."
 )]
@@ -88,13 +95,18 @@ struct Opts {
     #[arg(long, default_value_t = 1)]
     epoch: u32,
     /// Leaves double their re-send wait after each re-send of a barrier, up to this many µs
-    /// (capped exponential backoff; default 0: every wait is --resend-timeout-us).
-    #[arg(long, default_value_t = 0)]
+    /// (capped exponential backoff; 0: every wait is --resend-timeout-us, fixed periods).
+    #[arg(long, default_value_t = 200_000)]
     resend_max_us: u64,
     /// Leaves shorten each re-send wait by up to this many percent, per group and barrier
-    /// (0..=50; default 0), so groups do not retry in lockstep.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=50))]
+    /// (0..=50), so groups do not retry in lockstep.
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u8).range(0..=50))]
     resend_jitter_pct: u8,
+    /// Closed loop: how many barriers may be in flight: `adaptive` halves the window when a
+    /// leaf re-sends or a barrier takes more than half the leaf timer, and grows it back one
+    /// barrier per window of fast ones (docs/gen.md, "Load"); `fixed`: every group, always.
+    #[arg(long, value_enum, default_value_t = WindowMode::Adaptive)]
+    window: WindowMode,
     /// Pacing of arrivals.
     #[arg(long, value_enum, default_value_t = Mode::Closed)]
     mode: Mode,
@@ -223,14 +235,25 @@ struct Opts {
     min_achieved: f64,
 }
 
+/// `pass`, or `FAIL: ` and every reason (the search's table and log lines).
+fn verdict(r: &TrialReport, rule: &PassRule) -> String {
+    let why = r.failures(rule);
+    if why.is_empty() {
+        "pass".into()
+    } else {
+        format!("FAIL: {}", why.join("; "))
+    }
+}
+
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     s.parse::<barrier_protocol::wire::MacAddr>()
         .map(|m| m.0)
         .map_err(|e| e.to_string())
 }
 
-/// EAL arguments for virtual devices on a machine without NIC or hugepages.
-fn default_eal(prog: &str) -> Vec<String> {
+/// EAL arguments for virtual devices on a machine without NIC or hugepages, on `lcores`
+/// (an EAL `--lcores` value).
+fn default_eal(prog: &str, lcores: &str) -> Vec<String> {
     [
         "--no-huge",
         "-m",
@@ -240,8 +263,8 @@ fn default_eal(prog: &str) -> Vec<String> {
         "--iova-mode=va",
         "--no-telemetry",
         "--log-level=*:warning",
-        "-l",
-        "0,1",
+        "--lcores",
+        lcores,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -366,10 +389,22 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
             return Err(usage("--flood-phases: at least 1"));
         }
     }
-    let eal_args = if eal_part.is_empty() {
-        default_eal(&prog)
-    } else {
-        eal_part
+    // Lcores the user did not name: one busy poller per free CPU (`barrier_gen::lcores`).
+    let lcore_plan = (!barrier_gen::lcores::names_lcores(&eal_part)).then(|| {
+        let plan = barrier_gen::lcores::sample(
+            opts.workers + usize::from(opts.inproc_switch),
+            opts.workers,
+        );
+        tracing::info!("{}", plan.note);
+        plan
+    });
+    let eal_args = match (&lcore_plan, eal_part.is_empty()) {
+        (Some(p), true) => default_eal(&prog, &p.lcores),
+        (Some(p), false) => eal_part
+            .into_iter()
+            .chain(["--lcores".to_string(), p.lcores.clone()])
+            .collect(),
+        (None, _) => eal_part,
     };
     let (eal, _) =
         Eal::init(std::iter::once(prog).chain(eal_args)).map_err(|e| format!("EAL: {e}"))?;
@@ -537,6 +572,7 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         "epoch": opts.epoch,
         "resend_max_us": opts.resend_max_us,
         "resend_jitter_pct": opts.resend_jitter_pct,
+        "window": format!("{:?}", opts.window).to_lowercase(),
         "mode": format!("{:?}", opts.mode).to_lowercase(),
         "rate": (opts.mode == Mode::Open).then_some(opts.rate),
         "duration_s": opts.duration,
@@ -590,6 +626,7 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 jitter_pct: opts.resend_jitter_pct,
             },
             resend_timeout_ns: opts.resend_timeout_us * 1000,
+            adaptive_window: opts.window == WindowMode::Adaptive,
             barrier_deadline_ns: opts.deadline_ms * 1_000_000,
             dst_mac: opts.dst_mac.unwrap_or([0xff; 6]),
             timestamps: !opts.no_timestamp,
@@ -714,7 +751,7 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
             if !opts.quiet {
                 tracing::info!(
                     "barrier-gen search: {rate} frames/s: {} (lost {}, early {}, reached {:.1}%)",
-                    if pass { "pass" } else { "FAIL" },
+                    verdict(&r, &rule),
                     r.barriers.lost,
                     r.barriers.early_releases,
                     r.achieved_ratio.unwrap_or(0.0) * 100.0
@@ -731,18 +768,23 @@ fn real_main() -> Result<ExitCode, Box<dyn std::error::Error>> {
                 .iter()
                 .all(|s| s.detail.barriers.early_releases == 0);
         if opts.json {
-            serde_json::to_string_pretty(&serde_json::json!({ "config": config, "search": { "params": params, "rule": rule, "result": result } }))
-                .map_err(|e| e.to_string())?
+            let mut doc = serde_json::json!({ "config": config, "search": { "params": params, "rule": rule, "result": result } });
+            // Each step says why it failed (empty when it passed).
+            if let Some(steps) = doc["search"]["result"]["steps"].as_array_mut() {
+                for (j, st) in steps.iter_mut().zip(&result.steps) {
+                    j["failures"] = serde_json::json!(st.detail.failures(&rule));
+                }
+            }
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
         } else {
             let mut s = String::new();
             for st in &result.steps {
                 s += &format!(
-                    "{:>12} frames/s  {}  lost {}  barriers/s {:.0}  leaf p99 {}\n",
+                    "{:>12} frames/s  barriers/s {:>8}  leaf p99 {:>9}  {}\n",
                     st.rate,
-                    if st.passed { "pass" } else { "FAIL" },
-                    st.detail.barriers.lost,
-                    st.detail.barriers.per_s,
-                    barrier_gen::report::ns(st.detail.latency_leaf.p99_ns)
+                    barrier_gen::report::rate(st.detail.barriers.per_s),
+                    barrier_gen::report::ns(st.detail.latency_leaf.p99_ns),
+                    verdict(&st.detail, &rule),
                 );
             }
             s += &match result.best_rate {

@@ -72,11 +72,12 @@ pub fn ns(v: u64) -> String {
     }
 }
 
-/// A rate with a metric prefix.
+/// A rate with a metric prefix: `1.000M` from 999,950 up (what `{:.1}k` would print as
+/// `1000.0k`), `k` from 999.95 up, one prefix per magnitude.
 pub fn rate(v: f64) -> String {
-    if v >= 1e6 {
+    if v >= 999_950.0 {
         format!("{:.3}M", v / 1e6)
-    } else if v >= 1e3 {
+    } else if v >= 999.95 {
         format!("{:.1}k", v / 1e3)
     } else {
         format!("{v:.1}")
@@ -108,7 +109,7 @@ pub struct FrameCounts {
 
 /// Barrier counts. A barrier is *lost* when it did not complete by the end of the drain
 /// (incomplete), took longer than the deadline, or needed a re-send; the rate search accepts a
-/// rate only with no lost barrier.
+/// rate only with no lost barrier. `lost_by` gives each lost barrier one reason.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct BarrierCounts {
     pub started: u64,
@@ -118,11 +119,85 @@ pub struct BarrierCounts {
     pub needed_resend: u64,
     pub over_deadline: u64,
     pub lost: u64,
+    /// Why each lost barrier was lost (they add up to `lost`).
+    pub lost_by: LostReasons,
     /// Releases that reached a leaf before every leaf of the group had sent its reduce (a
     /// broken switch, or undetectable corruption): must be 0.
     pub early_releases: u64,
     /// Completions of barriers started in an earlier trial (search mode), not counted above.
     pub carried_over: u64,
+}
+
+/// One reason per lost barrier, the first that holds in this order.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LostReasons {
+    /// Still in flight when the run ended (the drain ran out, or the run was interrupted).
+    pub in_flight_at_end: u64,
+    /// Completed after a re-send that fired within one leaf timer of a pause of the
+    /// generator's own loop longer than a quarter of that timer: the generator fell behind its
+    /// own schedule (its core was taken away), so the timer does not tell whether the switch
+    /// answered in time.
+    pub generator_behind: u64,
+    /// Completed after a re-send while the generator kept up: no release within the leaf
+    /// timer (`--resend-timeout-us`): a frame was lost or sat too long outside the generator.
+    pub unanswered: u64,
+    /// Completed with no re-send, but later than `--deadline-ms` after its first reduce.
+    pub over_deadline: u64,
+}
+
+impl LostReasons {
+    pub fn total(&self) -> u64 {
+        self.in_flight_at_end + self.generator_behind + self.unanswered + self.over_deadline
+    }
+
+    pub fn add(&mut self, o: &LostReasons) {
+        self.in_flight_at_end += o.in_flight_at_end;
+        self.generator_behind += o.generator_behind;
+        self.unanswered += o.unanswered;
+        self.over_deadline += o.over_deadline;
+    }
+
+    /// `in flight at end 2, unanswered 10`: the reasons that occurred, or `none`.
+    pub fn text(&self) -> String {
+        let parts: Vec<String> = [
+            ("in flight at end", self.in_flight_at_end),
+            ("generator behind", self.generator_behind),
+            ("unanswered", self.unanswered),
+            ("over deadline", self.over_deadline),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// Pauses of the generator's own loop: passes that came later than a quarter of the leaf timer
+/// after the one before (its core was taken away, or one pass did that much work).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Pauses {
+    pub count: u64,
+    pub total_ns: u64,
+    pub longest_ns: u64,
+}
+
+impl Pauses {
+    pub fn note(&mut self, ns: u64) {
+        self.count += 1;
+        self.total_ns += ns;
+        self.longest_ns = self.longest_ns.max(ns);
+    }
+
+    pub fn add(&mut self, o: &Pauses) {
+        self.count += o.count;
+        self.total_ns += o.total_ns;
+        self.longest_ns = self.longest_ns.max(o.longest_ns);
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -161,6 +236,10 @@ pub struct TrialReport {
     pub faults_tx: FaultCounts,
     pub faults_rx: FaultCounts,
     pub per_port: Vec<PortCounts>,
+    /// The generator's own loop pausing (a core shared with other work).
+    pub generator_pauses: Pauses,
+    /// Closed loop: barriers allowed in flight (`crate::window`).
+    pub window: crate::window::WindowReport,
     pub interrupted: bool,
     /// With a flood (`--flood-*`): what was sent, and control against flood phases.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -295,13 +374,33 @@ pub struct PassRule {
 impl TrialReport {
     /// No lost barrier, no early release, and (open loop) the offered rate really offered.
     pub fn passes(&self, rule: &PassRule) -> bool {
-        self.barriers.lost == 0
-            && self.barriers.early_releases == 0
-            && self.barriers.completed > 0
-            && !self.interrupted
-            && self
-                .achieved_ratio
-                .is_none_or(|r| r >= rule.min_achieved_ratio)
+        self.failures(rule).is_empty()
+    }
+
+    /// Why the trial does not pass `rule`, one phrase per unmet condition (empty: it passes).
+    pub fn failures(&self, rule: &PassRule) -> Vec<String> {
+        let b = &self.barriers;
+        let mut why = Vec::new();
+        if self.interrupted {
+            why.push("interrupted".to_string());
+        }
+        if b.completed == 0 {
+            why.push("no barrier completed".into());
+        }
+        if b.lost > 0 {
+            why.push(format!("lost {} ({})", b.lost, b.lost_by.text()));
+        }
+        if b.early_releases > 0 {
+            why.push(format!("{} early releases", b.early_releases));
+        }
+        if let Some(r) = self.achieved_ratio.filter(|&r| r < rule.min_achieved_ratio) {
+            why.push(format!(
+                "generator reached {:.1}% of the offered rate (needs {:.1}%)",
+                r * 100.0,
+                rule.min_achieved_ratio * 100.0
+            ));
+        }
+        why
     }
 
     /// The report for people.
@@ -345,16 +444,18 @@ impl TrialReport {
         }
         let _ = writeln!(
             s,
-            "barriers: {} completed ({}/s) of {} started; lost {} (incomplete {}, needed re-send {}, over deadline {}); early releases {}{}",
+            "barriers: {} completed ({}/s) of {} started; lost {} ({}); early releases {}{}",
             b.completed,
             rate(b.per_s),
             b.started,
             b.lost,
-            b.incomplete,
-            b.needed_resend,
-            b.over_deadline,
+            b.lost_by.text(),
             b.early_releases,
-            if b.carried_over > 0 { format!("; {} carried over from the previous trial", b.carried_over) } else { String::new() }
+            if b.carried_over > 0 {
+                format!("; {} carried over from the previous trial", b.carried_over)
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             s,
@@ -385,6 +486,24 @@ impl TrialReport {
                 "faults:   tx {}; rx {}",
                 fault(&self.faults_tx),
                 fault(&self.faults_rx)
+            );
+        }
+        let w = &self.window;
+        if w.adaptive && self.mode == "closed" {
+            let _ = writeln!(
+                s,
+                "window:   adaptive, at most {} barriers in flight: halved {} times, smallest {}, {} at the end",
+                self.groups, w.cuts, w.min, w.end
+            );
+        }
+        let g = &self.generator_pauses;
+        if g.count > 0 {
+            let _ = writeln!(
+                s,
+                "generator: its loop paused {} times, {} in all, longest {} (its core was taken away)",
+                g.count,
+                ns(g.total_ns),
+                ns(g.longest_ns)
             );
         }
         for p in &self.per_port {
@@ -424,7 +543,8 @@ pub fn merge(parts: &[TrialReport], hists: &[[&Histogram<u64>; 3]]) -> TrialRepo
     m.faults_tx = FaultCounts::default();
     m.faults_rx = FaultCounts::default();
     m.per_port.clear();
-    for p in parts {
+    m.generator_pauses = Pauses::default();
+    for (i, p) in parts.iter().enumerate() {
         let (pf, pb) = (&p.frames, &p.barriers);
         f.tx += pf.tx;
         f.rx += pf.rx;
@@ -440,11 +560,20 @@ pub fn merge(parts: &[TrialReport], hists: &[[&Histogram<u64>; 3]]) -> TrialRepo
         b.needed_resend += pb.needed_resend;
         b.over_deadline += pb.over_deadline;
         b.lost += pb.lost;
+        b.lost_by.add(&pb.lost_by);
         b.early_releases += pb.early_releases;
         b.carried_over += pb.carried_over;
         m.faults_tx.add(&p.faults_tx);
         m.faults_rx.add(&p.faults_rx);
         m.per_port.extend(p.per_port.iter().cloned());
+        m.generator_pauses.add(&p.generator_pauses);
+        if i == 0 {
+            m.window = p.window;
+        } else {
+            m.window.end += p.window.end;
+            m.window.min += p.window.min;
+            m.window.cuts += p.window.cuts;
+        }
     }
     let secs = m.elapsed_s.max(1e-9);
     f.tx_per_s = f.tx as f64 / secs;
@@ -512,6 +641,43 @@ mod tests {
         assert_eq!(ns(12_345), "12.3µs");
         assert_eq!(ns(12_345_678), "12.35ms");
         assert_eq!(rate(2_500_000.0), "2.500M");
+        // one prefix per magnitude, even where rounding reaches the next
+        assert_eq!(rate(999_949.0), "999.9k");
+        assert_eq!(rate(999_950.0), "1.000M");
+        assert_eq!(rate(999.96), "1.0k");
+        assert_eq!(rate(999.9), "999.9");
+    }
+
+    #[test]
+    fn a_failure_says_why() {
+        let rule = PassRule {
+            min_achieved_ratio: 0.98,
+        };
+        let mut r = TrialReport {
+            achieved_ratio: Some(0.487),
+            ..Default::default()
+        };
+        r.barriers.completed = 10;
+        assert_eq!(
+            r.failures(&rule),
+            vec!["generator reached 48.7% of the offered rate (needs 98.0%)".to_string()]
+        );
+        r.achieved_ratio = Some(1.0);
+        r.barriers.lost = 3;
+        r.barriers.lost_by = LostReasons {
+            in_flight_at_end: 1,
+            unanswered: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            r.failures(&rule),
+            vec!["lost 3 (in flight at end 1, unanswered 2)".to_string()]
+        );
+        assert!(r
+            .text()
+            .contains("lost 3 (in flight at end 1, unanswered 2)"));
+        r.barriers = BarrierCounts::default();
+        assert_eq!(r.failures(&rule), vec!["no barrier completed".to_string()]);
     }
 
     #[test]

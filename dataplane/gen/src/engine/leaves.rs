@@ -18,6 +18,9 @@ pub(super) struct GroupRun {
     pub(super) done: u64,
     /// In the ready queue.
     pub(super) queued: bool,
+    /// The current barrier had a re-send while the generator kept up (no pause of its loop
+    /// within one leaf timer before it).
+    pub(super) resent_keeping_up: bool,
 }
 
 impl<R: RxQueue, T: TxQueue> Engine<R, T> {
@@ -43,8 +46,12 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
 
     pub(super) fn arrivals(&mut self, now: u64, mut bucket: Option<&mut TokenBucket>) {
         let np = self.ports.len();
+        let closed = bucket.is_none();
         while let Some(&g) = self.ready.front() {
             let port = self.cursor;
+            if closed && port == 0 && self.outstanding >= self.window.limit() {
+                break;
+            }
             if self.ports[port].pending.len() >= PENDING_CAP {
                 break;
             }
@@ -59,6 +66,7 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             };
             if arrival.first {
                 self.groups[g as usize].trial = self.trial;
+                self.groups[g as usize].resent_keeping_up = false;
                 self.outstanding += 1;
                 self.t.started += 1;
             }
@@ -128,6 +136,13 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
     ) {
         let trial = self.trial;
         let deadline = self.cfg.barrier_deadline_ns;
+        let keeping_up = self.keeping_up(now);
+        self.window.on_completed(
+            now,
+            now.saturating_sub(c.first_arrive_ns),
+            c.resent,
+            keeping_up,
+        );
         let gr = &mut self.groups[gi];
         self.outstanding -= 1;
         if gr.trial == trial {
@@ -139,6 +154,13 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             self.t.over_deadline += u64::from(late);
             self.t.needed_resend += u64::from(c.resent);
             self.t.lost += u64::from(late || c.resent);
+            let why = &mut self.t.lost_by;
+            match (c.resent, gr.resent_keeping_up, late) {
+                (true, true, _) => why.unanswered += 1,
+                (true, false, _) => why.generator_behind += 1,
+                (false, _, true) => why.over_deadline += 1,
+                (false, _, false) => {}
+            }
             gr.done += 1;
         } else {
             self.t.carried += 1;
@@ -153,11 +175,27 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         }
     }
 
+    /// No pause of the generator's own loop within one leaf timer before `now`.
+    pub(super) fn keeping_up(&self, now: u64) -> bool {
+        self.paused_at
+            .is_none_or(|t| now.saturating_sub(t) > self.cfg.resend_timeout_ns)
+    }
+
     /// The leaves' re-send timers due now (the fleet's timer wheel: only what is due).
     pub(super) fn expire_timers(&mut self, now: u64) {
         let mut resends = std::mem::take(&mut self.resends);
         self.fleet.expire(now, &mut resends);
+        let keeping_up = self.keeping_up(now);
+        if !resends.is_empty() {
+            self.window.on_resend(now, keeping_up);
+        }
         for &(port, send) in &resends {
+            if keeping_up {
+                let gi = send.group.0.wrapping_sub(self.cfg.first_group) as usize;
+                if let Some(gr) = self.groups.get_mut(gi) {
+                    gr.resent_keeping_up = true;
+                }
+            }
             self.t.tx_resend += 1;
             self.flood_note_resend();
             self.send(port as usize, send, now);

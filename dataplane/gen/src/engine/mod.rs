@@ -21,6 +21,7 @@ use trial::Totals;
 use crate::fault::Injector;
 use crate::hdrlog::HdrLog;
 use crate::report::new_histogram;
+use crate::window::Window;
 use barrier_protocol::leaf::LeafSend;
 use barrier_protocol::{Epoch, Seq};
 pub use barrier_runtime::clock::Clock;
@@ -64,6 +65,10 @@ pub struct Engine<R: RxQueue, T: TxQueue> {
     quit: Arc<AtomicBool>,
     /// A flood of frames the switch must refuse (`set_flood`), and its phases.
     flood: Option<flood_run::FloodRt<R, T>>,
+    /// When the loop last came back from a pause (trial.rs, `note_pause`).
+    paused_at: Option<u64>,
+    /// Closed loop: how many groups may have a barrier in flight.
+    window: Window,
 }
 
 impl<R: RxQueue, T: TxQueue> Engine<R, T> {
@@ -125,6 +130,12 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             hdr: None,
             quit: Arc::new(AtomicBool::new(false)),
             flood: None,
+            paused_at: None,
+            window: if cfg.adaptive_window {
+                Window::adaptive(u64::from(cfg.groups), cfg.resend_timeout_ns)
+            } else {
+                Window::fixed(u64::from(cfg.groups))
+            },
             cfg,
         }
     }

@@ -23,31 +23,42 @@ pub(super) struct PortRt<R: RxQueue, T> {
 }
 
 impl<R: RxQueue, T: TxQueue> Engine<R, T> {
-    pub(super) fn receive(&mut self, now: u64, running: bool, count: Option<u64>) {
+    /// Takes in up to `bursts` bursts per port (fewer where a burst comes back short).
+    pub(super) fn receive(&mut self, now: u64, running: bool, count: Option<u64>, bursts: usize) {
         for port in 0..self.ports.len() {
-            let mut frames = std::mem::take(&mut self.ports[port].frames);
-            self.ports[port].rx.rx_burst(&mut frames, BURST);
-            let n = frames.len() as u64;
-            self.t.rx += n;
-            self.ports[port].rx_count += n;
-            if self.ports[port].inj_rx.is_active() {
-                let p = &mut self.ports[port];
-                for f in &frames {
-                    p.inj_rx
-                        .push(Pkt::from_slice(f.as_ref()), now, &mut p.rx_pkts);
-                }
-                p.inj_rx.tick(now, &mut p.rx_pkts);
-                while let Some(pkt) = self.ports[port].rx_pkts.pop_front() {
-                    self.on_frame(port, pkt.as_slice(), now, running, count);
-                }
-            } else {
-                for f in &frames {
-                    self.on_frame(port, f.as_ref(), now, running, count);
+            for _ in 0..bursts {
+                if self.receive_burst(port, now, running, count) < BURST {
+                    break;
                 }
             }
-            self.ports[port].rx.recycle(&mut frames);
-            self.ports[port].frames = frames;
         }
+    }
+
+    /// One burst from `port`; returns how many frames it had.
+    fn receive_burst(&mut self, port: usize, now: u64, running: bool, count: Option<u64>) -> usize {
+        let mut frames = std::mem::take(&mut self.ports[port].frames);
+        self.ports[port].rx.rx_burst(&mut frames, BURST);
+        let n = frames.len() as u64;
+        self.t.rx += n;
+        self.ports[port].rx_count += n;
+        if self.ports[port].inj_rx.is_active() {
+            let p = &mut self.ports[port];
+            for f in &frames {
+                p.inj_rx
+                    .push(Pkt::from_slice(f.as_ref()), now, &mut p.rx_pkts);
+            }
+            p.inj_rx.tick(now, &mut p.rx_pkts);
+            while let Some(pkt) = self.ports[port].rx_pkts.pop_front() {
+                self.on_frame(port, pkt.as_slice(), now, running, count);
+            }
+        } else {
+            for f in &frames {
+                self.on_frame(port, f.as_ref(), now, running, count);
+            }
+        }
+        self.ports[port].rx.recycle(&mut frames);
+        self.ports[port].frames = frames;
+        n as usize
     }
 
     pub(super) fn transmit(&mut self, now: u64) {

@@ -37,6 +37,9 @@ pub struct GenConfig {
     pub backoff: barrier_protocol::backoff::Backoff,
     /// The leaf's re-send timer.
     pub resend_timeout_ns: u64,
+    /// Closed loop: keep only as many barriers in flight as the adaptive window allows
+    /// (`crate::window`), else every group.
+    pub adaptive_window: bool,
     /// A barrier that takes longer than this from its first reduce counts as lost.
     pub barrier_deadline_ns: u64,
     /// Destination MAC of reduces (the switch's port, or broadcast).
@@ -63,6 +66,7 @@ impl Default for GenConfig {
             epoch: barrier_protocol::Epoch::DEFAULT.get(),
             backoff: barrier_protocol::backoff::Backoff::FIXED,
             resend_timeout_ns: 10_000_000,
+            adaptive_window: false,
             barrier_deadline_ns: 1_000_000_000,
             dst_mac: [0xff; 6],
             timestamps: true,

@@ -144,6 +144,14 @@ fn faults_both_ways_still_complete_every_barrier() {
     // Losses were made good by re-sends, and such barriers count as lost for the search.
     assert!(b.needed_resend > 0 && r.frames.tx_resend > 0);
     assert!(b.lost >= b.needed_resend);
+    // Each lost barrier has one reason; those re-sent are unanswered or the generator's.
+    assert_eq!(b.lost_by.total(), b.lost, "{}", r.text());
+    assert_eq!(
+        b.lost_by.unanswered + b.lost_by.generator_behind,
+        b.needed_resend,
+        "{}",
+        r.text()
+    );
     assert!(
         r.frames.rx_release_ignored > 0,
         "duplicated releases are ignored"
@@ -294,6 +302,8 @@ fn silent_switch_loses_every_barrier_and_drain_bounds_the_trial() {
     assert_eq!(r.barriers.completed, 0);
     assert_eq!(r.barriers.incomplete, 8);
     assert_eq!(r.barriers.lost, 8);
+    assert_eq!(r.barriers.lost_by.in_flight_at_end, 8, "{}", r.text());
+    assert_eq!(r.barriers.lost_by.total(), 8);
     assert!(r.frames.tx_resend > 0, "leaves re-send while waiting");
     assert!(!r.passes(&crate::report::PassRule {
         min_achieved_ratio: 0.9
@@ -472,4 +482,109 @@ fn a_flood_on_a_nonmember_and_a_member_port_is_refused_and_every_barrier_complet
         e.flood_device_tx(),
         vec![("x".to_string(), f.targets[0].sent)]
     );
+}
+
+/// Runs the switch's pollers, except on the first call: then it sleeps `pause` instead, as if
+/// the generator's core had been taken away before the switch could answer.
+struct PauseFirst {
+    inner: Vec<Box<dyn Poller>>,
+    pause: Option<Duration>,
+}
+impl Poller for PauseFirst {
+    fn poll(&mut self, now: u64) -> bool {
+        if let Some(d) = self.pause.take() {
+            std::thread::sleep(d);
+            return true;
+        }
+        let mut busy = false;
+        for p in &mut self.inner {
+            busy |= p.poll(now);
+        }
+        busy
+    }
+}
+
+#[test]
+fn re_sends_after_the_generators_own_pause_are_its_own() {
+    let _serial = serial();
+    // Leaf timer 2 ms; the loop stops for 20 ms right after the first reduces left, so every
+    // leaf's timer runs out while the generator is away: each barrier needs a re-send, and
+    // the report puts it on the generator, not on the switch.
+    let mut e = with_switch(2, cfg(8), FaultRates::default());
+    let inner = e.take_inline_pollers();
+    let clock = e.inline_clock;
+    e.set_inline_pollers(
+        vec![Box::new(PauseFirst {
+            inner,
+            pause: Some(Duration::from_millis(20)),
+        })],
+        clock,
+    );
+    let r = e.run_trial(&closed(1));
+    let b = &r.barriers;
+    assert_eq!(b.completed, 8, "{}", r.text());
+    assert_eq!(b.needed_resend, 8, "{}", r.text());
+    assert_eq!(b.lost_by.generator_behind, 8, "{}", r.text());
+    assert_eq!(b.lost_by.unanswered, 0, "{}", r.text());
+    assert!(r.generator_pauses.count >= 1 && r.generator_pauses.longest_ns >= 20 * MS);
+    assert!(
+        r.text().contains("lost 8 (generator behind 8)"),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
+fn after_a_pause_every_waiting_release_is_read_before_any_timer() {
+    let _serial = serial();
+    // 256 groups on 2 ports: 256 releases wait on each port after the pause, 8 bursts' worth.
+    // Read one burst and then judge the timers, and 224 of them would be re-sent although
+    // their releases had arrived.
+    struct PauseAfterAnswering {
+        inner: Vec<Box<dyn Poller>>,
+        answered: bool,
+    }
+    impl Poller for PauseAfterAnswering {
+        fn poll(&mut self, now: u64) -> bool {
+            let mut busy = false;
+            for p in &mut self.inner {
+                busy |= p.poll(now);
+            }
+            if !busy && !self.answered {
+                // nothing more to do: every release is on its way; now the core goes away
+                self.answered = true;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            busy
+        }
+    }
+    let mut e = with_switch(2, cfg(256), FaultRates::default());
+    let inner = e.take_inline_pollers();
+    let clock = e.inline_clock;
+    // The switch runs to idle before the pause (the pollers are polled until none is busy).
+    struct UntilIdle(PauseAfterAnswering);
+    impl Poller for UntilIdle {
+        fn poll(&mut self, now: u64) -> bool {
+            let mut any = false;
+            for _ in 0..10_000 {
+                if !self.0.poll(now) {
+                    break;
+                }
+                any = true;
+            }
+            any
+        }
+    }
+    e.set_inline_pollers(
+        vec![Box::new(UntilIdle(PauseAfterAnswering {
+            inner,
+            answered: false,
+        }))],
+        clock,
+    );
+    let r = e.run_trial(&closed(1));
+    let b = &r.barriers;
+    assert_eq!(b.completed, 256, "{}", r.text());
+    assert!(r.generator_pauses.count >= 1, "{}", r.text());
+    assert_eq!(b.needed_resend, 0, "{}", r.text());
 }

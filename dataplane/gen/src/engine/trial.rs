@@ -4,10 +4,15 @@
 use super::{Engine, Load, TrialSpec};
 use crate::bucket::TokenBucket;
 use crate::fault::FaultCounts;
-use crate::report::{BarrierCounts, FrameCounts, Percentiles, PortCounts, TrialReport};
+use crate::report::{
+    BarrierCounts, FrameCounts, LostReasons, Pauses, Percentiles, PortCounts, TrialReport,
+};
 use barrier_runtime::io::{RxQueue, TxQueue};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// Bursts per port the first pass after a pause may take in (at most), to empty the RX queues.
+const RX_CATCH_UP: usize = 64;
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct Totals {
@@ -24,8 +29,12 @@ pub(super) struct Totals {
     pub(super) needed_resend: u64,
     pub(super) over_deadline: u64,
     pub(super) lost: u64,
+    /// The reasons of `lost` (completed barriers; those in flight at the end are counted in
+    /// the report).
+    pub(super) lost_by: LostReasons,
     pub(super) early: u64,
     pub(super) carried: u64,
+    pub(super) pauses: Pauses,
 }
 
 impl<R: RxQueue, T: TxQueue> Engine<R, T> {
@@ -70,9 +79,14 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
         let mut interrupted = false;
         let mut progress = Progress::new(start_ns);
         self.flood_start(start_ns, start_tick, spec.duration.as_nanos() as u64);
+        let mut last_pass = start_ns;
+        self.paused_at = None;
+        self.window.start_trial();
         loop {
             let tick = self.clock.ticks();
             let now = self.clock.ns(tick);
+            let paused = self.note_pause(now.saturating_sub(last_pass), now);
+            last_pass = now;
             if running {
                 let quit = self.quit.load(Ordering::Relaxed);
                 let counted_out =
@@ -84,7 +98,14 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
                 }
             }
             self.flood_phase(now, running);
-            self.receive(now, running, spec.count);
+            // After a pause, take in everything that arrived meanwhile before any re-send
+            // timer is judged: a release waiting in the RX queue is an answer.
+            self.receive(
+                now,
+                running,
+                spec.count,
+                if paused { RX_CATCH_UP } else { 1 },
+            );
             self.expire_timers(now);
             if running || self.cursor > 0 {
                 match &mut bucket {
@@ -201,6 +222,10 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
                 needed_resend: t.needed_resend,
                 over_deadline: t.over_deadline,
                 lost: t.lost + incomplete,
+                lost_by: LostReasons {
+                    in_flight_at_end: incomplete,
+                    ..t.lost_by
+                },
                 early_releases: t.early,
                 carried_over: t.carried,
             },
@@ -210,9 +235,22 @@ impl<R: RxQueue, T: TxQueue> Engine<R, T> {
             faults_tx,
             faults_rx,
             per_port,
+            generator_pauses: t.pauses,
+            window: self.window.report(),
             interrupted,
             flood: self.flood_report(self.flood_buffered() as u64),
         }
+    }
+
+    /// Notes a pass that came `gap` ns after the one before; returns whether that was a pause
+    /// (longer than a quarter of the leaf timer).
+    fn note_pause(&mut self, gap: u64, now: u64) -> bool {
+        if gap <= self.cfg.resend_timeout_ns / 4 {
+            return false;
+        }
+        self.t.pauses.note(gap);
+        self.paused_at = Some(now);
+        true
     }
 
     pub(super) fn tick_progress(&mut self, p: &mut Progress, now: u64) {
