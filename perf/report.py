@@ -460,6 +460,16 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
             w("![simulator scaling](%s)" % p)
             w("")
 
+    two = load(d, os.path.join("twoproc", "result.json"))
+    if two:
+        w("## The generator against a switch process, quiet and loaded")
+        w("")
+        w(open(os.path.join(d, "twoproc", "summary.md")).read().split("\n", 2)[2].rstrip())
+        w("")
+        r = two["ratio_loaded_over_quiet"]["barriers_per_s"]
+        summary.append(("barrier-gen vs a barrier-switch process (net_af_packet), busy loop per CPU",
+                        "the same, quiet", "barriers/s **%s**" % fr(r)))
+
     # What this run does not measure yet (issue 23): printed as such, never as met.
     targets.append(("switch frame-in to frame-out p99 at half its peak <= 2x testpmd macswap's "
                     "on the same input", None, "n/a: not measured by this suite yet"))

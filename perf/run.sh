@@ -9,7 +9,7 @@
 #                (default: the full run, under an hour: longer measurements, up to 65,536 leaves)
 #   --out DIR    write the results here instead of perf/results/<timestamp>
 #   --no-docs    do not touch docs/performance.md
-#   --only LIST  run only these steps (comma-separated): alone,testpmd,scale,tree,gen,mpi,pmu,
+#   --only LIST  run only these steps (comma-separated): alone,testpmd,scale,tree,gen,twoproc,mpi,pmu,
 #                kernel,micro,sim,profile (the report is written from whatever is there)
 set -euo pipefail
 
@@ -134,6 +134,15 @@ if want gen; then
       --duration "$GEN_SECS" --json --hdr-log "$out/gen-$g.hlog" >"$out/gen-$g.json" \
       2>"$out/gen-$g.log" || { cat "$out/gen-$g.log" >&2; exit 1; }
   done
+fi
+
+# 3c. barrier-gen against a barrier-switch process (net_af_packet on veth, namespaces), once
+# quiet and once beside a busy loop per CPU (perf/gen_two_process.sh, perf/gen.md).
+if want twoproc; then
+  log "3c. barrier-gen against a barrier-switch process, quiet and loaded ($GEN_SECS s each)"
+  bash "$here/gen_two_process.sh" --out "$out/twoproc" --duration "$GEN_SECS" \
+    --gen "$bin/barrier-gen" --switch "$bin/barrier-switch" >"$out/twoproc.log" 2>&1 \
+    || { cat "$out/twoproc.log" >&2; exit 1; }
 fi
 
 # 4. What a user would pick instead: Open MPI (shared memory, TCP loopback), MPICH if present,

@@ -444,7 +444,7 @@ mod tests {
     use barrier_protocol::switch::{GroupConfig, Run};
     use barrier_protocol::wire::FrameRepr;
     use barrier_protocol::Seq;
-    use barrier_protocol::{Epoch, PortIdx};
+    use barrier_protocol::{Epoch, PortIdx, PortSet};
 
     /// A scheduler on one in-memory port, its link from an RX poller, the port's far end and
     /// its counters.
@@ -594,6 +594,60 @@ mod tests {
             "a waiting send was built here"
         );
         assert_eq!(s.pending(), 0);
+    }
+
+    /// A release to two ports with the frame built for the first: a port with the same
+    /// template gets the same buffer (shared, not copied), a port with other addresses a frame
+    /// built from its own template.
+    #[test]
+    fn a_release_shares_its_built_frame_with_ports_that_send_the_same_bytes() {
+        for same in [true, false] {
+            let (tx0, mut rx0) = mem_wire(8);
+            let (tx1, mut rx1) = mem_wire(8);
+            let c: Vec<Arc<TxCounters>> = (0..2).map(|_| Arc::new(TxCounters::default())).collect();
+            let link = Arc::new(Link::new(4));
+            let port = |queue, i: usize, src: u8| TxPort {
+                queue,
+                peer_mac: [0xff; 6],
+                src_mac: [2, 0, 0, 0, 0, src],
+                counters: c[i].clone(),
+            };
+            let mut s = SchedPoller::new(
+                vec![link.clone()],
+                Arc::new(GroupTable::new(1)),
+                vec![port(tx0, 0, 1), port(tx1, 1, if same { 1 } else { 2 })],
+                Arc::new(SchedCounters::default()),
+                0,
+            );
+            let mut out = built_release(3);
+            out.action = Action::SendRelease {
+                seq: Seq(3),
+                ports: PortSet(0b11),
+                retransmit: false,
+            };
+            let built = out.frame.clone().unwrap();
+            link.send(vec![out]).unwrap();
+            s.poll(0);
+            let (mut f0, mut f1) = (Vec::new(), Vec::new());
+            rx0.rx_burst(&mut f0, 8);
+            rx1.rx_burst(&mut f1, 8);
+            assert_eq!(f0, [built.clone()], "port 0 sends the built frame");
+            let in_place = |i: usize| {
+                c[i].built_in_place
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            };
+            if same {
+                assert_eq!(f1, [built], "port 1 sends the same bytes");
+                assert_eq!((in_place(0), in_place(1)), (1, 1));
+            } else {
+                let got = FrameRepr::parse(&f1[0]).unwrap();
+                assert_eq!(
+                    (got.src.0[5], got.seq, got.kind),
+                    (2, Seq(3), Kind::Release)
+                );
+                assert_eq!((in_place(0), in_place(1)), (1, 0), "built here for port 1");
+            }
+        }
     }
 
     #[test]
