@@ -217,24 +217,11 @@ fn check_built(templates: &[FrameTemplate], m: &Out<Vec<u8>>) {
     let Some(built) = &m.frame else {
         return;
     };
-    let (to, kind, seq, retransmit) = match m.action {
-        Action::SendReduce {
-            seq,
-            port,
-            retransmit,
-        } => (Some(port), Kind::Reduce, seq, retransmit),
-        Action::SendRelease {
-            seq,
-            ports,
-            retransmit,
-        } => (ports.iter().next(), Kind::Release, seq, retransmit),
-        Action::SendAbort {
-            seq,
-            ports,
-            failure,
-        } => (ports.iter().next(), Kind::Abort(failure), seq, false),
-        Action::ArmTimer { .. } => panic!("a frame built for a timer: {m:?}"),
-    };
+    let (to, kind, seq, retransmit) = m
+        .action
+        .frame()
+        .unwrap_or_else(|| panic!("a frame built for a timer: {m:?}"));
+    let to = to.iter().next();
     let to = to.expect("a send to no port");
     let mut want = [0u8; FRAME_LEN];
     templates[to.get() as usize].write(

@@ -434,6 +434,33 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// What a send puts on the wire: the ports it goes to, the frame's kind and barrier, and
+    /// whether it carries the RETRANSMIT flag (an abort never does); `None` for a timer. The
+    /// one place an action becomes frames, for whoever builds them (the scheduler, the RX
+    /// path building in place, the checks of both).
+    pub const fn frame(&self) -> Option<(PortSet, Kind, Seq, bool)> {
+        match *self {
+            Action::SendReduce {
+                seq,
+                port,
+                retransmit,
+            } => Some((PortSet::single(port), Kind::Reduce, seq, retransmit)),
+            Action::SendRelease {
+                seq,
+                ports,
+                retransmit,
+            } => Some((ports, Kind::Release, seq, retransmit)),
+            Action::SendAbort {
+                seq,
+                ports,
+                failure,
+            } => Some((ports, Kind::Abort(failure), seq, false)),
+            Action::ArmTimer { .. } => None,
+        }
+    }
+}
+
 /// What a timer is for.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub enum Timer {

@@ -324,24 +324,10 @@ impl Decide<'_> {
         let Some(templates) = self.templates else {
             return false;
         };
-        let (port, kind, seq, retransmit) = match *action {
-            Action::SendReduce {
-                seq,
-                port,
-                retransmit,
-            } => (Some(port), Kind::Reduce, seq, retransmit),
-            Action::SendRelease {
-                seq,
-                ports,
-                retransmit,
-            } => (ports.iter().next(), Kind::Release, seq, retransmit),
-            Action::SendAbort {
-                seq,
-                ports,
-                failure,
-            } => (ports.iter().next(), Kind::Abort(failure), seq, false),
-            Action::ArmTimer { .. } => return false,
+        let Some((ports, kind, seq, retransmit)) = action.frame() else {
+            return false;
         };
+        let port = ports.iter().next();
         let Some(template) = port.and_then(|p| templates.get(p.get() as usize)) else {
             return false;
         };

@@ -120,60 +120,28 @@ impl<T: TxQueue> SchedPoller<T> {
             action,
             frame,
         } = out;
-        match action {
-            Action::SendReduce {
+        if let Some((ports, kind, seq, retransmit)) = action.frame() {
+            let send = PendingFrame {
+                kind,
+                epoch: run.epoch,
                 seq,
-                port,
                 retransmit,
-            } => {
-                let send = PendingFrame {
-                    kind: Kind::Reduce,
-                    epoch: run.epoch,
-                    seq,
-                    retransmit,
-                };
-                self.enqueue(port.get() as usize, group, send, frame);
-            }
-            Action::SendRelease {
+            };
+            self.fan_out(ports, group, send, frame);
+        } else if let Action::ArmTimer {
+            seq,
+            after_ns,
+            timer,
+        } = action
+        {
+            bump(&self.counters.timers_armed, 1);
+            let fired = Fired {
+                group,
                 seq,
-                ports,
-                retransmit,
-            } => {
-                let send = PendingFrame {
-                    kind: Kind::Release,
-                    epoch: run.epoch,
-                    seq,
-                    retransmit,
-                };
-                self.fan_out(ports, group, send, frame);
-            }
-            Action::SendAbort {
-                seq,
-                ports,
-                failure,
-            } => {
-                let send = PendingFrame {
-                    kind: Kind::Abort(failure),
-                    epoch: run.epoch,
-                    seq,
-                    retransmit: false,
-                };
-                self.fan_out(ports, group, send, frame);
-            }
-            Action::ArmTimer {
-                seq,
-                after_ns,
                 timer,
-            } => {
-                bump(&self.counters.timers_armed, 1);
-                let fired = Fired {
-                    group,
-                    seq,
-                    timer,
-                    run,
-                };
-                self.wheel.arm(fired, now_ns.saturating_add(after_ns));
-            }
+                run,
+            };
+            self.wheel.arm(fired, now_ns.saturating_add(after_ns));
         }
     }
 
@@ -631,7 +599,11 @@ mod tests {
             let (mut f0, mut f1) = (Vec::new(), Vec::new());
             rx0.rx_burst(&mut f0, 8);
             rx1.rx_burst(&mut f1, 8);
-            assert_eq!(f0, [built.clone()], "port 0 sends the built frame");
+            assert_eq!(
+                f0,
+                std::slice::from_ref(&built),
+                "port 0 sends the built frame"
+            );
             let in_place = |i: usize| {
                 c[i].built_in_place
                     .load(std::sync::atomic::Ordering::Relaxed)
