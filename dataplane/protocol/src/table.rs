@@ -560,12 +560,13 @@ impl GroupTable {
     /// least as long as `events`; the rest of it is not touched, nor any of it on an error).
     ///
     /// Exactly [`apply`](Self::apply) for each event in order with no other operation on the
-    /// group between them (for one event, `apply_into` is the same and copies less): the events are run through `on_event` one after the other on a
-    /// private copy of the loaded state, and the last state is installed by the CAS only if the
-    /// slot still holds the loaded one, else all of them are decided again on the new state.
-    /// When the last state equals the loaded one there is nothing to write: the decisions hold
-    /// at the moment of the load. The property test `burst_at_once_equals_frame_by_frame`
-    /// (barrier-switch, `rx.rs`) checks the whole RX path against frame-by-frame `apply`.
+    /// group between them (for one event `apply_into` is the same and copies less): the events
+    /// are run through `on_event` one after the other on a private copy of the loaded state,
+    /// and the last state is installed by the CAS only if the slot still holds the loaded one,
+    /// else all of them are decided again on the new state. When the last state equals the
+    /// loaded one there is nothing to write: the decisions hold at the moment of the load. The
+    /// property test `burst_at_once_equals_frame_by_frame` (barrier-switch, `burst.rs`) checks
+    /// the RX path's grouping and this call against `on_event` frame by frame.
     #[inline]
     pub fn apply_burst(
         &self,

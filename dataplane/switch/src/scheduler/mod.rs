@@ -15,8 +15,8 @@
 //! A waiting send holds no mbuf (a frame built by the RX poller for a backed-up port is freed
 //! and built again when the send's turn comes): otherwise the mempool would have to cover the
 //! deepest backlog (a million groups releasing at once) instead of the TX buffers. The other
-//! ports of a release get their own frames (the ports' addresses differ); a 60-byte write
-//! costs less than the refcount update and indirect free of a shared mbuf.
+//! ports of a release share the built mbuf (a reference count, no copy) where their frames are
+//! the same bytes (`fan_out`), else get their own frame built from their template.
 
 pub mod round_robin;
 
