@@ -262,13 +262,15 @@ impl Mbuf {
     #[inline]
     pub fn refcnt(&self) -> u16 {
         // SAFETY: the mbuf is valid while owned, and `refcnt` is a naturally aligned u16 that
-        // DPDK only changes atomically; a relaxed atomic load is what `rte_mbuf_refcnt_read`
-        // does, without its out-of-line wrapper (it is `static inline` in C) on the hot path.
+        // DPDK only changes atomically. An atomic load, as `rte_mbuf_refcnt_read` does, without
+        // its out-of-line wrapper (it is `static inline` in C) on the hot path; Acquire, so a
+        // count of 1 (this handle alone: `rewrite`, `data_mut`) comes after everything another
+        // handle did before dropping its reference (a plain load on x86).
         unsafe {
             std::sync::atomic::AtomicU16::from_ptr(std::ptr::addr_of_mut!(
                 (*self.0.as_ptr()).refcnt
             ))
-            .load(std::sync::atomic::Ordering::Relaxed)
+            .load(std::sync::atomic::Ordering::Acquire)
         }
     }
 
