@@ -56,7 +56,7 @@ impl<T: Copy> BurstApply<T> {
         mut sink: impl FnMut(&T, Result<(Outcome, &Actions), TableError>),
     ) {
         assert!(items.len() <= BURST, "a burst is at most {BURST} frames");
-        if self.plan(items, &key) {
+        if items.len() <= 1 || self.plan(items, &key) {
             // Every item its own group, as in most bursts: no copy, one event each.
             let actions = &mut self.decided[0].1;
             for it in items {

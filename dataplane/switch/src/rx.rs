@@ -47,6 +47,8 @@ pub struct RxPoller<Q: RxQueue> {
     /// backpressure lands on the RX queue instead of being dropped here (the scheduler may run
     /// on this same lcore, reduced mode, so no spin).
     pending: Option<Batch<Q::Frame>>,
+    /// The batch the next burst fills.
+    batch: Batch<Q::Frame>,
     /// Every port's frame template (addresses filled in), for building sends in place; `None`:
     /// never (the scheduler builds every frame).
     templates: Option<Arc<[FrameTemplate]>>,
@@ -81,6 +83,7 @@ impl<Q: RxQueue> RxPoller<Q> {
             table,
             link,
             pending: None,
+            batch: Vec::new(),
             templates: None,
             frames: Vec::with_capacity(BURST),
             freed: Vec::with_capacity(BURST),
@@ -204,7 +207,7 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
                 parsed.push(p);
             }
         }
-        let mut batch = self.link.take_empty();
+        let mut batch = std::mem::take(&mut self.batch);
         self.burst.apply(
             &self.table,
             &parsed,
@@ -233,11 +236,15 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
         self.queue.recycle(&mut freed);
         self.freed = freed;
         self.frames = frames;
+        // A burst that decided nothing to do keeps its (empty) vector: no ring operation.
         if batch.is_empty() {
-            self.link.give_back(batch);
-        } else if let Err(batch) = self.link.send(batch) {
-            bump(&self.counters.ring_full_waits, 1);
-            self.pending = Some(batch);
+            self.batch = batch;
+        } else {
+            self.batch = self.link.take_empty();
+            if let Err(batch) = self.link.send(batch) {
+                bump(&self.counters.ring_full_waits, 1);
+                self.pending = Some(batch);
+            }
         }
         true
     }
