@@ -205,10 +205,7 @@ impl TxQueue for SoftTx {
     type Frame = MbufFrame;
     #[inline]
     fn offer_frame(&mut self, frame: MbufFrame) -> Result<(), (TxBlocked, MbufFrame)> {
-        self.buf
-            .batch
-            .push(frame.0)
-            .map_err(|m| (TxBlocked::Full, MbufFrame(m)))
+        self.buf.offer_frame(frame)
     }
     #[inline]
     fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {

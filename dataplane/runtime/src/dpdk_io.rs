@@ -121,6 +121,14 @@ impl MbufTxBuffer {
         self.batch.push(m).map_err(|_| TxBlocked::Full)
     }
 
+    /// `TxQueue::offer_frame` on this buffer: a received mbuf sent as it is.
+    #[inline]
+    pub fn offer_frame(&mut self, frame: MbufFrame) -> Result<(), (TxBlocked, MbufFrame)> {
+        self.batch
+            .push(frame.0)
+            .map_err(|m| (TxBlocked::Full, MbufFrame(m)))
+    }
+
     /// `TxQueue::offer` on this buffer.
     #[inline]
     pub fn offer(&mut self, frame: &[u8]) -> Result<(), TxBlocked> {
@@ -154,10 +162,7 @@ impl TxQueue for DpdkTx {
 
     #[inline]
     fn offer_frame(&mut self, frame: MbufFrame) -> Result<(), (TxBlocked, MbufFrame)> {
-        self.buf
-            .batch
-            .push(frame.0)
-            .map_err(|m| (TxBlocked::Full, MbufFrame(m)))
+        self.buf.offer_frame(frame)
     }
 
     #[inline]

@@ -360,3 +360,57 @@ where
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{RxQueue, TxQueue};
+    use barrier_protocol::switch::GroupConfig;
+    use barrier_protocol::wire::{Flags, FrameRepr, FrameTemplate, Kind, MacAddr, FRAME_LEN};
+    use barrier_protocol::{Epoch, PortSet, Seq};
+
+    /// A release decided in one run and still in the link to the scheduler (built in the
+    /// reduce's buffer) when management resets the group into a new epoch: it goes out in the
+    /// epoch it was decided in, so the new run's members drop it as `other_epoch`
+    /// (docs/protocol.md, "The rest of a run's state"), and the new run starts fresh.
+    #[test]
+    fn a_decision_in_the_link_across_a_reset_keeps_its_epoch() {
+        let (port, mut to_switch, mut from_switch) = mem_port("a", 8);
+        let table = Arc::new(GroupTable::new(1));
+        let p0 = PortIdx::new(0).unwrap();
+        let old = GroupConfig::root(PortSet::single(p0)).with_epoch(Epoch(1));
+        table.configure(GroupId(0), old).unwrap();
+        let mut sw = build_switch("s", [2, 0, 0, 0, 0, 1], vec![port], table.clone(), 0);
+        let mut reduce = [0u8; FRAME_LEN];
+        FrameTemplate::new(MacAddr::BROADCAST, MacAddr([2, 0, 0, 0, 0, 9])).write(
+            &mut reduce,
+            Kind::Reduce,
+            Flags::empty(),
+            GroupId(0),
+            Epoch(1),
+            Seq(5),
+        );
+        to_switch.offer(&reduce).unwrap();
+        to_switch.flush();
+        sw.rx[0].2.poll(0);
+        table
+            .configure(GroupId(0), old.with_epoch(Epoch(2)))
+            .unwrap();
+        sw.sched.poll(0);
+        let mut out = Vec::new();
+        from_switch.rx_burst(&mut out, 8);
+        let sent: Vec<_> = out
+            .iter()
+            .map(|f| {
+                let r = FrameRepr::parse(f).unwrap();
+                (r.kind, r.epoch, r.seq)
+            })
+            .collect();
+        assert_eq!(sent, [(Kind::Release, Epoch(1), Seq(5))]);
+        assert_eq!(sw.stats.tx_sum(|c| &c.built_in_place), 1);
+        assert_eq!(
+            table.state(GroupId(0)),
+            Some(barrier_protocol::switch::GroupState::fresh())
+        );
+    }
+}

@@ -99,11 +99,6 @@ impl<F> Link<F> {
         let _ = self.empty.push(batch);
     }
 
-    /// Batches in flight.
-    pub fn len(&self) -> usize {
-        self.full.len()
-    }
-
     /// True when no batch is in flight.
     pub fn is_empty(&self) -> bool {
         self.full.is_empty()

@@ -208,20 +208,18 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
             }
         }
         let mut batch = std::mem::take(&mut self.batch);
+        let mut ctx = Decide {
+            port: self.port,
+            counters: &self.counters,
+            watch: self.watch.as_deref(),
+            templates: self.templates.as_deref(),
+            reuse: &mut self.reuse,
+        };
         self.burst.apply(
             &self.table,
             &parsed,
             |p| (p.group, p.ev),
-            |p, decided| {
-                let mut ctx = Decide {
-                    port: self.port,
-                    counters: &self.counters,
-                    watch: self.watch.as_deref(),
-                    templates: self.templates.as_deref(),
-                    reuse: &mut self.reuse,
-                };
-                ctx.decided(p, decided, &mut frames, &mut batch, now_ns);
-            },
+            |p, decided| ctx.decided(p, decided, &mut frames, &mut batch, now_ns),
         );
         parsed.clear();
         self.parsed = parsed;
@@ -389,14 +387,20 @@ mod tests {
         b
     }
 
-    #[test]
-    fn completions_and_stale_reduces_are_counted_once_in_the_table() {
-        let (p0, p1) = (PortIdx::new(0).unwrap(), PortIdx::new(1).unwrap());
+    /// A table whose group 0 is a root with children on ports 0 and 1.
+    fn root_of_two() -> (Arc<GroupTable>, PortSet) {
         let table = Arc::new(GroupTable::new(1));
         let children = PortSet(0b11);
         table
             .configure(GroupId(0), GroupConfig::root(children))
             .unwrap();
+        (table, children)
+    }
+
+    #[test]
+    fn completions_and_stale_reduces_are_counted_once_in_the_table() {
+        let (p0, p1) = (PortIdx::new(0).unwrap(), PortIdx::new(1).unwrap());
+        let (table, _) = root_of_two();
         let link = Arc::new(Link::new(4));
         let c = Arc::new(RxCounters::default());
         let mut seen = Vec::new();
@@ -416,8 +420,7 @@ mod tests {
     }
 
     /// With templates, the completing reduce's buffer carries the release for the first child
-    /// port, byte for byte the template's frame; the recorded reduce's buffer is freed.
-    /// Without templates nothing is built.
+    /// port, byte for byte the template's frame. Without templates nothing is built.
     #[test]
     fn the_release_is_built_in_the_completing_reduces_buffer() {
         let (p0, p1) = (PortIdx::new(0).unwrap(), PortIdx::new(1).unwrap());
@@ -426,11 +429,7 @@ mod tests {
             .map(|&i| FrameTemplate::new(MacAddr([2, 0, 0, 0, 9, i]), MacAddr([2, 0, 0, 0, 0, i])))
             .collect();
         for with in [true, false] {
-            let table = Arc::new(GroupTable::new(1));
-            let children = PortSet(0b11);
-            table
-                .configure(GroupId(0), GroupConfig::root(children))
-                .unwrap();
+            let (table, children) = root_of_two();
             let link = Arc::new(Link::new(4));
             let c = Arc::new(RxCounters::default());
             let (mut wire_tx, wire_rx) = mem_wire(8);

@@ -202,11 +202,7 @@ impl<T: TxQueue> SchedPoller<T> {
                 bump(&self.ports[port].counters.coalesced, 1);
                 return;
             }
-            let sent = match built {
-                Some(frame) => self.send_built(port, group, send, frame),
-                None => self.send_now(port, group, send),
-            };
-            if sent {
+            if self.send_now(port, group, send, built) {
                 return;
             }
         }
@@ -215,54 +211,43 @@ impl<T: TxQueue> SchedPoller<T> {
         }
     }
 
-    /// Put `frame`, built by the RX poller, in `port`'s TX buffer (flushing a full buffer
-    /// first); false, the frame freed, when the device will not take it now.
-    fn send_built(
+    /// Put `send` in `port`'s TX buffer (flushing a full buffer first): `built`, the frame the
+    /// RX poller built for it, as it is, else a frame built here from the port's template
+    /// straight into a new mbuf. False when the device or the mempool cannot take it now (a
+    /// built frame is then freed: a waiting send holds no buffer).
+    fn send_now(
         &mut self,
         port: usize,
         group: GroupId,
         send: PendingFrame,
-        frame: T::Frame,
+        mut built: Option<T::Frame>,
     ) -> bool {
-        let mut frame = frame;
-        for first in [true, false] {
-            let p = &mut self.ports[port];
-            match p.queue.offer_frame(frame) {
-                Ok(()) => {
-                    self.egress[port].buffered.push((group, send));
-                    count_out(&p.counters, &send);
-                    bump(&p.counters.built_in_place, 1);
-                    return true;
-                }
-                Err((_, back)) if first => {
-                    frame = back;
-                    self.flush_port(port);
-                }
-                Err(_) => return false,
-            }
-        }
-        false
-    }
-
-    /// Build `send` in `port`'s TX buffer (flushing a full buffer first); false when the
-    /// device or the mempool cannot take it now.
-    fn send_now(&mut self, port: usize, group: GroupId, send: PendingFrame) -> bool {
+        let in_place = built.is_some();
         for first in [true, false] {
             let (p, e) = (&mut self.ports[port], &mut self.egress[port]);
-            let built = p.queue.offer_with(|buf: &mut [u8; FRAME_LEN]| {
-                e.template.write(
-                    buf,
-                    send.kind,
-                    Flags::retransmit(send.retransmit),
-                    group,
-                    send.epoch,
-                    send.seq,
-                )
-            });
-            match built {
+            let offered = match built.take() {
+                Some(frame) => p.queue.offer_frame(frame).map_err(|(blocked, back)| {
+                    built = Some(back);
+                    blocked
+                }),
+                None => p.queue.offer_with(|buf: &mut [u8; FRAME_LEN]| {
+                    e.template.write(
+                        buf,
+                        send.kind,
+                        Flags::retransmit(send.retransmit),
+                        group,
+                        send.epoch,
+                        send.seq,
+                    )
+                }),
+            };
+            match offered {
                 Ok(()) => {
                     e.buffered.push((group, send));
                     count_out(&p.counters, &send);
+                    if in_place {
+                        bump(&p.counters.built_in_place, 1);
+                    }
                     return true;
                 }
                 Err(TxBlocked::Full) if first => {
@@ -300,7 +285,7 @@ impl<T: TxQueue> SchedPoller<T> {
                 let Some((group, send)) = self.sched.pop(p) else {
                     break;
                 };
-                if self.send_now(p, group, send) {
+                if self.send_now(p, group, send, None) {
                     busy = true;
                 } else {
                     self.sched.unpop(p, group, send);
@@ -443,6 +428,14 @@ mod tests {
         (s, ring, rx, c)
     }
 
+    /// The sequence numbers of `frames`, in order.
+    fn seqs(frames: &[Vec<u8>]) -> Vec<u32> {
+        frames
+            .iter()
+            .map(|f| FrameRepr::parse(f).unwrap().seq.0)
+            .collect()
+    }
+
     fn port0() -> PortIdx {
         PortIdx::new(0).unwrap()
     }
@@ -475,10 +468,7 @@ mod tests {
             got.extend(f);
             assert!(now < 10_000_000, "stuck after {} frames", got.len());
         }
-        let seqs: Vec<u32> = got
-            .iter()
-            .map(|f| FrameRepr::parse(f).unwrap().seq.0)
-            .collect();
+        let seqs = seqs(&got);
         assert_eq!(
             seqs,
             (0..300).collect::<Vec<_>>(),
@@ -542,10 +532,7 @@ mod tests {
             rx.rx_burst(&mut got, 1);
             assert!(now < 10_000, "stuck after {} frames", got.len());
         }
-        let seqs: Vec<u32> = got
-            .iter()
-            .map(|f| FrameRepr::parse(f).unwrap().seq.0)
-            .collect();
+        let seqs = seqs(&got);
         assert_eq!(
             seqs,
             (1..50).collect::<Vec<_>>(),
