@@ -9,8 +9,8 @@
 #                (default: the full run, under an hour: longer measurements, up to 65,536 leaves)
 #   --out DIR    write the results here instead of perf/results/<timestamp>
 #   --no-docs    do not touch docs/performance.md
-#   --only LIST  run only these steps (comma-separated): alone,testpmd,scale,tree,gen,twoproc,mpi,pmu,
-#                kernel,micro,sim,profile (the report is written from whatever is there)
+#   --only LIST  run only these steps (comma-separated): alone,testpmd,latency,txonly,scale,tree,gen,
+#                twoproc,mpi,pmu,kernel,micro,sim,profile (the report is written from whatever is there)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -111,6 +111,106 @@ json.dump({"mode": "macswap", "ports": 2, "forwarding_cores": 1, "device": "net_
           open(sys.argv[2], "w"), indent=1)
 print("testpmd macswap: %.2f Mpps per forwarding core (median of %d s)" % (med / 1e6, len(per_s)), file=sys.stderr)
 EOF
+fi
+
+# 1c. Frame-in to frame-out latency at half of each system's own peak, from another process
+# (issue 23): barrier-perf probe on CPU 0 drives, over one net_memif port, first testpmd
+# macswap and then a barrier-switch root (its 1,024 groups' one child is that port), each on
+# CPU 1. memif needs hugepages (scripts/setup.sh reserves 256): without them latency.json says so.
+if want latency; then
+  free_hp=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages 2>/dev/null || echo 0)
+  if [ "$free_hp" -lt 160 ] || ! mountpoint -q /dev/hugepages; then
+    echo "{\"absent\": \"net_memif needs hugepages: $free_hp free 2 MB pages (160 wanted) or no hugetlbfs on /dev/hugepages\"}" >"$out/latency.json"
+  else
+    log "1c. latency at half of each system's peak: testpmd macswap, then barrier-switch, over net_memif"
+    lat_sock=/tmp/nb-perf-lat-$$.sock
+    lat_pfx=nb-perf-lat$$
+    lat_run() { # $1 label (system-rep), then the system's command; it serves net_memif0 on $lat_sock
+      local label=$1 pid; shift
+      rm -f "$lat_sock" "$lat_sock.in"
+      # stdin a FIFO held open here: testpmd -a runs until it reads a line or end of file
+      mkfifo "$lat_sock.in"
+      "$@" <"$lat_sock.in" >"$out/latency-$label.log" 2>&1 &
+      pid=$!
+      exec 9>"$lat_sock.in"
+      sleep 2
+      "$bin/barrier-perf" --out "$out" --secs "$SECS" probe --label "$label" \
+        --port "net_memif0,role=client,socket=$lat_sock" --lcores 0@0 --file-prefix "${lat_pfx}p" \
+        2>"$out/probe-$label.log" || cat "$out/probe-$label.log" >&2
+      exec 9>&-   # end of file for testpmd
+      [ "${label%-*}" = testpmd ] || kill -INT "$pid" 2>/dev/null || true
+      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      rm -rf /dev/hugepages/"$lat_pfx"* /var/run/dpdk/"$lat_pfx"* "$lat_sock" "$lat_sock.in"
+    }
+    lat_testpmd() {
+      lat_run "testpmd-$1" timeout 120 dpdk-testpmd --lcores '0@1,1@1' -m 128 \
+        --file-prefix "$lat_pfx" --no-pci --no-telemetry --log-level='*:warning' \
+        --vdev="net_memif0,role=server,socket=$lat_sock" -- --forward-mode=macswap \
+        --port-topology=loop --total-num-mbufs=8192 -a
+    }
+    cat >"$out/latency-switch.toml" <<END
+[eal]
+args = ["--lcores", "0@1", "-m", "128", "--file-prefix", "$lat_pfx", "--no-pci", "--no-telemetry", "--log-level=*:warning"]
+
+[[ports]]
+name = "p0"
+vdev = "net_memif0,role=server,socket=$lat_sock"
+
+[lcores]
+scheduler = 0
+shared = true
+rx = [ { lcore = 0, poll = ["p0"] } ]
+
+[[groups]]
+numbers = "0..1024"
+role = "root"
+children = ["p0"]
+END
+    # Alternated REPS times: single runs on a shared machine differ by 5x in p99.
+    for rep in $(seq "$REPS"); do
+      lat_testpmd "$rep"
+      lat_run "switch-$rep" timeout 120 "$bin/barrier-switch" run --config "$out/latency-switch.toml"
+    done
+    python3 - "$out" "$REPS" <<'EOF'
+import json, os, sys
+d, reps = sys.argv[1], int(sys.argv[2])
+r = {"reps": []}
+for i in range(1, reps + 1):
+    one = {}
+    for k in ("testpmd", "switch"):
+        p = os.path.join(d, "probe-%s-%d.json" % (k, i))
+        one[k] = json.load(open(p)) if os.path.exists(p) else \
+            {"absent": "the probe did not finish: see probe-%s-%d.log" % (k, i)}
+    r["reps"].append(one)
+json.dump(r, open(os.path.join(d, "latency.json"), "w"), indent=1)
+EOF
+  fi
+fi
+
+# 1d. The generator's own ceiling (issue 23): testpmd txonly on one forwarding core into net_null
+# (64 B frames, freed by the device), and barrier-gen on one lcore against a reflector on the other.
+if want txonly; then
+  log "1d. dpdk-testpmd --forward-mode=txonly (64 B, net_null) and barrier-gen on one lcore ($TP_SECS s)"
+  # shellcheck disable=SC2046
+  { sleep 2; echo "start"; sleep 1; echo "show port stats all"
+    for _ in $(seq "$TP_SECS"); do sleep 1; echo "show port stats all"; done
+    echo "stop"; echo "quit"; } \
+    | timeout $((TP_SECS + 60)) dpdk-testpmd $(eal_flags txo 1024) --vdev=net_null0,no-rx=1 \
+      -l 0,1 -- -i --forward-mode=txonly --txpkts=64 --total-num-mbufs=16384 \
+      >"$out/txonly.log" 2>&1 || true
+  python3 - "$out/txonly.log" "$out/txonly.json" <<'EOF'
+import json, re, sys
+pps = [int(x) for x in re.findall(r"Tx-pps:\s+(\d+)", open(sys.argv[1]).read())][1:]
+pps = [x for x in pps if x > 0]
+med = sorted(pps)[len(pps) // 2] if pps else 0
+json.dump({"mode": "txonly", "device": "net_null0,no-rx=1", "frame_bytes": 64, "forwarding_cores": 1,
+           "pps_samples": pps, "pps": med, "ok": bool(pps)}, open(sys.argv[2], "w"), indent=1)
+print("testpmd txonly: %.2f Mpps on one core (median of %d s)" % (med / 1e6, len(pps)), file=sys.stderr)
+EOF
+  "$bin/barrier-perf" genmax --out "$out" --secs "$SECS" 2>"$out/genmax.log" \
+    || { cat "$out/genmax.log" >&2; exit 1; }
 fi
 
 # 2. Scale (groups, fan-in), bytes per group, the switch's own latency.

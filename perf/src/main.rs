@@ -39,6 +39,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod genmax;
+mod probe;
+
 #[derive(Parser)]
 #[command(
     name = "barrier-perf",
@@ -87,6 +90,38 @@ enum Cmd {
         /// Barriers per tree.
         #[arg(long, default_value_t = 100_000)]
         count: u64,
+    },
+    /// Frame-in to frame-out latency of a system in another process at half its own peak,
+    /// over one port (net_memif in the suite; probe-LABEL.json). Needs hugepages.
+    Probe {
+        /// The system under test's name in the file (testpmd, switch).
+        #[arg(long)]
+        label: String,
+        /// The port, created as a vdev (`net_memif0,role=client,socket=/run/x.sock`).
+        #[arg(long)]
+        port: String,
+        /// Groups 0..N, one frame in flight each.
+        #[arg(long, default_value_t = 1024)]
+        groups: u32,
+        /// The measured phase's rate as a fraction of the peak just measured.
+        #[arg(long, default_value_t = 0.5)]
+        load: f64,
+        /// The frames' epoch.
+        #[arg(long, default_value_t = barrier_protocol::Epoch::DEFAULT.0)]
+        epoch: u32,
+        /// EAL --lcores for the probe's one lcore (`0@0`: lcore 0 on CPU 0).
+        #[arg(long, default_value = "0@0")]
+        lcores: String,
+        /// EAL --file-prefix (its hugepage files are /dev/hugepages/PREFIXmap_*).
+        #[arg(long, default_value = "nb-probe")]
+        file_prefix: String,
+    },
+    /// barrier-gen's frames/s on one lcore against a reflector on another (genmax.json).
+    Genmax {
+        #[arg(long, default_value_t = 4)]
+        ports: usize,
+        #[arg(long, default_value_t = 4096)]
+        groups: u32,
     },
 }
 
@@ -1039,5 +1074,89 @@ fn main() {
             latency_samples,
         } => scale(&cli, groups, fanin, *latency_samples),
         Cmd::Tree { shapes, count } => tree(&cli, shapes, *count),
+        Cmd::Probe {
+            label,
+            port,
+            groups,
+            load,
+            epoch,
+            lcores,
+            file_prefix,
+        } => {
+            // memif needs hugepages and a shared configuration (no --no-huge, --no-shconf).
+            let args: Vec<String> = [
+                "barrier-perf",
+                "--lcores",
+                lcores,
+                "-m",
+                "128",
+                "--file-prefix",
+                file_prefix,
+                "--no-pci",
+                "--no-telemetry",
+                "--log-level=*:warning",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let eal = match Eal::init(args) {
+                Ok((e, _)) => e,
+                Err(e) => {
+                    eprintln!("barrier-perf probe: EAL: {e} (needs root and hugepages)");
+                    std::process::exit(1);
+                }
+            };
+            let a = probe::ProbeArgs {
+                label: label.clone(),
+                port: port.clone(),
+                groups: *groups,
+                secs: cli.secs,
+                load: *load,
+                epoch: *epoch,
+            };
+            match probe::probe(&eal, &a) {
+                Ok(v) => {
+                    eprintln!(
+                        "barrier-perf probe {label}: peak {:.2} Mfps; at {:.2} Mfps p50 {} ns p99 {} ns",
+                        v["peak_fps"].as_f64().unwrap_or(0.0) / 1e6,
+                        v["rate_fps"].as_f64().unwrap_or(0.0) / 1e6,
+                        v["latency"]["p50_ns"],
+                        v["latency"]["p99_ns"]
+                    );
+                    write_json(&cli.out, &format!("probe-{label}.json"), &v);
+                }
+                Err(e) => {
+                    eprintln!("barrier-perf probe {label}: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        Cmd::Genmax { ports, groups } => {
+            let args = dpdk::test_args(
+                "perf-genmax",
+                &["--lcores", "0@0,1@1", "-m", "1024", "--log-level=*:warning"],
+            );
+            let eal = match Eal::init(args) {
+                Ok((e, _)) => e,
+                Err(e) => {
+                    eprintln!("barrier-perf genmax: EAL: {e} (DPDK needs root)");
+                    std::process::exit(1);
+                }
+            };
+            match genmax::genmax(&eal, *ports, *groups, cli.secs, dpdk::LcoreId(1)) {
+                Ok(v) => {
+                    eprintln!(
+                        "barrier-perf genmax: {:.2} Mfps sent on one lcore ({:.0} barriers/s)",
+                        v["tx_fps"].as_f64().unwrap_or(0.0) / 1e6,
+                        v["barriers_per_s"].as_f64().unwrap_or(0.0)
+                    );
+                    write_json(&cli.out, "genmax.json", &v);
+                }
+                Err(e) => {
+                    eprintln!("barrier-perf genmax: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
     }
 }
