@@ -62,7 +62,9 @@ fn compile(clang: &str, src: &str, includes: &[String], defines: &[&str], obj: &
         .args(defines)
         .args(["-c", src, "-o"])
         .arg(obj);
-    let status = cmd.status().unwrap_or_else(|e| fail(&format!("{cmd:?}: {e}")));
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| fail(&format!("{cmd:?}: {e}")));
     if !status.success() {
         fail(&format!("{cmd:?} failed ({status})"));
     }

@@ -9,7 +9,9 @@
 
 use std::collections::HashMap;
 
-use barrier_bpf::{flags, map_type, BpfError, Object, OwnedMap, Program, XdpAttachment, XdpMode, XdpRun};
+use barrier_bpf::{
+    flags, map_type, BpfError, Object, OwnedMap, Program, XdpAttachment, XdpMode, XdpRun,
+};
 use barrier_protocol::switch::{ConfigError, GroupConfig, GroupState, Outcome, Reject, Role};
 use barrier_protocol::wire::MacAddr;
 use barrier_protocol::{GroupId, PortIdx, PortSet};
@@ -211,7 +213,9 @@ impl XdpSwitch {
     pub fn set_switch_mac(&self, mac: MacAddr) -> Result<(), XdpError> {
         let mut v = [0u8; 8];
         v[..6].copy_from_slice(&mac.0);
-        self.obj.map("nb_self")?.update(&0u32.to_ne_bytes(), &v, flags::ANY)?;
+        self.obj
+            .map("nb_self")?
+            .update(&0u32.to_ne_bytes(), &v, flags::ANY)?;
         Ok(())
     }
 
@@ -415,9 +419,7 @@ impl XdpSwitch {
 /// arrivals (or, aborted, the failure as [`GroupState::aborted`] keeps it).
 pub fn state_from_word(seq: u32, word: u64) -> GroupState {
     let phase = u128::from(word >> PHASE_SHIFT);
-    GroupState::from_bits(
-        u128::from(seq) | phase << 32 | u128::from(word & ARRIVED_MASK) << 64,
-    )
+    GroupState::from_bits(u128::from(seq) | phase << 32 | u128::from(word & ARRIVED_MASK) << 64)
 }
 
 /// The program's `(seq, word)` for a protocol state (ports 0..62 only).

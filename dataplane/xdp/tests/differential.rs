@@ -12,6 +12,8 @@ use barrier_protocol::switch::{Event, GroupConfig, GroupState};
 use barrier_protocol::wire::{Failure, FrameRepr, MacAddr, ParseError};
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 use barrier_xdp::{XdpSwitch, BROKEN_NO_EPOCH_CHECK_OBJECT, COUNTERS, SWITCH_OBJECT};
+use std::cell::RefCell;
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
@@ -42,8 +44,13 @@ enum Op {
 }
 
 fn config() -> impl Strategy<Value = GroupConfig> {
-    (1u64..(1 << common::PORTS), any::<bool>(), any::<u8>(), 1u32..1000).prop_map(
-        |(children, intermediate, pick, epoch)| {
+    (
+        1u64..(1 << common::PORTS),
+        any::<bool>(),
+        any::<u8>(),
+        1u32..1000,
+    )
+        .prop_map(|(children, intermediate, pick, epoch)| {
             let children = PortSet(children);
             let free: Vec<u8> = (0..common::PORTS as u8)
                 .filter(|p| !children.contains(PortIdx::new(*p).expect("port")))
@@ -55,8 +62,7 @@ fn config() -> impl Strategy<Value = GroupConfig> {
                 GroupConfig::root(children)
             };
             cfg.with_epoch(Epoch(epoch))
-        },
-    )
+        })
 }
 
 fn seq_pick() -> impl Strategy<Value = SeqPick> {
@@ -192,14 +198,45 @@ fn the_program_agrees_with_on_event() {
         return;
     };
     let result = barrier_bpf::in_netns(&bed.netns, || {
-        let (mut sw, ifindexes) = common::switch_on(&bed, SWITCH_OBJECT);
-        let mut runner = runner(256);
-        runner.run(&case(), |(cfgs, ops)| run_case(&mut sw, &ifindexes, &cfgs, &ops))
+        let (sw, ifindexes) = common::switch_on(&bed, SWITCH_OBJECT);
+        let sw = RefCell::new(sw);
+        let r = runner(256).run(&case(), |(cfgs, ops)| {
+            run_case(&mut sw.borrow_mut(), &ifindexes, &cfgs, &ops)
+        });
+        let counters = sw.borrow().counters().expect("counters");
+        (r, counters)
     })
     .expect("enter the namespace");
+    let (result, counters) = result;
     if let Err(e) = result {
         panic!("the XDP program and on_event disagree: {e}");
     }
+    // Every row was exercised, not only the easy ones.
+    eprintln!(
+        "counters after the run: {:?}",
+        counters.iter().collect::<Vec<_>>()
+    );
+    for name in [
+        "recorded",
+        "completions",
+        "released_down",
+        "duplicates",
+        "stale_reduce",
+        "stale_release",
+        "ahead_reduce",
+        "ahead_release",
+        "aborted",
+        "after_abort",
+        "drop_not_a_child",
+        "drop_not_the_parent",
+        "drop_other_epoch",
+    ] {
+        assert!(
+            counters.get(name).unwrap_or(0) > 0,
+            "no event reached {name}"
+        );
+    }
+    assert_eq!(counters.get("tx_failed"), Some(0));
 }
 
 #[test]
@@ -208,9 +245,11 @@ fn the_check_catches_a_program_without_the_epoch_check() {
         return;
     };
     let result = barrier_bpf::in_netns(&bed.netns, || {
-        let (mut sw, ifindexes) = common::switch_on(&bed, BROKEN_NO_EPOCH_CHECK_OBJECT);
-        let mut runner = runner(256);
-        runner.run(&case(), |(cfgs, ops)| run_case(&mut sw, &ifindexes, &cfgs, &ops))
+        let (sw, ifindexes) = common::switch_on(&bed, BROKEN_NO_EPOCH_CHECK_OBJECT);
+        let sw = RefCell::new(sw);
+        runner(256).run(&case(), |(cfgs, ops)| {
+            run_case(&mut sw.borrow_mut(), &ifindexes, &cfgs, &ops)
+        })
     })
     .expect("enter the namespace");
     match result {
@@ -233,9 +272,10 @@ fn the_program_parses_as_frame_repr_does() {
         return;
     };
     let result = barrier_bpf::in_netns(&bed.netns, || {
-        let (mut sw, ifindexes) = common::switch_on(&bed, SWITCH_OBJECT);
+        let (mut sw0, ifindexes) = common::switch_on(&bed, SWITCH_OBJECT);
         let cfg = GroupConfig::root(PortSet(0b11));
-        sw.configure(GROUPS[0], &cfg).expect("configure");
+        sw0.configure(GROUPS[0], &cfg).expect("configure");
+        let sw = RefCell::new(sw0);
         let strategy = (
             0u8..4,
             any::<u32>(),
@@ -273,6 +313,7 @@ fn the_program_parses_as_frame_repr_does() {
             }
             frame.truncate(len);
             let parsed = FrameRepr::parse(&frame);
+            let mut sw = sw.borrow_mut();
             let before = sw.counters().expect("counters");
             let run = sw.run_frame(&frame, ifindexes[0]).expect("test run");
             let after = sw.counters().expect("counters");
@@ -292,6 +333,9 @@ fn the_program_parses_as_frame_repr_does() {
                 }
                 Ok(_) => {
                     for reason in ParseError::ALL {
+                        if reason == ParseError::NotBarrier {
+                            continue;
+                        }
                         prop_assert_eq!(moved(&format!("drop_{}", reason.reason())), 0);
                     }
                     prop_assert_eq!(moved("pass_not_barrier"), 0);

@@ -69,7 +69,9 @@ fn os_err(what: impl Into<String>, rc: c_int) -> BpfError {
     let code = if rc < -1 {
         -rc
     } else {
-        io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL)
     };
     BpfError::Os {
         what: what.into(),
@@ -170,7 +172,10 @@ impl Object {
         // SAFETY: a program of this object.
         let fd = unsafe { sys::bpf_program__fd(p.as_ptr()) };
         if fd < 0 {
-            return Err(os_err(format!("program {name} has no fd (not loaded?)"), fd));
+            return Err(os_err(
+                format!("program {name} has no fd (not loaded?)"),
+                fd,
+            ));
         }
         Ok(Program {
             fd,
@@ -270,7 +275,13 @@ impl Map<'_> {
         self.max_entries
     }
 
-    fn check(&self, what: &str, part: &'static str, len: usize, expected: usize) -> Result<(), BpfError> {
+    fn check(
+        &self,
+        what: &str,
+        part: &'static str,
+        len: usize,
+        expected: usize,
+    ) -> Result<(), BpfError> {
         if len != expected {
             return Err(BpfError::Size {
                 what: format!("{what} map {}", self.name),
@@ -347,7 +358,12 @@ impl Map<'_> {
     pub fn update_percpu(&self, key: &[u8], values: &[u8]) -> Result<(), BpfError> {
         self.check("per-CPU update of", "key", key.len(), self.key_size)?;
         let stride = self.value_size.div_ceil(8) * 8;
-        self.check("per-CPU update of", "value", values.len(), stride * possible_cpus()?)?;
+        self.check(
+            "per-CPU update of",
+            "value",
+            values.len(),
+            stride * possible_cpus()?,
+        )?;
         // SAFETY: key has the map's key size; values has one padded copy per possible CPU.
         let rc = unsafe {
             sys::bpf_map_update_elem(self.fd, key.as_ptr().cast(), values.as_ptr().cast(), 0)
@@ -412,7 +428,14 @@ impl OwnedMap {
         };
         // SAFETY: plain values, a NUL-terminated name and a valid opts struct.
         let fd = unsafe {
-            sys::bpf_map_create(map_type, c.as_ptr(), key_size, value_size, max_entries, &opts)
+            sys::bpf_map_create(
+                map_type,
+                c.as_ptr(),
+                key_size,
+                value_size,
+                max_entries,
+                &opts,
+            )
         };
         if fd < 0 {
             return Err(os_err(format!("create map {name} (type {map_type})"), fd));
@@ -536,7 +559,11 @@ impl Program<'_> {
         // SAFETY: info is a zeroed struct of `len` bytes with no pointers set, so the kernel
         // copies out only scalars.
         let rc = unsafe {
-            sys::bpf_obj_get_info_by_fd(self.fd, (&mut info as *mut sys::bpf_prog_info).cast(), &mut len)
+            sys::bpf_obj_get_info_by_fd(
+                self.fd,
+                (&mut info as *mut sys::bpf_prog_info).cast(),
+                &mut len,
+            )
         };
         if rc < 0 {
             return Err(os_err(format!("get info of program {}", self.name), rc));
@@ -557,7 +584,10 @@ impl Program<'_> {
         let rc = unsafe { sys::bpf_xdp_attach(ifindex as c_int, self.fd, flags, std::ptr::null()) };
         if rc < 0 {
             return Err(os_err(
-                format!("attach XDP program {} to ifindex {ifindex} ({mode:?})", self.name),
+                format!(
+                    "attach XDP program {} to ifindex {ifindex} ({mode:?})",
+                    self.name
+                ),
                 rc,
             ));
         }

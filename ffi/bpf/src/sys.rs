@@ -19,19 +19,23 @@ pub struct bpf_map {
     _opaque: [u8; 0],
 }
 
-/// `struct bpf_object_open_opts` (libbpf 1.1).
+/// `struct bpf_object_open_opts` (libbpf 1.1), its padding spelled out: libbpf refuses
+/// non-zero bytes past the fields it knows, and Rust leaves implicit padding undefined.
 #[repr(C)]
 pub struct bpf_object_open_opts {
     pub sz: usize,
     pub object_name: *const c_char,
     pub relaxed_maps: bool,
+    pub _pad0: [u8; 7],
     pub pin_root_path: *const c_char,
     pub attach_prog_fd: u32,
+    pub _pad1: u32,
     pub kconfig: *const c_char,
     pub btf_custom_path: *const c_char,
     pub kernel_log_buf: *mut c_char,
     pub kernel_log_size: usize,
     pub kernel_log_level: u32,
+    pub _pad2: u32,
 }
 
 impl Default for bpf_object_open_opts {
@@ -40,13 +44,16 @@ impl Default for bpf_object_open_opts {
             sz: 0,
             object_name: std::ptr::null(),
             relaxed_maps: false,
+            _pad0: [0; 7],
             pin_root_path: std::ptr::null(),
             attach_prog_fd: 0,
+            _pad1: 0,
             kconfig: std::ptr::null(),
             btf_custom_path: std::ptr::null(),
             kernel_log_buf: std::ptr::null_mut(),
             kernel_log_size: 0,
             kernel_log_level: 0,
+            _pad2: 0,
         }
     }
 }
@@ -178,8 +185,10 @@ extern "C" {
         obj: *const bpf_object,
         name: *const c_char,
     ) -> *mut bpf_program;
-    pub fn bpf_object__find_map_by_name(obj: *const bpf_object, name: *const c_char)
-        -> *mut bpf_map;
+    pub fn bpf_object__find_map_by_name(
+        obj: *const bpf_object,
+        name: *const c_char,
+    ) -> *mut bpf_map;
     pub fn bpf_program__fd(prog: *const bpf_program) -> c_int;
     pub fn bpf_map__fd(map: *const bpf_map) -> c_int;
     pub fn bpf_map__set_max_entries(map: *mut bpf_map, max_entries: u32) -> c_int;
@@ -195,8 +204,12 @@ extern "C" {
         max_entries: u32,
         opts: *const bpf_map_create_opts,
     ) -> c_int;
-    pub fn bpf_map_update_elem(fd: c_int, key: *const c_void, value: *const c_void, flags: u64)
-        -> c_int;
+    pub fn bpf_map_update_elem(
+        fd: c_int,
+        key: *const c_void,
+        value: *const c_void,
+        flags: u64,
+    ) -> c_int;
     pub fn bpf_map_lookup_elem_flags(
         fd: c_int,
         key: *const c_void,

@@ -54,7 +54,10 @@ pub fn frame_for(group: GroupId, ev: Event, retransmit: bool) -> [u8; 60] {
         Event::Reduce { epoch, seq, .. } => (Kind::Reduce, epoch, seq),
         Event::Release { epoch, seq, .. } => (Kind::Release, epoch, seq),
         Event::Abort {
-            epoch, seq, failure, ..
+            epoch,
+            seq,
+            failure,
+            ..
         } => (Kind::Abort(failure), epoch, seq),
     };
     FrameRepr {
