@@ -28,6 +28,10 @@ pub const BROKEN_NO_EPOCH_CHECK_OBJECT: &[u8] =
 /// The program's name in the object.
 pub const PROGRAM: &str = "nb_switch";
 
+/// A program in the same object that passes every frame: what the far end of a veth pair
+/// needs attached for redirects into it to arrive (tests, a namespace test bed).
+pub const PASS_PROGRAM: &str = "nb_pass";
+
 /// Port indexes the program can name: `0..MAX_PORT` (the state word keeps the phase in its
 /// top two bits, so 62 of the protocol's 64).
 pub const MAX_PORT: u8 = 62;
@@ -407,6 +411,15 @@ impl XdpSwitch {
     /// Runs the program once on `frame` arriving on `ingress_ifindex` (BPF_PROG_TEST_RUN).
     pub fn run_frame(&self, frame: &[u8], ingress_ifindex: u32) -> Result<XdpRun, XdpError> {
         Ok(self.program()?.test_run_xdp(frame, ingress_ifindex)?)
+    }
+
+    /// Attaches [`PASS_PROGRAM`] to interface `ifindex` (natively); detached when the result
+    /// drops.
+    pub fn attach_pass(&self, ifindex: u32) -> Result<XdpAttachment, XdpError> {
+        Ok(self
+            .obj
+            .program(PASS_PROGRAM)?
+            .attach_xdp(ifindex, XdpMode::Native)?)
     }
 
     /// Attaches the program to interface `ifindex`; detached when the result drops.
