@@ -28,7 +28,7 @@ fn a_million_groups_load() {
             "nb_groups: {} groups x {} bytes = {} MiB",
             MAX_GROUPS,
             GROUP_SLOT_BYTES,
-            MAX_GROUPS as usize * GROUP_SLOT_BYTES >> 20
+            (MAX_GROUPS as usize * GROUP_SLOT_BYTES) >> 20
         );
     })
     .expect("enter the namespace");
