@@ -509,9 +509,9 @@ impl Program<'_> {
     }
 
     /// Runs the XDP program once on `frame` (`BPF_PROG_TEST_RUN`, repeat 1) as if it arrived
-    /// on interface `ingress_ifindex` queue 0. The interface is looked up in the calling
-    /// thread's network namespace (0: none, `xdp_md->ingress_ifindex` reads 0... the kernel
-    /// then uses the loopback device).
+    /// on interface `ingress_ifindex`, queue 0. The kernel looks the interface up in the
+    /// calling thread's network namespace ([`in_netns`]) and refuses one it cannot find. A
+    /// redirect is not carried out: the verdict says `XDP_REDIRECT` and the frame comes back.
     pub fn test_run_xdp(&self, frame: &[u8], ingress_ifindex: u32) -> Result<XdpRun, BpfError> {
         let mut out = vec![0u8; frame.len() + 256];
         let ctx = sys::xdp_md {
@@ -685,4 +685,33 @@ pub fn in_netns<T: Send>(netns: &str, f: impl FnOnce() -> T + Send) -> io::Resul
         .join()
         .unwrap_or_else(|p| std::panic::resume_unwind(p))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_that_are_no_object_are_refused_with_an_errno() {
+        let e = Object::open(b"not an ELF file", "junk").expect_err("not an object");
+        assert!(e.errno().is_some(), "{e}");
+        assert!(e.to_string().contains("open BPF object junk"), "{e}");
+    }
+
+    #[test]
+    fn loopback_is_interface_one_and_a_missing_one_is_an_error() {
+        assert_eq!(ifindex("lo").expect("lo"), 1);
+        let e = ifindex("nb-no-such-if").expect_err("absent");
+        assert_eq!(e.errno(), Some(libc::ENODEV), "{e}");
+    }
+
+    #[test]
+    fn the_option_structs_have_libbpf_sizes() {
+        // sizeof of each struct in libbpf 1.1 and linux/bpf.h on x86-64 (checked with gcc).
+        assert_eq!(std::mem::size_of::<sys::bpf_object_open_opts>(), 80);
+        assert_eq!(std::mem::size_of::<sys::bpf_test_run_opts>(), 80);
+        assert_eq!(std::mem::size_of::<sys::bpf_map_create_opts>(), 48);
+        assert_eq!(std::mem::size_of::<sys::xdp_md>(), 24);
+        assert_eq!(std::mem::size_of::<sys::bpf_prog_info>(), 232);
+    }
 }
