@@ -82,7 +82,7 @@ fn seq_pick() -> impl Strategy<Value = SeqPick> {
 fn op() -> impl Strategy<Value = Op> {
     let frame = (
         0..GROUPS.len(),
-        prop_oneof![6 => Just(1u8), 3 => Just(2u8), 1 => Just(3u8)],
+        prop_oneof![12 => Just(1u8), 5 => Just(2u8), 1 => Just(3u8)],
         0..common::PORTS as u8,
         prop::bool::weighted(0.1),
         seq_pick(),
