@@ -501,11 +501,15 @@ int nb_switch(struct xdp_md *ctx)
 	__u64 nword;
 	__u8 parent;
 	__u32 epoch, children_set, members_set;
+#ifndef NB_BROKEN_NO_LOCK
 	bpf_spin_lock(&g->lock);
+#endif
 	// A configuration written since the lookup is seen whole: the loader writes it with the
 	// state under this lock.
 	if (!g->configured) {
+#ifndef NB_BROKEN_NO_LOCK
 		bpf_spin_unlock(&g->lock);
+#endif
 		count(C_DROP_UNKNOWN_GROUP);
 		return verdict(C_DROP_UNKNOWN_GROUP, 0, 0, 0, XDP_DROP);
 	}
@@ -516,7 +520,9 @@ int nb_switch(struct xdp_md *ctx)
 	epoch = g->epoch;
 	children_set = g->children_set;
 	members_set = g->members_set;
+#ifndef NB_BROKEN_NO_LOCK
 	bpf_spin_unlock(&g->lock);
+#endif
 
 	count(d.outcome);
 	if (!d.kind)

@@ -25,6 +25,12 @@ pub const SWITCH_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/switc
 pub const BROKEN_NO_EPOCH_CHECK_OBJECT: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/switch_broken_epoch.bpf.o"));
 
+/// The same program built with `-DNB_BROKEN_NO_LOCK` (the group's state changed without its
+/// spin lock): only for the concurrency test's check that it can fail.
+#[doc(hidden)]
+pub const BROKEN_NO_LOCK_OBJECT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/switch_broken_lock.bpf.o"));
+
 /// The program's name in the object.
 pub const PROGRAM: &str = "nb_switch";
 
