@@ -11,6 +11,9 @@ PACKAGES=(
   pkg-config clang libclang-dev llvm gcc make
   # network namespaces, veth pairs, tc with clsact/BPF for link faults; eBPF programs
   iproute2 libbpf-dev
+  # the XDP dataplane (dataplane/xdp, docs/offload.md): bpftool shows the loaded program and
+  # its verifier figures, xdp-tools (xdp-loader, xdpdump) attaches and inspects by hand
+  bpftool xdp-tools
   # kill and sysctl, used by tests and the namespace scripts (absent from minimal images)
   procps
   # the shipped unit (scripts/systemd) is tested under a systemd booted in namespaces

@@ -1,0 +1,450 @@
+//! # barrier-xdp: the switch's per-group logic as an XDP program
+//!
+//! `bpf/switch.bpf.c` runs claim 6 and the restart rules of `docs/protocol.md` on every switch
+//! port's receive path; [`XdpSwitch`] loads it through `barrier-bpf` (libbpf), maps the
+//! protocol crate's port indexes to interfaces, writes [`GroupConfig`]s into the group map,
+//! reads [`GroupState`]s back, and sums the per-CPU counters. What the program does and what
+//! it leaves to a userspace side (timers) is in `docs/offload.md`; the differential test
+//! (`tests/differential.rs`) holds the program to `barrier_protocol::switch::on_event`.
+
+use std::collections::HashMap;
+
+use barrier_bpf::{
+    flags, map_type, BpfError, Object, OwnedMap, Program, XdpAttachment, XdpMode, XdpRun,
+};
+use barrier_protocol::switch::{ConfigError, GroupConfig, GroupState, Outcome, Reject, Role};
+use barrier_protocol::wire::MacAddr;
+use barrier_protocol::{GroupId, PortIdx, PortSet};
+
+/// The program, as `build.rs` compiled it.
+pub const SWITCH_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/switch.bpf.o"));
+
+/// The same program built with `-DNB_BROKEN_NO_EPOCH_CHECK` (frames of another epoch are taken
+/// as the group's own): only for the differential test's check that it can fail.
+#[doc(hidden)]
+pub const BROKEN_NO_EPOCH_CHECK_OBJECT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/switch_broken_epoch.bpf.o"));
+
+/// The same program built with `-DNB_BROKEN_NO_LOCK` (the group's state changed without its
+/// spin lock): only for the concurrency test's check that it can fail.
+#[doc(hidden)]
+pub const BROKEN_NO_LOCK_OBJECT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/switch_broken_lock.bpf.o"));
+
+/// The program's name in the object.
+pub const PROGRAM: &str = "nb_switch";
+
+/// A program in the same object that passes every frame: what the far end of a veth pair
+/// needs attached for redirects into it to arrive (tests, a namespace test bed).
+pub const PASS_PROGRAM: &str = "nb_pass";
+
+/// Port indexes the program can name: `0..MAX_PORT` (the state word keeps the phase in its
+/// top two bits, so 62 of the protocol's 64).
+pub const MAX_PORT: u8 = 62;
+
+/// Port-set devmaps the program can hold (distinct child sets and member sets together).
+pub const MAX_PORT_SETS: u32 = 1024;
+
+/// Bytes of one group's slot in `nb_groups`: 16 of state (spin lock, seq, word) and 24 of
+/// configuration.
+pub const GROUP_SLOT_BYTES: usize = 40;
+
+const NO_PARENT: u8 = 0xff;
+const PHASE_SHIFT: u32 = 62;
+const ARRIVED_MASK: u64 = (1 << PHASE_SHIFT) - 1;
+
+/// What went wrong loading or configuring the XDP switch.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    /// A libbpf call or bpf syscall failed.
+    #[error(transparent)]
+    Bpf(#[from] BpfError),
+    /// The group configuration is invalid.
+    #[error("group {group:?}: {source}")]
+    Config {
+        /// The group.
+        group: GroupId,
+        /// Why.
+        #[source]
+        source: ConfigError,
+    },
+    /// A port index the program cannot name.
+    #[error("port {0:?} is beyond what the XDP switch can name (0..{MAX_PORT})")]
+    PortOutOfRange(PortIdx),
+    /// A group names a port that has no interface yet ([`XdpSwitch::add_port`]).
+    #[error("group {group:?} names {port:?}, which has no interface")]
+    PortWithoutInterface {
+        /// The group.
+        group: GroupId,
+        /// The port.
+        port: PortIdx,
+    },
+    /// The group number is beyond the group map's size.
+    #[error("group {0:?} is beyond the group map ({1} groups)")]
+    GroupOutOfRange(GroupId, u32),
+    /// Every port-set slot is taken.
+    #[error("more than {MAX_PORT_SETS} distinct port sets")]
+    TooManyPortSets,
+}
+
+/// The per-CPU counters the program keeps, in its order (`enum` in `bpf/switch.bpf.c`): the
+/// switch's RX counter names (`dataplane/switch/src/counters.rs`) where the meaning is the
+/// same. Differences: `pass_not_barrier` counts frames of other EtherTypes handed to the
+/// kernel (`XDP_PASS`), not dropped; `tx_failed` counts decided frames the program could not
+/// send (no devmap entry, tail adjust refused).
+pub const COUNTERS: [&str; 27] = [
+    "frames",
+    "reduce_in",
+    "release_in",
+    "abort_in",
+    "recorded",
+    "completions",
+    "released_down",
+    "duplicates",
+    "stale_reduce",
+    "stale_release",
+    "ahead_reduce",
+    "ahead_release",
+    "aborted",
+    "after_abort",
+    "drop_too_short",
+    "pass_not_barrier",
+    "drop_bad_magic",
+    "drop_bad_version",
+    "drop_bad_kind",
+    "drop_reserved_flags",
+    "drop_group_out_of_range",
+    "drop_bad_checksum",
+    "drop_unknown_group",
+    "drop_not_a_child",
+    "drop_not_the_parent",
+    "drop_other_epoch",
+    "tx_failed",
+];
+
+/// The outcome a counter index stands for, for the counters that count [`Outcome`]s.
+pub fn counter_outcome(index: usize) -> Option<Outcome> {
+    Some(match COUNTERS.get(index).copied()? {
+        "recorded" => Outcome::Recorded,
+        "completions" => Outcome::Completed,
+        "released_down" => Outcome::Released,
+        "duplicates" => Outcome::Duplicate,
+        "stale_reduce" => Outcome::StaleReduce,
+        "stale_release" => Outcome::StaleRelease,
+        "ahead_reduce" => Outcome::AheadReduce,
+        "ahead_release" => Outcome::AheadRelease,
+        "aborted" => Outcome::Aborted,
+        "after_abort" => Outcome::AfterAbort,
+        "drop_not_a_child" => Outcome::Rejected(Reject::NotAChild),
+        "drop_not_the_parent" => Outcome::Rejected(Reject::NotTheParent),
+        "drop_other_epoch" => Outcome::Rejected(Reject::OtherEpoch),
+        _ => return None,
+    })
+}
+
+/// Counter totals over every CPU, in [`COUNTERS`] order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counters(pub [u64; COUNTERS.len()]);
+
+impl Counters {
+    /// The counter called `name`, if there is one.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        COUNTERS.iter().position(|n| *n == name).map(|i| self.0[i])
+    }
+
+    /// `(name, value)` pairs.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        COUNTERS.iter().copied().zip(self.0.iter().copied())
+    }
+}
+
+/// Where the program's last decision on a CPU sent the frame (`nb_last`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Egress {
+    /// Dropped or passed: nothing sent.
+    None,
+    /// `XDP_TX`: back out of the port it came in on.
+    Ingress,
+    /// A redirect to one port (the parent).
+    Port(u8),
+    /// A broadcast redirect over a port-set devmap (`nb_port_sets` slot), excluding the
+    /// ingress port when `exclude_ingress`.
+    Set {
+        /// The slot.
+        slot: u32,
+        /// `BPF_F_EXCLUDE_INGRESS` was set.
+        exclude_ingress: bool,
+    },
+}
+
+/// The program's last decision on one CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastDecision {
+    /// Where the frame went.
+    pub egress: Egress,
+    /// The counter index of the outcome ([`COUNTERS`]).
+    pub counter: u32,
+}
+
+/// The XDP switch: the loaded program, its maps, and the port and port-set bookkeeping.
+#[derive(Debug)]
+pub struct XdpSwitch {
+    obj: Object,
+    groups: u32,
+    ports: [Option<u32>; MAX_PORT as usize],
+    sets: HashMap<u64, (u32, OwnedMap)>,
+}
+
+impl XdpSwitch {
+    /// Loads [`SWITCH_OBJECT`] with room for group numbers `0..groups`.
+    pub fn load(groups: u32) -> Result<XdpSwitch, XdpError> {
+        XdpSwitch::load_object(SWITCH_OBJECT, groups)
+    }
+
+    /// Loads another build of the program (the tests' broken variant).
+    pub fn load_object(bytes: &[u8], groups: u32) -> Result<XdpSwitch, XdpError> {
+        let mut obj = Object::open(bytes, "barrier_xdp_switch")?;
+        obj.set_max_entries("nb_groups", groups.max(1))?;
+        obj.load()?;
+        Ok(XdpSwitch {
+            obj,
+            groups: groups.max(1),
+            ports: [None; MAX_PORT as usize],
+            sets: HashMap::new(),
+        })
+    }
+
+    /// The loaded program (for BPF_PROG_TEST_RUN, attaching, its figures).
+    pub fn program(&self) -> Result<Program<'_>, XdpError> {
+        Ok(self.obj.program(PROGRAM)?)
+    }
+
+    /// Sets this switch's id: the source MAC of every frame it sends.
+    pub fn set_switch_mac(&self, mac: MacAddr) -> Result<(), XdpError> {
+        let mut v = [0u8; 8];
+        v[..6].copy_from_slice(&mac.0);
+        self.obj
+            .map("nb_self")?
+            .update(&0u32.to_ne_bytes(), &v, flags::ANY)?;
+        Ok(())
+    }
+
+    /// Makes interface `ifindex` port `port`: frames arriving on it are that port's, and
+    /// frames for that port leave by it. Call before configuring groups that name it.
+    pub fn add_port(&mut self, port: PortIdx, ifindex: u32) -> Result<(), XdpError> {
+        let i = port.get();
+        if i >= MAX_PORT {
+            return Err(XdpError::PortOutOfRange(port));
+        }
+        let key = u32::from(i).to_ne_bytes();
+        self.obj
+            .map("nb_ports")?
+            .update(&ifindex.to_ne_bytes(), &key, flags::ANY)?;
+        self.obj
+            .map("nb_tx")?
+            .update(&key, &ifindex.to_ne_bytes(), flags::ANY)?;
+        self.ports[i as usize] = Some(ifindex);
+        Ok(())
+    }
+
+    /// The `nb_port_sets` slot holding a devmap of exactly `set`, created on first use.
+    fn port_set(&mut self, group: GroupId, set: PortSet) -> Result<u32, XdpError> {
+        if let Some((slot, _)) = self.sets.get(&set.0) {
+            return Ok(*slot);
+        }
+        let slot = self.sets.len() as u32;
+        if slot >= MAX_PORT_SETS {
+            return Err(XdpError::TooManyPortSets);
+        }
+        let inner = OwnedMap::create(map_type::DEVMAP_HASH, "nb_port_set", 4, 4, 64, 0)?;
+        for port in set.iter() {
+            let ifindex = self
+                .ports
+                .get(port.get() as usize)
+                .copied()
+                .flatten()
+                .ok_or(XdpError::PortWithoutInterface { group, port })?;
+            inner.as_map().update(
+                &u32::from(port.get()).to_ne_bytes(),
+                &ifindex.to_ne_bytes(),
+                flags::ANY,
+            )?;
+        }
+        let fd = inner.as_map().fd() as u32;
+        self.obj
+            .map("nb_port_sets")?
+            .update(&slot.to_ne_bytes(), &fd.to_ne_bytes(), flags::ANY)?;
+        self.sets.insert(set.0, (slot, inner));
+        Ok(slot)
+    }
+
+    fn check_group(&self, group: GroupId) -> Result<[u8; 4], XdpError> {
+        if group.0 >= self.groups {
+            return Err(XdpError::GroupOutOfRange(group, self.groups));
+        }
+        Ok(group.0.to_ne_bytes())
+    }
+
+    /// Configures `group` (create, reset or set): its configuration and a fresh state
+    /// (`Unknown`), written together under the group's lock.
+    pub fn configure(&mut self, group: GroupId, cfg: &GroupConfig) -> Result<(), XdpError> {
+        let key = self.check_group(group)?;
+        cfg.validate()
+            .map_err(|source| XdpError::Config { group, source })?;
+        for port in cfg.members().iter() {
+            if port.get() >= MAX_PORT {
+                return Err(XdpError::PortOutOfRange(port));
+            }
+        }
+        let children_set = self.port_set(group, cfg.children)?;
+        let members_set = self.port_set(group, cfg.members())?;
+        let parent = match cfg.role {
+            Role::Root => NO_PARENT,
+            Role::Intermediate { parent } => parent.get(),
+        };
+        let mut v = [0u8; GROUP_SLOT_BYTES];
+        v[16..24].copy_from_slice(&cfg.children.0.to_ne_bytes());
+        v[24..28].copy_from_slice(&cfg.epoch.0.to_ne_bytes());
+        v[28] = 1;
+        v[29] = parent;
+        v[32..36].copy_from_slice(&children_set.to_ne_bytes());
+        v[36..40].copy_from_slice(&members_set.to_ne_bytes());
+        self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK)?;
+        Ok(())
+    }
+
+    /// Removes `group`: its frames are `drop_unknown_group` from now on.
+    pub fn remove(&mut self, group: GroupId) -> Result<(), XdpError> {
+        let key = self.check_group(group)?;
+        let v = [0u8; GROUP_SLOT_BYTES];
+        self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK)?;
+        Ok(())
+    }
+
+    /// `group`'s state, read under its lock; `None` when not configured.
+    pub fn state(&self, group: GroupId) -> Result<Option<GroupState>, XdpError> {
+        let key = self.check_group(group)?;
+        let Some(v) = self.obj.map("nb_groups")?.lookup(&key, flags::LOCK)? else {
+            return Ok(None);
+        };
+        if v[28] == 0 {
+            return Ok(None);
+        }
+        let seq = u32::from_ne_bytes(v[4..8].try_into().expect("4 bytes"));
+        let word = u64::from_ne_bytes(v[8..16].try_into().expect("8 bytes"));
+        Ok(Some(state_from_word(seq, word)))
+    }
+
+    /// Overwrites `group`'s state (a test's starting point). The configuration is read and
+    /// written back with it; a frame between the two is overwritten.
+    pub fn set_state(&self, group: GroupId, st: GroupState) -> Result<(), XdpError> {
+        let key = self.check_group(group)?;
+        let map = self.obj.map("nb_groups")?;
+        let Some(mut v) = map.lookup(&key, flags::LOCK)? else {
+            return Ok(());
+        };
+        let (seq, word) = state_to_word(st);
+        v[4..8].copy_from_slice(&seq.to_ne_bytes());
+        v[8..16].copy_from_slice(&word.to_ne_bytes());
+        map.update(&key, &v, flags::LOCK)?;
+        Ok(())
+    }
+
+    /// Every counter, summed over the CPUs.
+    pub fn counters(&self) -> Result<Counters, XdpError> {
+        let map = self.obj.map("nb_counters")?;
+        let mut out = [0u64; COUNTERS.len()];
+        for (i, slot) in out.iter_mut().enumerate() {
+            let per_cpu = map
+                .lookup_percpu(&(i as u32).to_ne_bytes())?
+                .unwrap_or_default();
+            *slot = per_cpu
+                .iter()
+                .map(|b| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes")))
+                .sum();
+        }
+        Ok(Counters(out))
+    }
+
+    /// Clears the last-decision record on every CPU (before a run whose decision a test
+    /// reads with [`XdpSwitch::last_decision`]).
+    pub fn clear_last_decision(&self) -> Result<(), XdpError> {
+        let map = self.obj.map("nb_last")?;
+        let cpus = barrier_bpf::possible_cpus()?;
+        let mut v = Vec::with_capacity(16 * cpus);
+        for _ in 0..cpus {
+            v.extend_from_slice(&[0u8; 12]);
+            v.extend_from_slice(&u32::MAX.to_ne_bytes());
+        }
+        map.update_percpu(&0u32.to_ne_bytes(), &v)?;
+        Ok(())
+    }
+
+    /// The decision recorded since [`XdpSwitch::clear_last_decision`], on whichever CPU ran it.
+    pub fn last_decision(&self) -> Result<Option<LastDecision>, XdpError> {
+        let map = self.obj.map("nb_last")?;
+        let Some(all) = map.lookup_percpu(&0u32.to_ne_bytes())? else {
+            return Ok(None);
+        };
+        for v in all {
+            let w = |i: usize| u32::from_ne_bytes(v[4 * i..4 * i + 4].try_into().expect("4"));
+            let (egress, target, fl, counter) = (w(0), w(1), w(2), w(3));
+            if counter == u32::MAX {
+                continue;
+            }
+            let egress = match egress {
+                1 => Egress::Ingress,
+                2 => Egress::Port(target as u8),
+                3 => Egress::Set {
+                    slot: target,
+                    exclude_ingress: fl & (1 << 4) != 0,
+                },
+                _ => Egress::None,
+            };
+            return Ok(Some(LastDecision { egress, counter }));
+        }
+        Ok(None)
+    }
+
+    /// The port set a [`Egress::Set`] slot holds.
+    pub fn port_set_of_slot(&self, slot: u32) -> Option<PortSet> {
+        self.sets
+            .iter()
+            .find(|(_, (s, _))| *s == slot)
+            .map(|(mask, _)| PortSet(*mask))
+    }
+
+    /// Runs the program once on `frame` arriving on `ingress_ifindex` (BPF_PROG_TEST_RUN).
+    pub fn run_frame(&self, frame: &[u8], ingress_ifindex: u32) -> Result<XdpRun, XdpError> {
+        Ok(self.program()?.test_run_xdp(frame, ingress_ifindex)?)
+    }
+
+    /// Attaches [`PASS_PROGRAM`] to interface `ifindex` (natively); detached when the result
+    /// drops.
+    pub fn attach_pass(&self, ifindex: u32) -> Result<XdpAttachment, XdpError> {
+        Ok(self
+            .obj
+            .program(PASS_PROGRAM)?
+            .attach_xdp(ifindex, XdpMode::Native)?)
+    }
+
+    /// Attaches the program to interface `ifindex`; detached when the result drops.
+    pub fn attach(&self, ifindex: u32, mode: XdpMode) -> Result<XdpAttachment, XdpError> {
+        Ok(self.program()?.attach_xdp(ifindex, mode)?)
+    }
+}
+
+/// The protocol's state for the program's `(seq, word)`: phase in bits 62..63, below them the
+/// arrivals (or, aborted, the failure as [`GroupState::aborted`] keeps it).
+pub fn state_from_word(seq: u32, word: u64) -> GroupState {
+    let phase = u128::from(word >> PHASE_SHIFT);
+    GroupState::from_bits(u128::from(seq) | phase << 32 | u128::from(word & ARRIVED_MASK) << 64)
+}
+
+/// The program's `(seq, word)` for a protocol state (ports 0..62 only).
+pub fn state_to_word(st: GroupState) -> (u32, u64) {
+    let bits = st.to_bits();
+    let phase = ((bits >> 32) & 0b11) as u64;
+    let arrived = (bits >> 64) as u64 & ARRIVED_MASK;
+    (st.seq.0, phase << PHASE_SHIFT | arrived)
+}

@@ -1,0 +1,199 @@
+//! What the XDP tests share: a throw-away namespace whose interfaces are the switch's ports,
+//! and one differential step (the protocol's `on_event` against the program).
+
+#![allow(dead_code)]
+
+use barrier_protocol::switch::{on_event, Event, GroupConfig, GroupState, Outcome};
+use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr};
+use barrier_protocol::{GroupId, PortIdx, PortSet};
+use barrier_testbed::netns::{can_create, VethNetns};
+use barrier_xdp::{counter_outcome, Egress, XdpSwitch};
+
+/// This switch's id (the source MAC of what it sends).
+pub const ME: MacAddr = MacAddr([0x02, 0x00, 0x00, 0x00, 0x00, 0xaa]);
+
+/// Ports of the tests: both ends of three veth pairs in one namespace.
+pub const PORTS: usize = 6;
+
+/// The namespace, or `None` (with a printed line) when this run cannot make one; panics
+/// instead under `NB_REQUIRE_ROOT=1` (`barrier_testbed::netns::can_create`).
+pub fn bed(test: &str) -> Option<VethNetns> {
+    if !can_create() {
+        eprintln!("{test}: skipped: needs root (CAP_BPF, CAP_NET_ADMIN) and iproute2");
+        return None;
+    }
+    Some(VethNetns::with_pairs(PORTS / 2).expect("create a namespace with veth pairs"))
+}
+
+/// The interface names of ports 0..PORTS.
+pub fn port_names(bed: &VethNetns) -> Vec<String> {
+    bed.pairs
+        .iter()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect()
+}
+
+/// Loads `object` (inside the namespace) with ports 0..PORTS on the namespace's interfaces;
+/// returns the switch and the ifindex of every port.
+pub fn switch_on(bed: &VethNetns, object: &[u8]) -> (XdpSwitch, Vec<u32>) {
+    let mut sw = XdpSwitch::load_object(object, 64).expect("load the XDP program");
+    sw.set_switch_mac(ME).expect("set the switch's MAC");
+    let mut ifindexes = Vec::new();
+    for (i, name) in port_names(bed).iter().enumerate() {
+        let ifindex = barrier_bpf::ifindex(name).expect("interface of a port");
+        sw.add_port(PortIdx::new(i as u8).expect("port"), ifindex)
+            .expect("add port");
+        ifindexes.push(ifindex);
+    }
+    (sw, ifindexes)
+}
+
+/// The frame a peer sends for `ev` of `group`.
+pub fn frame_for(group: GroupId, ev: Event, retransmit: bool) -> [u8; 60] {
+    let (kind, epoch, seq) = match ev {
+        Event::Reduce { epoch, seq, .. } => (Kind::Reduce, epoch, seq),
+        Event::Release { epoch, seq, .. } => (Kind::Release, epoch, seq),
+        Event::Abort {
+            epoch,
+            seq,
+            failure,
+            ..
+        } => (Kind::Abort(failure), epoch, seq),
+    };
+    FrameRepr {
+        dst: MacAddr::BROADCAST,
+        src: MacAddr([0x02, 0, 0, 0, 0x11, 0x22]),
+        kind,
+        flags: Flags::retransmit(retransmit),
+        group,
+        epoch,
+        seq,
+        tx_timestamp: None,
+    }
+    .to_bytes()
+}
+
+fn port_of(ev: &Event) -> PortIdx {
+    match *ev {
+        Event::Reduce { port, .. } | Event::Release { port, .. } | Event::Abort { port, .. } => {
+            port
+        }
+    }
+}
+
+/// Feeds `ev` of `group` to the protocol (`cfg`, `st`) and to the program (through
+/// BPF_PROG_TEST_RUN on the event's port, `len` bytes of frame: 40 unpadded, 60 padded) and
+/// compares outcome, next state, and the frame sent with the ports it goes to. Returns the
+/// protocol's next state, or what disagreed.
+pub fn step(
+    sw: &XdpSwitch,
+    ifindexes: &[u32],
+    group: GroupId,
+    cfg: &GroupConfig,
+    st: GroupState,
+    ev: Event,
+    len: usize,
+) -> Result<GroupState, String> {
+    let (next, outcome, acts) = on_event(cfg, st, ev);
+    let port = port_of(&ev);
+    let frame = frame_for(group, ev, false);
+    let before = sw.counters().map_err(|e| e.to_string())?;
+    sw.clear_last_decision().map_err(|e| e.to_string())?;
+    let run = sw
+        .run_frame(&frame[..len], ifindexes[port.get() as usize])
+        .map_err(|e| e.to_string())?;
+    let after = sw.counters().map_err(|e| e.to_string())?;
+    let ctx = || format!("event {ev:?} in {st:?} with {cfg:?}");
+
+    // Outcome: exactly one outcome counter moved, by one.
+    let moved: Vec<Outcome> = (0..after.0.len())
+        .filter(|&i| after.0[i] != before.0[i])
+        .filter_map(counter_outcome)
+        .collect();
+    if moved != [outcome] {
+        return Err(format!(
+            "{}: protocol outcome {outcome:?}, program counted {moved:?}",
+            ctx()
+        ));
+    }
+    let got = sw
+        .state(group)
+        .map_err(|e| e.to_string())?
+        .ok_or("group not configured in the program")?;
+    if got != next {
+        return Err(format!(
+            "{}: protocol next state {next:?}, program {got:?}",
+            ctx()
+        ));
+    }
+
+    // Frames: the protocol's sends (timers are the userspace side's) against the verdict,
+    // the bytes left in the buffer and where the redirect goes.
+    let sends: Vec<(PortSet, Kind, barrier_protocol::Seq, bool)> =
+        acts.iter().filter_map(|a| a.frame()).collect();
+    let last = sw
+        .last_decision()
+        .map_err(|e| e.to_string())?
+        .ok_or("no decision recorded")?;
+    match sends.as_slice() {
+        [] => {
+            if run.retval != barrier_bpf::xdp::DROP || last.egress != Egress::None {
+                return Err(format!(
+                    "{}: protocol sends nothing, program returned {} to {:?}",
+                    ctx(),
+                    run.retval,
+                    last.egress
+                ));
+            }
+        }
+        [(ports, kind, seq, retransmit)] => {
+            let want = FrameRepr {
+                dst: MacAddr::BROADCAST,
+                src: ME,
+                kind: *kind,
+                flags: Flags::retransmit(*retransmit),
+                group,
+                epoch: acts.epoch(),
+                seq: *seq,
+                tx_timestamp: None,
+            }
+            .to_bytes();
+            if run.data != want {
+                return Err(format!(
+                    "{}: frame sent differs:\n protocol {:02x?}\n program  {:02x?}",
+                    ctx(),
+                    want,
+                    run.data
+                ));
+            }
+            let to = match (run.retval, last.egress) {
+                (barrier_bpf::xdp::TX, Egress::Ingress) => PortSet::single(port),
+                (barrier_bpf::xdp::REDIRECT, Egress::Port(p)) => {
+                    PortSet::single(PortIdx::new(p).expect("port"))
+                }
+                (
+                    barrier_bpf::xdp::REDIRECT,
+                    Egress::Set {
+                        slot,
+                        exclude_ingress,
+                    },
+                ) => {
+                    let mut set = sw.port_set_of_slot(slot).ok_or("unknown port-set slot")?;
+                    if exclude_ingress {
+                        set.remove(port);
+                    }
+                    set
+                }
+                other => return Err(format!("{}: program verdict {other:?}", ctx())),
+            };
+            if to != *ports {
+                return Err(format!(
+                    "{}: protocol sends to {ports:?}, program to {to:?}",
+                    ctx()
+                ));
+            }
+        }
+        more => return Err(format!("{}: protocol sends {} frames", ctx(), more.len())),
+    }
+    Ok(next)
+}

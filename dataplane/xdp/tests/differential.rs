@@ -1,0 +1,377 @@
+//! The differential test of issue 24: random event sequences (duplicates, stale and ahead
+//! numbers, other epochs, non-member ports, aborts, resets, restarts) fed both to
+//! `barrier_protocol::switch::on_event` and to the XDP program through BPF_PROG_TEST_RUN;
+//! they must agree on every outcome, every next state and every frame sent (bytes and ports).
+//! A build of the program without the epoch check must be caught by the same check.
+//! Needs root (CAP_BPF, a namespace for the ports): skipped otherwise, failed under
+//! `NB_REQUIRE_ROOT=1`.
+
+mod common;
+
+use barrier_protocol::switch::{Event, GroupConfig, GroupState};
+use barrier_protocol::wire::{Failure, FrameRepr, MacAddr, ParseError};
+use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
+use barrier_xdp::{XdpSwitch, BROKEN_NO_EPOCH_CHECK_OBJECT, COUNTERS, SWITCH_OBJECT};
+use std::cell::RefCell;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+
+const GROUPS: [GroupId; 2] = [GroupId(3), GroupId(9)];
+
+/// How far from the group's current `seq` an event's number lies.
+#[derive(Debug, Clone, Copy)]
+enum SeqPick {
+    Near(i64),
+    Absolute(u32),
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Frame {
+        group: usize,
+        kind: u8,
+        port: u8,
+        other_epoch: bool,
+        seq: SeqPick,
+        failure: ([u8; 6], u8),
+        unpadded: bool,
+    },
+    /// Management resets the group into the next epoch: fresh state, new epoch.
+    Reset { group: usize },
+    /// The switch loses the group's state (a restart): fresh state, same epoch.
+    Restart { group: usize },
+}
+
+fn config() -> impl Strategy<Value = GroupConfig> {
+    (
+        1u64..(1 << common::PORTS),
+        any::<bool>(),
+        any::<u8>(),
+        1u32..1000,
+    )
+        .prop_map(|(children, intermediate, pick, epoch)| {
+            let children = PortSet(children);
+            let free: Vec<u8> = (0..common::PORTS as u8)
+                .filter(|p| !children.contains(PortIdx::new(*p).expect("port")))
+                .collect();
+            let cfg = if intermediate && !free.is_empty() {
+                let parent = PortIdx::new(free[pick as usize % free.len()]).expect("port");
+                GroupConfig::intermediate(parent, children, 1_000_000)
+            } else {
+                GroupConfig::root(children)
+            };
+            cfg.with_epoch(Epoch(epoch))
+        })
+}
+
+fn seq_pick() -> impl Strategy<Value = SeqPick> {
+    prop_oneof![
+        8 => (-3i64..=3).prop_map(SeqPick::Near),
+        1 => prop_oneof![
+            Just(1i64 << 31),
+            Just((1i64 << 31) - 1),
+            Just((1i64 << 31) + 1),
+            Just(-(1i64 << 31)),
+        ]
+        .prop_map(SeqPick::Near),
+        1 => any::<u32>().prop_map(SeqPick::Absolute),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let frame = (
+        0..GROUPS.len(),
+        prop_oneof![12 => Just(1u8), 5 => Just(2u8), 1 => Just(3u8)],
+        0..common::PORTS as u8,
+        prop::bool::weighted(0.1),
+        seq_pick(),
+        (any::<[u8; 6]>(), any::<u8>()),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(
+            |(group, kind, port, other_epoch, seq, failure, unpadded)| Op::Frame {
+                group,
+                kind,
+                port,
+                other_epoch,
+                seq,
+                failure,
+                unpadded,
+            },
+        );
+    prop_oneof![
+        40 => frame,
+        1 => (0..GROUPS.len()).prop_map(|group| Op::Reset { group }),
+        1 => (0..GROUPS.len()).prop_map(|group| Op::Restart { group }),
+    ]
+}
+
+fn case() -> impl Strategy<Value = (Vec<GroupConfig>, Vec<Op>)> {
+    (
+        prop::collection::vec(config(), GROUPS.len()),
+        prop::collection::vec(op(), 1..80),
+    )
+}
+
+/// Runs one case against the loaded program; the first disagreement fails it.
+fn run_case(
+    sw: &mut XdpSwitch,
+    ifindexes: &[u32],
+    cfgs: &[GroupConfig],
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    let mut cfgs = cfgs.to_vec();
+    let mut states = vec![GroupState::fresh(); cfgs.len()];
+    for (g, cfg) in cfgs.iter().enumerate() {
+        sw.configure(GROUPS[g], cfg)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
+    for op in ops {
+        match *op {
+            Op::Reset { group } => {
+                let c = &mut cfgs[group];
+                *c = c.with_epoch(Epoch(c.epoch.0.wrapping_add(1)));
+                sw.configure(GROUPS[group], c)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                states[group] = GroupState::fresh();
+            }
+            Op::Restart { group } => {
+                sw.configure(GROUPS[group], &cfgs[group])
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                states[group] = GroupState::fresh();
+            }
+            Op::Frame {
+                group,
+                kind,
+                port,
+                other_epoch,
+                seq,
+                failure,
+                unpadded,
+            } => {
+                let cfg = cfgs[group];
+                let st = states[group];
+                let port = PortIdx::new(port).expect("port");
+                let epoch = if other_epoch {
+                    Epoch(cfg.epoch.0.wrapping_add(1 + u32::from(failure.1 % 3)))
+                } else {
+                    cfg.epoch
+                };
+                let seq = match seq {
+                    SeqPick::Near(d) => Seq(st.seq.0.wrapping_add(d as u32)),
+                    SeqPick::Absolute(s) => Seq(s),
+                };
+                let ev = match kind {
+                    1 => Event::Reduce { port, epoch, seq },
+                    2 => Event::Release { port, epoch, seq },
+                    _ => Event::Abort {
+                        port,
+                        epoch,
+                        seq,
+                        failure: Failure {
+                            switch: MacAddr(failure.0),
+                            port: failure.1,
+                        },
+                    },
+                };
+                let len = if unpadded { 40 } else { 60 };
+                states[group] = common::step(sw, ifindexes, GROUPS[group], &cfg, st, ev, len)
+                    .map_err(TestCaseError::fail)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    })
+}
+
+#[test]
+fn the_program_agrees_with_on_event() {
+    let Some(bed) = common::bed("the_program_agrees_with_on_event") else {
+        return;
+    };
+    let result = barrier_bpf::in_netns(&bed.netns, || {
+        let (sw, ifindexes) = common::switch_on(&bed, SWITCH_OBJECT);
+        let sw = RefCell::new(sw);
+        let r = runner(256).run(&case(), |(cfgs, ops)| {
+            run_case(&mut sw.borrow_mut(), &ifindexes, &cfgs, &ops)
+        });
+        let counters = sw.borrow().counters().expect("counters");
+        (r, counters)
+    })
+    .expect("enter the namespace");
+    let (result, counters) = result;
+    if let Err(e) = result {
+        panic!("the XDP program and on_event disagree: {e}");
+    }
+    // Every row was exercised, not only the easy ones.
+    eprintln!(
+        "counters after the run: {:?}",
+        counters.iter().collect::<Vec<_>>()
+    );
+    for name in [
+        "recorded",
+        "completions",
+        "released_down",
+        "duplicates",
+        "stale_reduce",
+        "stale_release",
+        "ahead_reduce",
+        "ahead_release",
+        "aborted",
+        "after_abort",
+        "drop_not_a_child",
+        "drop_not_the_parent",
+        "drop_other_epoch",
+    ] {
+        assert!(
+            counters.get(name).unwrap_or(0) > 0,
+            "no event reached {name}"
+        );
+    }
+    assert_eq!(counters.get("tx_failed"), Some(0));
+}
+
+#[test]
+fn the_check_catches_a_program_without_the_epoch_check() {
+    let Some(bed) = common::bed("the_check_catches_a_program_without_the_epoch_check") else {
+        return;
+    };
+    let result = barrier_bpf::in_netns(&bed.netns, || {
+        let (sw, ifindexes) = common::switch_on(&bed, BROKEN_NO_EPOCH_CHECK_OBJECT);
+        let sw = RefCell::new(sw);
+        runner(256).run(&case(), |(cfgs, ops)| {
+            run_case(&mut sw.borrow_mut(), &ifindexes, &cfgs, &ops)
+        })
+    })
+    .expect("enter the namespace");
+    match result {
+        Err(TestError::Fail(why, ops)) => {
+            eprintln!("caught, as it must be: {why}\n minimal case: {ops:?}");
+            assert!(
+                why.message().contains("other_epoch") || why.message().contains("OtherEpoch"),
+                "the disagreement should be about the epoch: {why}"
+            );
+        }
+        other => panic!("the differential check did not catch the broken program: {other:?}"),
+    }
+}
+
+/// A frame damaged in one byte, cut short, or of another EtherType: the program must drop it
+/// under the counter of `FrameRepr::parse`'s reason (and pass other EtherTypes to the kernel).
+#[test]
+fn the_program_parses_as_frame_repr_does() {
+    let Some(bed) = common::bed("the_program_parses_as_frame_repr_does") else {
+        return;
+    };
+    let result = barrier_bpf::in_netns(&bed.netns, || {
+        let (mut sw0, ifindexes) = common::switch_on(&bed, SWITCH_OBJECT);
+        let cfg = GroupConfig::root(PortSet(0b11));
+        sw0.configure(GROUPS[0], &cfg).expect("configure");
+        let sw = RefCell::new(sw0);
+        let strategy = (
+            0u8..4,
+            any::<u32>(),
+            0usize..60,
+            any::<u8>(),
+            14usize..=60,
+            any::<u8>(),
+        );
+        runner(2048).run(&strategy, |(kind, seq, at, value, len, flags)| {
+            let ev = match kind {
+                0 | 1 => Event::Reduce {
+                    port: PortIdx::new(0).expect("port"),
+                    epoch: cfg.epoch,
+                    seq: Seq(seq),
+                },
+                2 => Event::Release {
+                    port: PortIdx::new(0).expect("port"),
+                    epoch: cfg.epoch,
+                    seq: Seq(seq),
+                },
+                _ => Event::Abort {
+                    port: PortIdx::new(0).expect("port"),
+                    epoch: cfg.epoch,
+                    seq: Seq(seq),
+                    failure: Failure {
+                        switch: MacAddr([2, 0, 0, 0, 0, 7]),
+                        port: 1,
+                    },
+                },
+            };
+            let mut frame = common::frame_for(GROUPS[0], ev, false).to_vec();
+            frame[at] = value;
+            if flags & 1 == 1 {
+                frame[17] = flags >> 1; // flag bits, reserved ones included
+            }
+            frame.truncate(len);
+            let parsed = FrameRepr::parse(&frame);
+            let mut sw = sw.borrow_mut();
+            let before = sw.counters().expect("counters");
+            let run = sw.run_frame(&frame, ifindexes[0]).expect("test run");
+            let after = sw.counters().expect("counters");
+            let moved = |name: &str| {
+                let i = COUNTERS.iter().position(|n| *n == name).expect("counter");
+                after.0[i] - before.0[i]
+            };
+            match parsed {
+                Err(ParseError::NotBarrier) => {
+                    prop_assert_eq!(run.retval, barrier_bpf::xdp::PASS);
+                    prop_assert_eq!(moved("pass_not_barrier"), 1);
+                }
+                Err(e) => {
+                    prop_assert_eq!(run.retval, barrier_bpf::xdp::DROP, "{:?}", e);
+                    let name = format!("drop_{}", e.reason());
+                    prop_assert_eq!(moved(&name), 1, "{} for {:02x?}", name, frame);
+                }
+                Ok(_) => {
+                    for reason in ParseError::ALL {
+                        if reason == ParseError::NotBarrier {
+                            continue;
+                        }
+                        prop_assert_eq!(moved(&format!("drop_{}", reason.reason())), 0);
+                    }
+                    prop_assert_eq!(moved("pass_not_barrier"), 0);
+                }
+            }
+            // Reset the group so the next frame meets a known state.
+            sw.configure(GROUPS[0], &cfg).expect("configure");
+            Ok(())
+        })
+    })
+    .expect("enter the namespace");
+    if let Err(e) = result {
+        panic!("the XDP program's parser and FrameRepr::parse disagree: {e}");
+    }
+}
+
+#[test]
+fn the_state_word_round_trips() {
+    // The loader's encoding of every phase in the program's (seq, word), and back.
+    for st in [
+        GroupState::fresh(),
+        GroupState {
+            seq: Seq(7),
+            arrived: PortSet(0b101),
+            phase: barrier_protocol::switch::Phase::Collecting,
+        },
+        GroupState::aborted(
+            Seq(u32::MAX),
+            Failure {
+                switch: MacAddr([0xfe, 1, 2, 3, 4, 5]),
+                port: 0xff,
+            },
+            true,
+        ),
+    ] {
+        let (seq, word) = barrier_xdp::state_to_word(st);
+        assert_eq!(barrier_xdp::state_from_word(seq, word), st);
+    }
+}
