@@ -10,10 +10,10 @@
 use barrier_gen::engine::{Clock, Engine, GenConfig, Load, TrialSpec};
 use barrier_gen::report::{ns, rate, TrialReport};
 use barrier_gen::spread::ByGroup;
-use barrier_gen::wiring::{self, PortPlan, Wiring};
+use barrier_gen::wiring::{self, FarEnd, PortPlan, Wiring};
 use barrier_runtime::dpdk_io::{DpdkRx, DpdkTx};
 use barrier_runtime::poll::Poller;
-use barrier_testbed::reflector::{Reflector, ReflectorPort};
+use barrier_testbed::reflector::Reflector;
 use std::time::Duration;
 
 const PORTS: usize = 4;
@@ -79,15 +79,7 @@ fn reflector_phase(
     secs: f64,
 ) -> TrialReport {
     let (mut w, gen, far) = wiring::open_ports(eal.clone(), name, plan, &[], 1).expect("ports");
-    let rp = far
-        .into_iter()
-        .map(|f| ReflectorPort {
-            // one queue: the reflector polls queue 0
-            rx: f.rx.into_iter().next().expect("one RX queue"),
-            tx: f.tx,
-            peer_mac: f.peer_mac,
-        })
-        .collect();
+    let rp = far.into_iter().map(FarEnd::into_reflector_port).collect();
     let pollers: Vec<Box<dyn Poller>> = vec![Box::new(Reflector::new(rp, 0, groups, 0))];
     w.attach(pollers, barrier_runtime::clock::Clock::new(), None, None)
         .expect("attach");

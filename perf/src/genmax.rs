@@ -10,9 +10,9 @@
 //! txonly only allocates and sends.
 
 use barrier_gen::engine::{Clock, Engine, GenConfig, Load, TrialSpec};
-use barrier_gen::wiring::{self, PortPlan};
+use barrier_gen::wiring::{self, FarEnd, PortPlan};
 use barrier_runtime::poll::Poller;
-use barrier_testbed::reflector::{Reflector, ReflectorPort};
+use barrier_testbed::reflector::Reflector;
 use dpdk::{Eal, LcoreId};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -34,14 +34,7 @@ pub fn genmax(
     };
     let (mut w, gen, far) =
         wiring::open_ports(eal.clone(), "gm", &plan, &[], 1).map_err(|e| format!("ports: {e}"))?;
-    let rp = far
-        .into_iter()
-        .map(|f| ReflectorPort {
-            rx: f.rx.into_iter().next().expect("one RX queue"),
-            tx: f.tx,
-            peer_mac: f.peer_mac,
-        })
-        .collect();
+    let rp = far.into_iter().map(FarEnd::into_reflector_port).collect();
     let pollers: Vec<Box<dyn Poller>> = vec![Box::new(Reflector::new(rp, 0, groups, 0))];
     w.attach(
         pollers,

@@ -77,6 +77,17 @@ pub struct FarEnd {
     pub peer_mac: [u8; 6],
 }
 
+impl FarEnd {
+    /// This far end as a port of the reference reflector, which polls RX queue 0.
+    pub fn into_reflector_port(self) -> barrier_testbed::reflector::ReflectorPort<DpdkRx, DpdkTx> {
+        barrier_testbed::reflector::ReflectorPort {
+            rx: self.rx.into_iter().next().expect("one RX queue"),
+            tx: self.tx,
+            peer_mac: self.peer_mac,
+        }
+    }
+}
+
 /// The generator's side of its ports, on DPDK queues: it receives on queue 0 and sends each
 /// frame on the TX queue of its group ([`crate::spread`]).
 pub type DpdkGenPort = GenPort<DpdkRx, ByGroup<DpdkTx>>;
