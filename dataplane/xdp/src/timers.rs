@@ -114,6 +114,11 @@ impl XdpSwitch {
         Ok(RingBuffer::new(&self.obj.map(ARM_MAP)?)?)
     }
 
+    /// The timer entry point (its figures: `Program::info`).
+    pub fn timer_program(&self) -> Result<barrier_bpf::Program<'_>, XdpError> {
+        Ok(self.obj.program(TIMER_PROGRAM)?)
+    }
+
     /// Runs `on_timer`'s decision for `fired` in the kernel (`nb_timer` through
     /// `BPF_PROG_TEST_RUN`, under the group's lock): changes the group's state as `on_timer`
     /// does and returns the frame to send, its ports and the timer to arm next. A timer of
@@ -136,7 +141,7 @@ impl XdpSwitch {
         {
             buf[4 * i..4 * i + 4].copy_from_slice(&v.to_ne_bytes());
         }
-        let run = self.obj.program(TIMER_PROGRAM)?.test_run_xdp(&buf, 0)?;
+        let run = self.timer_program()?.test_run_xdp(&buf, 0)?;
         let out = &run.data;
         if run.retval == barrier_bpf::xdp::ABORTED || out.len() < TIMER_BUF {
             return Ok(TimerDecision {

@@ -194,6 +194,19 @@ fn the_deadline_aborts_a_group_whose_child_never_reports() {
     };
     barrier_bpf::in_netns(&ns.netns, || {
         let mut b = bed_on(&ns);
+        let info =
+            b.sw.timer_program()
+                .expect("nb_timer")
+                .info()
+                .expect("program info");
+        eprintln!(
+            "nb_timer: verifier processed {} instructions, xlated {} bytes ({} instructions), \
+             jited {} bytes",
+            info.verified_insns,
+            info.xlated_len,
+            info.xlated_len / 8,
+            info.jited_len
+        );
         let group = GroupId(8);
         let children = [p(0), p(2), p(4)].into_iter().collect::<PortSet>();
         let cfg = GroupConfig::root(children)
