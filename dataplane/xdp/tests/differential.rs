@@ -17,6 +17,7 @@ use barrier_protocol::backoff::Backoff;
 use barrier_protocol::switch::{Event, Fired, GroupConfig, GroupState, Run, Timer};
 use barrier_protocol::wire::{Failure, FrameRepr, MacAddr, ParseError};
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
+use barrier_xdp::timers::TimerOutcome;
 use barrier_xdp::{
     XdpSwitch, BROKEN_NO_EPOCH_CHECK_OBJECT, BROKEN_STALE_TIMER_OBJECT, COUNTERS, SWITCH_OBJECT,
 };
@@ -169,6 +170,7 @@ fn run_case(
     ifindexes: &[u32],
     cfgs: &[GroupConfig],
     ops: &[Op],
+    rows: &mut Vec<TimerOutcome>,
 ) -> Result<(), TestCaseError> {
     let mut cfgs = cfgs.to_vec();
     let mut states = vec![GroupState::fresh(); cfgs.len()];
@@ -219,8 +221,10 @@ fn run_case(
                     },
                     run,
                 };
-                states[group] = common::fire_step(sw, GROUPS[group], &cfg, st, fired)
+                let (next, row) = common::fire_step(sw, GROUPS[group], &cfg, st, fired)
                     .map_err(TestCaseError::fail)?;
+                states[group] = next;
+                rows.push(row);
             }
             Op::Reset { group } => {
                 let c = &mut cfgs[group];
@@ -294,6 +298,7 @@ fn the_program_agrees_with_on_event() {
         let (sw, ifindexes) = common::switch_on(&bed, SWITCH_OBJECT);
         let ring = RefCell::new(sw.arm_ring().expect("timer ring"));
         let sw = RefCell::new(sw);
+        let rows = RefCell::new(Vec::new());
         let r = runner(256).run(&case(), |(cfgs, ops)| {
             run_case(
                 &mut sw.borrow_mut(),
@@ -301,13 +306,14 @@ fn the_program_agrees_with_on_event() {
                 &ifindexes,
                 &cfgs,
                 &ops,
+                &mut rows.borrow_mut(),
             )
         });
         let counters = sw.borrow().counters().expect("counters");
-        (r, counters)
+        (r, counters, rows.into_inner())
     })
     .expect("enter the namespace");
-    let (result, counters) = result;
+    let (result, counters, rows) = result;
     if let Err(e) = result {
         panic!("the XDP program and on_event disagree: {e}");
     }
@@ -340,6 +346,24 @@ fn the_program_agrees_with_on_event() {
     }
     assert_eq!(counters.get("tx_failed"), Some(0));
     assert_eq!(counters.get("timers_lost"), Some(0));
+    // Every row of on_timer was reached too.
+    let count = |o: TimerOutcome| rows.iter().filter(|r| **r == o).count();
+    eprintln!(
+        "timers fired: {}; nothing {}, reduce re-sent {}, abort re-sent {}, declared {}",
+        rows.len(),
+        count(TimerOutcome::Nothing),
+        count(TimerOutcome::ResentReduce),
+        count(TimerOutcome::ResentAbort),
+        count(TimerOutcome::Declared)
+    );
+    for o in [
+        TimerOutcome::Nothing,
+        TimerOutcome::ResentReduce,
+        TimerOutcome::ResentAbort,
+        TimerOutcome::Declared,
+    ] {
+        assert!(count(o) > 0, "no timer reached {o:?}");
+    }
 }
 
 #[test]
@@ -378,6 +402,7 @@ fn run_broken(
             &ifindexes,
             &cfgs,
             &ops,
+            &mut Vec::new(),
         )
     })
 }

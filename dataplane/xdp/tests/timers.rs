@@ -272,3 +272,93 @@ fn the_deadline_aborts_a_group_whose_child_never_reports() {
     })
     .expect("enter the namespace");
 }
+
+#[test]
+fn an_intermediate_re_sends_its_abort_until_the_parent_answers() {
+    let Some(ns) = common::bed("an_intermediate_re_sends_its_abort_until_the_parent_answers")
+    else {
+        return;
+    };
+    barrier_bpf::in_netns(&ns.netns, || {
+        let mut b = bed_on(&ns);
+        let group = GroupId(9);
+        let cfg = GroupConfig::intermediate(
+            p(4),
+            PortSet::single(p(0)).union(PortSet::single(p(2))),
+            20_000_000,
+        )
+        .with_epoch(Epoch(3))
+        .with_fail_after(30_000_000);
+        b.sw.configure(group, &cfg).expect("configure");
+        // Child 0 reports barrier 5; child 2 (far end 1) never does.
+        b.send(
+            0,
+            group,
+            Event::Reduce {
+                port: p(0),
+                epoch: cfg.epoch,
+                seq: Seq(5),
+            },
+        );
+        let want = Kind::Abort(Failure {
+            switch: common::ME,
+            port: 2,
+        });
+        // The deadline's abort reaches every member, the parent (far end 2) included.
+        for i in 0..3 {
+            let a = b
+                .wait(i, Duration::from_secs(2), |f| {
+                    matches!(f.kind, Kind::Abort(_))
+                })
+                .unwrap_or_else(|| panic!("member {i} saw no abort"));
+            assert_eq!((a.seq, a.kind), (Seq(5), want));
+        }
+        // The parent ignores it: the timer side re-sends it to the parent, and only there.
+        let again = b
+            .wait(2, Duration::from_secs(2), |f| {
+                matches!(f.kind, Kind::Abort(_))
+            })
+            .expect("the abort was not re-sent to the parent");
+        assert_eq!((again.seq, again.kind), (Seq(5), want));
+        for i in [0usize, 1] {
+            assert!(
+                b.wait(i, Duration::from_millis(1), |f| matches!(
+                    f.kind,
+                    Kind::Abort(_)
+                ))
+                .is_none(),
+                "the re-sent abort went to child {i} too"
+            );
+        }
+        // The parent answers with the abort: it knows; the re-sends stop.
+        b.send(
+            2,
+            group,
+            Event::Abort {
+                port: p(4),
+                epoch: cfg.epoch,
+                seq: Seq(5),
+                failure: Failure {
+                    switch: common::ME,
+                    port: 2,
+                },
+            },
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        b.wait(2, Duration::from_millis(30), |_| false);
+        assert!(
+            b.wait(2, Duration::from_millis(150), |f| matches!(
+                f.kind,
+                Kind::Abort(_)
+            ))
+            .is_none(),
+            "the abort was re-sent after the parent answered"
+        );
+        let c = b.sw.counters().expect("counters");
+        assert_eq!(c.get("declared"), Some(1));
+        assert_eq!(c.get("timer_resends"), Some(0));
+        assert_eq!(b.side.counters.tx_failed, 0);
+        eprintln!("timer side: {:?}", b.side.counters);
+    })
+    .expect("enter the namespace");
+}

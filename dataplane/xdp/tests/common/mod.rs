@@ -250,14 +250,15 @@ pub fn check_armed(
 /// Fires `fired` (its run's generation as given) both in the protocol (`on_timer`, nothing when
 /// the generation is not the loader's current one: the table's check) and in the program
 /// (`XdpSwitch::fire`) and compares the next state, the frame and its ports, the re-arm with
-/// its delay, and the counters the decision moves. Returns the protocol's next state.
+/// its delay, and the counters the decision moves. Returns the protocol's next state and the
+/// row both took.
 pub fn fire_step(
     sw: &XdpSwitch,
     group: GroupId,
     cfg: &GroupConfig,
     st: GroupState,
     fired: Fired,
-) -> Result<GroupState, String> {
+) -> Result<(GroupState, TimerOutcome), String> {
     let current = sw.config(group).map(|(_, g)| g);
     let (next, acts) = if current == Some(fired.run.generation) {
         on_timer(cfg, st, fired, ME)
@@ -353,5 +354,5 @@ pub fn fire_step(
             (moved("timer_resends"), moved("declared"))
         ));
     }
-    Ok(next)
+    Ok((next, want_outcome))
 }
