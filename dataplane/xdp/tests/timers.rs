@@ -93,6 +93,11 @@ impl Bed {
         None
     }
 
+    /// Far end `i`'s reduce of barrier `seq`, as arriving on switch port `port`.
+    fn reduce(&self, i: usize, group: GroupId, port: PortIdx, epoch: Epoch, seq: Seq) {
+        self.send(i, group, Event::Reduce { port, epoch, seq });
+    }
+
     fn send(&self, i: usize, group: GroupId, ev: Event) {
         self.far[i]
             .send(&common::frame_for(group, ev, false))
@@ -117,15 +122,7 @@ fn an_intermediate_re_sends_its_reduce_until_the_parent_releases() {
         .with_epoch(Epoch(4));
         b.sw.configure(group, &cfg).expect("configure");
         for (i, port) in [(0usize, 0u8), (1, 2)] {
-            b.send(
-                i,
-                group,
-                Event::Reduce {
-                    port: p(port),
-                    epoch: cfg.epoch,
-                    seq: Seq(0),
-                },
-            );
+            b.reduce(i, group, p(port), cfg.epoch, Seq(0));
         }
         // The parent (far end 2) gets the reduce, and drops it: it never answers this one.
         let first = b
@@ -215,15 +212,7 @@ fn the_deadline_aborts_a_group_whose_child_never_reports() {
         b.sw.configure(group, &cfg).expect("configure");
         // Children 0 and 4 report barrier 0; child 2 (far end 1) never does.
         for (i, port) in [(0usize, 0u8), (2, 4)] {
-            b.send(
-                i,
-                group,
-                Event::Reduce {
-                    port: p(port),
-                    epoch: cfg.epoch,
-                    seq: Seq(0),
-                },
-            );
+            b.reduce(i, group, p(port), cfg.epoch, Seq(0));
         }
         let t0 = Instant::now();
         let want = Failure {
@@ -254,15 +243,7 @@ fn the_deadline_aborts_a_group_whose_child_never_reports() {
         assert_eq!(c.get("timers_lost"), Some(0));
         assert_eq!(b.side.counters.frames_out, 3);
         // A member's reduce now gets the abort back (the program's answer, no timer).
-        b.send(
-            1,
-            group,
-            Event::Reduce {
-                port: p(2),
-                epoch: cfg.epoch,
-                seq: Seq(0),
-            },
-        );
+        b.reduce(1, group, p(2), cfg.epoch, Seq(0));
         let a = b
             .wait(1, Duration::from_secs(2), |f| {
                 matches!(f.kind, Kind::Abort(_))
@@ -291,15 +272,7 @@ fn an_intermediate_re_sends_its_abort_until_the_parent_answers() {
         .with_fail_after(30_000_000);
         b.sw.configure(group, &cfg).expect("configure");
         // Child 0 reports barrier 5; child 2 (far end 1) never does.
-        b.send(
-            0,
-            group,
-            Event::Reduce {
-                port: p(0),
-                epoch: cfg.epoch,
-                seq: Seq(5),
-            },
-        );
+        b.reduce(0, group, p(0), cfg.epoch, Seq(5));
         let want = Kind::Abort(Failure {
             switch: common::ME,
             port: 2,

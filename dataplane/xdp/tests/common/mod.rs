@@ -77,6 +77,28 @@ pub fn frame_for(group: GroupId, ev: Event, retransmit: bool) -> [u8; 60] {
     .to_bytes()
 }
 
+/// The bytes this switch sends for a decided frame (`FrameRepr::emit`, as the program writes
+/// them: broadcast, no timestamp).
+fn emitted(
+    group: GroupId,
+    epoch: barrier_protocol::Epoch,
+    kind: Kind,
+    seq: barrier_protocol::Seq,
+    retransmit: bool,
+) -> [u8; 60] {
+    FrameRepr {
+        dst: MacAddr::BROADCAST,
+        src: ME,
+        kind,
+        flags: Flags::retransmit(retransmit),
+        group,
+        epoch,
+        seq,
+        tx_timestamp: None,
+    }
+    .to_bytes()
+}
+
 fn port_of(ev: &Event) -> PortIdx {
     match *ev {
         Event::Reduce { port, .. } | Event::Release { port, .. } | Event::Abort { port, .. } => {
@@ -155,17 +177,7 @@ pub fn step(
             }
         }
         [(ports, kind, seq, retransmit)] => {
-            let want = FrameRepr {
-                dst: MacAddr::BROADCAST,
-                src: ME,
-                kind: *kind,
-                flags: Flags::retransmit(*retransmit),
-                group,
-                epoch: acts.epoch(),
-                seq: *seq,
-                tx_timestamp: None,
-            }
-            .to_bytes();
+            let want = emitted(group, acts.epoch(), *kind, *seq, *retransmit);
             if run.data != want {
                 return Err(format!(
                     "{}: frame sent differs:\n protocol {:02x?}\n program  {:02x?}",
@@ -284,17 +296,7 @@ pub fn fire_step(
     let want_frame = match sends.as_slice() {
         [] => None,
         [(ports, kind, seq, retransmit)] => Some((
-            FrameRepr {
-                dst: MacAddr::BROADCAST,
-                src: ME,
-                kind: *kind,
-                flags: Flags::retransmit(*retransmit),
-                group,
-                epoch: acts.epoch(),
-                seq: *seq,
-                tx_timestamp: None,
-            }
-            .to_bytes(),
+            emitted(group, acts.epoch(), *kind, *seq, *retransmit),
             *ports,
         )),
         more => return Err(format!("{}: protocol sends {} frames", ctx(), more.len())),
