@@ -232,6 +232,8 @@ pub struct TimerCounters {
     pub frames_out: u64,
     /// Frames a socket refused.
     pub tx_failed: u64,
+    /// Fired timers `nb_timer` could not be run for (a failed `BPF_PROG_TEST_RUN`): dropped.
+    pub fire_failed: u64,
 }
 
 /// The timers of one [`XdpSwitch`]: call [`TimerSide::poll`] from the daemon's loop, often
@@ -240,6 +242,7 @@ pub struct TimerSide {
     ring: RingBuffer,
     wheel: TimerWheel<Fired>,
     fired: Vec<Fired>,
+    records: Vec<Fired>,
     /// What it did so far.
     pub counters: TimerCounters,
 }
@@ -263,6 +266,7 @@ impl TimerSide {
             // 4,096 slots of 65.5 µs: one turn is 268 ms; longer timers wait turns in their slot.
             wheel: TimerWheel::new(4096, 16, now_ns),
             fired: Vec::new(),
+            records: Vec::new(),
             counters: TimerCounters::default(),
         })
     }
@@ -292,25 +296,32 @@ impl TimerSide {
 
     /// Takes the program's timer records and arms them, then fires every timer due at
     /// `now_ns`: `nb_timer` decides, the frame goes out of its ports through `tx`, the re-send
-    /// it asks for is armed. Returns how many timers fired.
+    /// it asks for is armed. Returns how many timers fired. Fails only when the ring cannot be
+    /// read; a timer whose `nb_timer` run fails is counted (`fire_failed`) and dropped, the
+    /// others still fire.
     pub fn poll(
         &mut self,
         sw: &XdpSwitch,
         tx: &mut dyn FrameSink,
         now_ns: u64,
     ) -> Result<usize, XdpError> {
-        let mut records = Vec::new();
+        let mut records = std::mem::take(&mut self.records);
+        records.clear();
         self.ring
             .consume(|rec| records.extend(parse_arm_record(rec)))?;
-        for f in records {
+        for &f in &records {
             self.arm(sw, f, now_ns);
         }
+        self.records = records;
         let mut fired = std::mem::take(&mut self.fired);
         fired.clear();
         self.wheel.advance(now_ns, &mut fired);
         for &f in &fired {
             self.counters.timers_fired += 1;
-            let d = sw.fire(f)?;
+            let Ok(d) = sw.fire(f) else {
+                self.counters.fire_failed += 1;
+                continue;
+            };
             if let Some((frame, ports)) = d.frame {
                 for port in ports.iter() {
                     match tx.send(port, &frame) {
@@ -326,5 +337,58 @@ impl TimerSide {
         let n = fired.len();
         self.fired = fired;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use barrier_protocol::backoff::Backoff;
+
+    fn record(words: [u32; 6]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+    }
+
+    #[test]
+    fn a_ring_record_is_the_timer_on_event_armed() {
+        let f = parse_arm_record(&record([7, 41, 3, 12, TIMER_DEADLINE, 0])).expect("record");
+        assert_eq!(
+            f,
+            Fired {
+                group: GroupId(7),
+                seq: Seq(41),
+                timer: Timer::Deadline,
+                run: Run {
+                    epoch: Epoch(3),
+                    generation: 12
+                },
+            }
+        );
+        let f = parse_arm_record(&record([7, 41, 3, 12, TIMER_RESEND, 0])).expect("record");
+        assert_eq!(f.timer, Timer::Resend { attempt: 0 });
+        assert_eq!(parse_arm_record(&record([7, 41, 3, 12, 9, 0])), None);
+        assert_eq!(parse_arm_record(&[0u8; 12]), None);
+    }
+
+    #[test]
+    fn delays_come_from_the_group_registers() {
+        let port = |i| PortIdx::new(i).expect("port");
+        let backoff = Backoff {
+            max_ns: 80_000_000,
+            jitter_pct: 20,
+        };
+        let cfg = GroupConfig::intermediate(port(1), PortSet::single(port(0)), 10_000_000)
+            .with_fail_after(50_000_000)
+            .with_backoff(backoff);
+        let g = GroupId(5);
+        assert_eq!(delay_ns(&cfg, g, Seq(9), Timer::Deadline), 50_000_000);
+        assert_eq!(
+            delay_ns(&cfg, g, Seq(9), Timer::Resend { attempt: 0 }),
+            10_000_000
+        );
+        assert_eq!(
+            delay_ns(&cfg, g, Seq(9), Timer::Resend { attempt: 3 }),
+            backoff.delay_ns(10_000_000, g, cfg.epoch, Seq(9), 3)
+        );
     }
 }
