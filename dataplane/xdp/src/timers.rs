@@ -18,6 +18,28 @@
 //! Frames that take this path, and only these: the reduce re-sent (RETRANSMIT) to the parent,
 //! the abort re-sent to the parent, and the abort to every member when the deadline declares a
 //! child failed. Every other frame is decided and sent by the program at frame time.
+//!
+//! A daemon's loop, in the namespace of the switch ports:
+//!
+//! ```no_run
+//! use barrier_protocol::PortIdx;
+//! use barrier_xdp::timers::{PacketPorts, TimerSide};
+//! use barrier_xdp::XdpSwitch;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let now = || rawsock::monotonic_now().as_nanos() as u64;
+//! let mut sw = XdpSwitch::load(1024)?;
+//! let port = PortIdx::new(0).expect("port 0");
+//! sw.add_port(port, barrier_bpf::ifindex("eth1")?)?;
+//! // ... configure groups, attach the program to the ports ...
+//! let mut tx = PacketPorts::open(&[(port, "eth1")])?;
+//! let mut timers = TimerSide::new(&sw, now())?;
+//! loop {
+//!     timers.poll(&sw, &mut tx, now())?;
+//!     std::thread::sleep(std::time::Duration::from_micros(50));
+//! }
+//! # }
+//! ```
 
 use std::io;
 
