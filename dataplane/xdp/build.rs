@@ -1,7 +1,8 @@
 //! Compiles `bpf/switch.bpf.c` with `clang -O2 -g -target bpf` into `OUT_DIR`: the program
 //! (`switch.bpf.o`) and a deliberately broken variant for the differential test's self-check
 //! (`switch_broken_epoch.bpf.o`, `-DNB_BROKEN_NO_EPOCH_CHECK`) and one for the concurrency
-//! test's (`switch_broken_lock.bpf.o`, `-DNB_BROKEN_NO_LOCK`). Needs clang and the libbpf
+//! test's (`switch_broken_lock.bpf.o`, `-DNB_BROKEN_NO_LOCK`) and one whose timer entry point
+//! acts on timers of another barrier (`switch_broken_timer.bpf.o`, `-DNB_BROKEN_STALE_TIMER`). Needs clang and the libbpf
 //! headers (Debian: clang, libbpf-dev; `scripts/setup.sh` installs both).
 
 use std::path::{Path, PathBuf};
@@ -60,6 +61,13 @@ fn main() {
         &includes,
         &["-DNB_BROKEN_NO_LOCK"],
         &out.join("switch_broken_lock.bpf.o"),
+    );
+    compile(
+        &clang,
+        src,
+        &includes,
+        &["-DNB_BROKEN_STALE_TIMER"],
+        &out.join("switch_broken_timer.bpf.o"),
     );
 }
 

@@ -6,7 +6,11 @@
 // state changes under its spin lock, and the one frame the decision sends is written over the
 // received one and leaves by XDP_TX (to the sender), a redirect to one port (the parent) or a
 // broadcast redirect over the devmap of a port set (children, members). Timers (claim 3's
-// re-send, the failure deadline) are not here: docs/offload.md says which frames need them.
+// re-send, the failure deadline) cannot run here, for nothing in XDP has a clock that sends a
+// frame: where on_event arms one, the program writes a record (group, seq, timer, run) into the
+// nb_arm ring buffer; userspace (barrier_xdp::timers) keeps the timers, and when one fires it
+// runs nb_timer below through BPF_PROG_TEST_RUN, which decides on_timer's row under the same
+// group lock and hands back the frame to send and its ports (docs/offload.md).
 //
 // The rules are in decide(), one branch per row of protocol.md's tables in on_event's order;
 // dataplane/xdp/tests/differential.rs checks them against barrier_protocol::switch::on_event.
@@ -58,6 +62,9 @@ struct nb_group {
 	__u8 pad[2];
 	__u32 children_set; // nb_port_sets slot holding the children's devmap
 	__u32 members_set;  // nb_port_sets slot holding children + parent
+	__u32 fail_after_us; // failure deadline in whole microseconds, 0: never (the fail_after
+	                     // register; the program only needs to know whether it is set)
+	__u32 generation;   // the loader's configuration count: the run a timer belongs to
 };
 
 // Counter indices: the switch's RX counter names (dataplane/switch/src/counters.rs), plus
@@ -71,6 +78,7 @@ enum {
 	C_DROP_BAD_KIND, C_DROP_RESERVED_FLAGS, C_DROP_GROUP_OUT_OF_RANGE, C_DROP_BAD_CHECKSUM,
 	C_DROP_UNKNOWN_GROUP, C_DROP_NOT_A_CHILD, C_DROP_NOT_THE_PARENT, C_DROP_OTHER_EPOCH,
 	C_TX_FAILED,
+	C_TIMER_RESENDS, C_DECLARED, C_TIMERS_LOST,
 	C_COUNT
 };
 
@@ -151,6 +159,27 @@ struct {
 	__type(value, struct nb_last);
 } nb_last SEC(".maps");
 
+// Timer kinds (switch::Timer): a re-send to the parent (attempt 0 when armed here), the
+// failure deadline.
+#define TIMER_RESEND 1
+#define TIMER_DEADLINE 2
+
+// One timer on_event armed: userspace arms it and, when it fires, asks nb_timer with the
+// same fields. epoch and generation are the run that armed it (switch::Run).
+struct nb_arm {
+	__u32 group;
+	__u32 seq;
+	__u32 epoch;
+	__u32 generation;
+	__u32 timer;        // TIMER_*
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20); // 32-byte records (header included): 32,768 in flight
+} nb_arm SEC(".maps");
+
 static __always_inline void count(__u32 idx)
 {
 	__u64 *c = bpf_map_lookup_elem(&nb_counters, &idx);
@@ -180,6 +209,8 @@ struct decision {
 	__u8 retransmit;
 	__u32 seq;
 	__u64 failure;  // an abort's failure
+	__u32 timer;    // a timer to arm (TIMER_*), 0: none
+	__u32 timer_seq;
 };
 
 static __always_inline void send(struct decision *d, __u8 kind, __u8 to, __u8 retransmit,
@@ -203,6 +234,11 @@ static __always_inline void complete_if_last(const struct nb_group *g, __u32 seq
 	if (g->children & ~arrived) {
 		*nword = PH_UNKNOWN << PHASE_SHIFT | arrived; // caller fixes the phase
 		d->outcome = C_RECORDED;
+		// The first child of this barrier starts the failure deadline.
+		if (g->fail_after_us && !(arrived & (arrived - 1))) {
+			d->timer = TIMER_DEADLINE;
+			d->timer_seq = seq;
+		}
 		return;
 	}
 	d->outcome = C_COMPLETIONS;
@@ -213,6 +249,9 @@ static __always_inline void complete_if_last(const struct nb_group *g, __u32 seq
 	} else {
 		send(d, KIND_REDUCE, TO_PARENT, 0, seq, 0);
 		*nword = PH_AWAITING << PHASE_SHIFT | arrived;
+		// Claim 3: re-send until the release comes.
+		d->timer = TIMER_RESEND;
+		d->timer_seq = seq;
 	}
 }
 
@@ -243,6 +282,7 @@ static __always_inline void decide(const struct nb_group *g, const struct event 
 	*nseq = s;
 	*nword = word;
 	d->kind = 0;
+	d->timer = 0;
 
 #ifndef NB_BROKEN_NO_EPOCH_CHECK
 	// Epoch: a frame of another run of the group.
@@ -296,6 +336,11 @@ static __always_inline void decide(const struct nb_group *g, const struct event 
 		*nword = PH_ABORTED << PHASE_SHIFT | ev->failure | (knows ? ABORT_PARENT_KNOWS : 0);
 		send(d, KIND_ABORT, from_parent ? TO_CHILDREN : TO_MEMBERS, 0, t, ev->failure);
 		d->outcome = C_ABORTED;
+		// An intermediate re-sends the abort up until the parent answers.
+		if (!knows) {
+			d->timer = TIMER_RESEND;
+			d->timer_seq = t;
+		}
 		return;
 	}
 
@@ -407,6 +452,62 @@ static __always_inline int verdict(__u32 outcome, __u32 egress, __u32 target, __
 	return ret;
 }
 
+
+// Asks userspace to arm a timer (the ring buffer record nb_arm); a full ring loses it, counted.
+static __always_inline void arm(__u32 group, __u32 seq, __u32 epoch, __u32 generation,
+				__u32 timer)
+{
+	struct nb_arm rec = {
+		.group = group,
+		.seq = seq,
+		.epoch = epoch,
+		.generation = generation,
+		.timer = timer,
+		.pad = 0,
+	};
+	if (bpf_ringbuf_output(&nb_arm, &rec, sizeof(rec), 0))
+		count(C_TIMERS_LOST);
+}
+
+// Writes FrameRepr::emit's 60 bytes at p (checked by the caller to hold 60): destination
+// broadcast, source this switch, no timestamp, the checksum.
+static __always_inline void write_frame(__u8 *p, const struct nb_self *self, __u8 kind,
+					__u8 retransmit, __u32 group, __u32 epoch, __u32 seq,
+					__u64 failure)
+{
+#pragma unroll
+	for (int i = 0; i < 6; i++) {
+		p[i] = 0xff;
+		p[6 + i] = self->mac[i];
+	}
+	p[12] = ETHERTYPE >> 8;
+	p[13] = ETHERTYPE & 0xff;
+	p[14] = MAGIC;
+	p[15] = VERSION;
+	p[16] = kind;
+	p[17] = retransmit ? FLAG_RETRANSMIT : 0;
+	*(__u32 *)(p + 18) = bpf_htonl(group);
+	*(__u32 *)(p + 22) = bpf_htonl(epoch);
+	*(__u32 *)(p + 26) = bpf_htonl(seq);
+	if (kind == KIND_ABORT) {
+#pragma unroll
+		for (int i = 0; i < 6; i++)
+			p[30 + i] = (__u8)(failure >> (40 - 8 * i));
+		p[36] = (__u8)(failure >> ABORT_PORT_SHIFT);
+		p[37] = 0;
+	} else {
+		*(__u64 *)(p + 30) = 0;
+	}
+	p[38] = 0;
+	p[39] = 0;
+#pragma unroll
+	for (int i = HEADER_END; i < FRAME_LEN; i++)
+		p[i] = 0;
+	__u16 c = ~csum_fold(header_sum(p));
+	p[38] = c >> 8;
+	p[39] = c & 0xff;
+}
+
 SEC("xdp")
 int nb_switch(struct xdp_md *ctx)
 {
@@ -500,7 +601,7 @@ int nb_switch(struct xdp_md *ctx)
 	__u32 nseq;
 	__u64 nword;
 	__u8 parent;
-	__u32 epoch, children_set, members_set;
+	__u32 epoch, children_set, members_set, generation;
 #ifndef NB_BROKEN_NO_LOCK
 	bpf_spin_lock(&g->lock);
 #endif
@@ -520,11 +621,14 @@ int nb_switch(struct xdp_md *ctx)
 	epoch = g->epoch;
 	children_set = g->children_set;
 	members_set = g->members_set;
+	generation = g->generation;
 #ifndef NB_BROKEN_NO_LOCK
 	bpf_spin_unlock(&g->lock);
 #endif
 
 	count(d.outcome);
+	if (d.timer)
+		arm(group, d.timer_seq, epoch, generation, d.timer);
 	if (!d.kind)
 		return verdict(d.outcome, 0, 0, 0, XDP_DROP);
 
@@ -545,37 +649,7 @@ int nb_switch(struct xdp_md *ctx)
 	struct nb_self *self = bpf_map_lookup_elem(&nb_self, &zero);
 	if (!self)
 		return verdict(d.outcome, 0, 0, 0, XDP_DROP);
-#pragma unroll
-	for (int i = 0; i < 6; i++) {
-		p[i] = 0xff;
-		p[6 + i] = self->mac[i];
-	}
-	p[12] = ETHERTYPE >> 8;
-	p[13] = ETHERTYPE & 0xff;
-	p[14] = MAGIC;
-	p[15] = VERSION;
-	p[16] = d.kind;
-	p[17] = d.retransmit ? FLAG_RETRANSMIT : 0;
-	// bytes 18..22 keep the group
-	*(__u32 *)(p + 22) = bpf_htonl(epoch);
-	*(__u32 *)(p + 26) = bpf_htonl(d.seq);
-	if (d.kind == KIND_ABORT) {
-#pragma unroll
-		for (int i = 0; i < 6; i++)
-			p[30 + i] = (__u8)(d.failure >> (40 - 8 * i));
-		p[36] = (__u8)(d.failure >> ABORT_PORT_SHIFT);
-		p[37] = 0;
-	} else {
-		*(__u64 *)(p + 30) = 0;
-	}
-	p[38] = 0;
-	p[39] = 0;
-#pragma unroll
-	for (int i = HEADER_END; i < FRAME_LEN; i++)
-		p[i] = 0;
-	__u16 c = ~csum_fold(header_sum(p));
-	p[38] = c >> 8;
-	p[39] = c & 0xff;
+	write_frame(p, self, d.kind, d.retransmit, group, epoch, d.seq, d.failure);
 
 	long ret;
 	__u32 set = children_set;
@@ -608,6 +682,164 @@ int nb_switch(struct xdp_md *ctx)
 	return verdict(d.outcome, 3, set, (__u32)rflags, ret);
 }
 
+
+// ---- The timer side's entry point ------------------------------------------------------------
+//
+// Not attached anywhere: userspace runs it with BPF_PROG_TEST_RUN on a TIMER_BUF-byte buffer
+// when a timer fires. The buffer holds a request (struct nb_timer_req at offset 0); the program
+// decides switch::on_timer's row for it under the group's lock, changes the state as on_timer
+// does, and overwrites the buffer with the reply: the frame to send (bytes 0..60) and struct
+// nb_timer_reply at TIMER_REPLY. The verdict is XDP_TX when there is a frame, else XDP_DROP.
+
+#define TIMER_MAGIC 0x4e42544dU // "NBTM": a buffer that is no request is refused
+#define TIMER_BUF 88
+#define TIMER_REPLY 64
+
+// What the fired timer did (switch::on_timer's rows).
+enum { T_NOTHING, T_RESENT_REDUCE, T_RESENT_ABORT, T_DECLARED };
+
+struct nb_timer_req {
+	__u32 magic;        // TIMER_MAGIC
+	__u32 group;
+	__u32 seq;          // the barrier the timer was armed for
+	__u32 epoch;        // the run that armed it (struct nb_arm)
+	__u32 generation;
+	__u32 timer;        // TIMER_*
+	__u32 attempt;      // TIMER_RESEND: re-sends before this one
+};
+
+struct nb_timer_reply {
+	__u64 ports;        // port mask the frame goes to (0: no frame)
+	__u32 result;       // T_*
+	__u32 rearm;        // TIMER_RESEND: arm a re-send with rearm_attempt; 0: nothing
+	__u32 rearm_attempt;
+	__u32 pad;
+};
+
+// The lowest set bit's index of a non-zero x (the lowest silent child port).
+static __always_inline __u32 lowest_bit(__u64 x)
+{
+	__u32 n = 0;
+	if (!(x & 0xffffffffull)) { n += 32; x >>= 32; }
+	if (!(x & 0xffffull)) { n += 16; x >>= 16; }
+	if (!(x & 0xffull)) { n += 8; x >>= 8; }
+	if (!(x & 0xfull)) { n += 4; x >>= 4; }
+	if (!(x & 0x3ull)) { n += 2; x >>= 2; }
+	if (!(x & 0x1ull)) { n += 1; }
+	return n;
+}
+
+// on_timer: the rows of switch::on_timer, under the group's lock. A timer of another run
+// (epoch or configuration generation) or of another barrier does nothing.
+static __always_inline void decide_timer(const struct nb_group *g, const struct nb_timer_req *r,
+					 __u64 me, __u64 *nword, struct decision *d,
+					 struct nb_timer_reply *out)
+{
+	__u64 word = g->word;
+	__u64 phase = word >> PHASE_SHIFT;
+	__u64 arrived = word & ARRIVED_MASK;
+	__u64 parent_bit = g->parent < MAX_PORT ? 1ull << g->parent : 0;
+	__u32 next_attempt = r->attempt == 0xffffffffu ? r->attempt : r->attempt + 1;
+
+	*nword = word;
+	d->kind = 0;
+	out->result = T_NOTHING;
+	out->rearm = 0;
+	out->rearm_attempt = 0;
+	if (r->epoch != g->epoch || r->generation != g->generation)
+		return;
+#ifndef NB_BROKEN_STALE_TIMER
+	if (r->seq != g->seq)
+		return;
+#endif
+	if (r->timer == TIMER_RESEND && parent_bit) {
+		// "Resend, AwaitingRelease": the reduce again, RETRANSMIT, to the parent (claim 3).
+		if (phase == PH_AWAITING) {
+			send(d, KIND_REDUCE, TO_PARENT, 1, g->seq, 0);
+			out->result = T_RESENT_REDUCE;
+			out->rearm = TIMER_RESEND;
+			out->rearm_attempt = next_attempt;
+			return;
+		}
+		// "Resend, Aborted, the parent does not know": the abort again, to the parent.
+		if (phase == PH_ABORTED && !(word & ABORT_PARENT_KNOWS)) {
+			send(d, KIND_ABORT, TO_PARENT, 0, g->seq, word & ((1ull << 56) - 1));
+			out->result = T_RESENT_ABORT;
+			out->rearm = TIMER_RESEND;
+			out->rearm_attempt = next_attempt;
+		}
+		return;
+	}
+	// "Deadline, still gathering, some child reported, some did not": the lowest silent
+	// child is declared failed; the abort goes to every member, and an intermediate keeps
+	// re-sending it up.
+	if (r->timer == TIMER_DEADLINE && (phase == PH_COLLECTING || phase == PH_UNKNOWN) &&
+	    arrived && (g->children & ~arrived)) {
+		__u64 failure = me | (__u64)lowest_bit(g->children & ~arrived) << ABORT_PORT_SHIFT;
+		int knows = !parent_bit;
+		*nword = PH_ABORTED << PHASE_SHIFT | failure | (knows ? ABORT_PARENT_KNOWS : 0);
+		send(d, KIND_ABORT, TO_MEMBERS, 0, g->seq, failure);
+		out->result = T_DECLARED;
+		if (!knows) {
+			out->rearm = TIMER_RESEND;
+			out->rearm_attempt = 0;
+		}
+	}
+}
+
+SEC("xdp")
+int nb_timer(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *p = data;
+	__u32 zero = 0;
+
+	if (p + TIMER_BUF > (__u8 *)data_end)
+		return XDP_ABORTED;
+	struct nb_timer_req req = *(struct nb_timer_req *)p;
+	if (req.magic != TIMER_MAGIC || req.group >= MAX_GROUPS)
+		return XDP_ABORTED;
+	struct nb_self *self = bpf_map_lookup_elem(&nb_self, &zero);
+	struct nb_group *g = bpf_map_lookup_elem(&nb_groups, &req.group);
+	if (!self || !g)
+		return XDP_ABORTED;
+	__u64 me = 0;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		me = me << 8 | self->mac[i];
+
+	struct decision d = {};
+	struct nb_timer_reply out = {};
+	__u64 nword, children, parent_bit;
+	__u32 epoch;
+	bpf_spin_lock(&g->lock);
+	if (!g->configured) {
+		bpf_spin_unlock(&g->lock);
+		out.result = T_NOTHING;
+		*(struct nb_timer_reply *)(p + TIMER_REPLY) = out;
+		return XDP_DROP;
+	}
+	decide_timer(g, &req, me, &nword, &d, &out);
+	g->word = nword;
+	epoch = g->epoch;
+	children = g->children;
+	parent_bit = g->parent < MAX_PORT ? 1ull << g->parent : 0;
+	bpf_spin_unlock(&g->lock);
+
+	if (out.result == T_RESENT_REDUCE)
+		count(C_TIMER_RESENDS);
+	else if (out.result == T_DECLARED)
+		count(C_DECLARED);
+	if (!d.kind) {
+		*(struct nb_timer_reply *)(p + TIMER_REPLY) = out;
+		return XDP_DROP;
+	}
+	out.ports = d.to == TO_PARENT ? parent_bit : children | parent_bit;
+	write_frame(p, self, d.kind, d.retransmit, req.group, epoch, d.seq, d.failure);
+	*(struct nb_timer_reply *)(p + TIMER_REPLY) = out;
+	return XDP_TX;
+}
 
 // Passes everything. Attached to the far end of a veth pair, it gives that end the XDP receive
 // queue a redirect into it needs (veth drops redirected frames toward a peer without one).

@@ -6,6 +6,13 @@
 //! reads [`GroupState`]s back, and sums the per-CPU counters. What the program does and what
 //! it leaves to a userspace side (timers) is in `docs/offload.md`; the differential test
 //! (`tests/differential.rs`) holds the program to `barrier_protocol::switch::on_event`.
+//!
+//! The timers the program cannot run (claim 3's re-send, the failure deadline) are
+//! [`timers::TimerSide`]'s: it reads the timer records the program writes, keeps the timers, and
+//! when one fires has the program's second entry point (`nb_timer`) decide `on_timer`'s row
+//! under the group's lock, then sends the frame it hands back on a packet socket.
+
+pub mod timers;
 
 use std::collections::HashMap;
 
@@ -31,8 +38,18 @@ pub const BROKEN_NO_EPOCH_CHECK_OBJECT: &[u8] =
 pub const BROKEN_NO_LOCK_OBJECT: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/switch_broken_lock.bpf.o"));
 
+/// The same program built with `-DNB_BROKEN_STALE_TIMER` (the timer entry point acts on a
+/// timer armed for another barrier): only for the timer tests' check that they can fail.
+#[doc(hidden)]
+pub const BROKEN_STALE_TIMER_OBJECT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/switch_broken_timer.bpf.o"));
+
 /// The program's name in the object.
 pub const PROGRAM: &str = "nb_switch";
+
+/// The timer entry point's name in the object: run by [`timers`] with `BPF_PROG_TEST_RUN`,
+/// never attached.
+pub const TIMER_PROGRAM: &str = "nb_timer";
 
 /// A program in the same object that passes every frame: what the far end of a veth pair
 /// needs attached for redirects into it to arrive (tests, a namespace test bed).
@@ -45,9 +62,10 @@ pub const MAX_PORT: u8 = 62;
 /// Port-set devmaps the program can hold (distinct child sets and member sets together).
 pub const MAX_PORT_SETS: u32 = 1024;
 
-/// Bytes of one group's slot in `nb_groups`: 16 of state (spin lock, seq, word) and 24 of
-/// configuration.
-pub const GROUP_SLOT_BYTES: usize = 40;
+/// Bytes of one group's slot in `nb_groups`: 16 of state (spin lock, seq, word) and 32 of
+/// configuration (children, epoch, parent, port sets, the `fail_after` register in whole
+/// microseconds, the configuration generation).
+pub const GROUP_SLOT_BYTES: usize = 48;
 
 const NO_PARENT: u8 = 0xff;
 const PHASE_SHIFT: u32 = 62;
@@ -91,8 +109,11 @@ pub enum XdpError {
 /// switch's RX counter names (`dataplane/switch/src/counters.rs`) where the meaning is the
 /// same. Differences: `pass_not_barrier` counts frames of other EtherTypes handed to the
 /// kernel (`XDP_PASS`), not dropped; `tx_failed` counts decided frames the program could not
-/// send (no devmap entry, tail adjust refused).
-pub const COUNTERS: [&str; 27] = [
+/// send (no devmap entry, tail adjust refused). The last three are the timer side's decisions,
+/// made in the program under the group's lock (`nb_timer`): `timer_resends` (reduces re-sent
+/// to the parent, as barrier-switch's scheduler counts them), `declared` (failure declarations)
+/// and `timers_lost` (timer records the ring buffer had no room for).
+pub const COUNTERS: [&str; 30] = [
     "frames",
     "reduce_in",
     "release_in",
@@ -120,6 +141,9 @@ pub const COUNTERS: [&str; 27] = [
     "drop_not_the_parent",
     "drop_other_epoch",
     "tx_failed",
+    "timer_resends",
+    "declared",
+    "timers_lost",
 ];
 
 /// The outcome a counter index stands for, for the counters that count [`Outcome`]s.
@@ -193,6 +217,11 @@ pub struct XdpSwitch {
     groups: u32,
     ports: [Option<u32>; MAX_PORT as usize],
     sets: HashMap<u64, (u32, OwnedMap)>,
+    /// Every configured group's registers and the generation written with them: what the
+    /// timer side needs (delays, backoff) and the program does not keep.
+    configs: HashMap<u32, (GroupConfig, u32)>,
+    /// Configurations written so far: the next one's generation.
+    generation: u32,
 }
 
 impl XdpSwitch {
@@ -211,6 +240,8 @@ impl XdpSwitch {
             groups: groups.max(1),
             ports: [None; MAX_PORT as usize],
             sets: HashMap::new(),
+            configs: HashMap::new(),
+            generation: 0,
         })
     }
 
@@ -309,8 +340,20 @@ impl XdpSwitch {
         v[29] = parent;
         v[32..36].copy_from_slice(&children_set.to_ne_bytes());
         v[36..40].copy_from_slice(&members_set.to_ne_bytes());
+        // Whole microseconds, rounded up, as the group table keeps it (validate() bounds it).
+        let fail_after_us = cfg.fail_after_ns.div_ceil(1_000) as u32;
+        v[40..44].copy_from_slice(&fail_after_us.to_ne_bytes());
+        self.generation = self.generation.wrapping_add(1);
+        v[44..48].copy_from_slice(&self.generation.to_ne_bytes());
         self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK)?;
+        self.configs.insert(group.0, (*cfg, self.generation));
         Ok(())
+    }
+
+    /// `group`'s configuration and the generation it was written in (the run its timers
+    /// belong to); `None` when not configured.
+    pub fn config(&self, group: GroupId) -> Option<(GroupConfig, u32)> {
+        self.configs.get(&group.0).copied()
     }
 
     /// Removes `group`: its frames are `drop_unknown_group` from now on.
@@ -318,6 +361,7 @@ impl XdpSwitch {
         let key = self.check_group(group)?;
         let v = [0u8; GROUP_SLOT_BYTES];
         self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK)?;
+        self.configs.remove(&group.0);
         Ok(())
     }
 

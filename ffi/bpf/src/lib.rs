@@ -231,6 +231,8 @@ pub mod map_type {
     pub const DEVMAP: u32 = 14;
     /// `BPF_MAP_TYPE_DEVMAP_HASH`.
     pub const DEVMAP_HASH: u32 = 25;
+    /// `BPF_MAP_TYPE_RINGBUF`
+    pub const RINGBUF: u32 = 27;
 }
 
 /// Flags of map updates and lookups.
@@ -642,6 +644,91 @@ fn detach(ifindex: u32, flags: u32) -> Result<(), BpfError> {
 impl Drop for XdpAttachment {
     fn drop(&mut self) {
         let _ = detach(self.ifindex, self.flags);
+    }
+}
+
+/// A consumer of a `BPF_MAP_TYPE_RINGBUF` map (libbpf's `ring_buffer`): records the programs
+/// wrote are taken out with [`RingBuffer::consume`], without blocking. The ring's memory is
+/// mapped into this process, and the mapping holds the map, so the consumer stays valid after
+/// the object that made the map is dropped (it then sees no new records).
+#[derive(Debug)]
+pub struct RingBuffer {
+    rb: NonNull<sys::ring_buffer>,
+    /// Records taken by the callback during one `consume`: each a native-endian `u32` length,
+    /// then its bytes. Boxed so its address, given to libbpf as the callback's context, never
+    /// moves (a `Vec` alone would not do: moving the `RingBuffer` moves its header).
+    #[allow(clippy::box_collection)]
+    sink: Box<Vec<u8>>,
+}
+
+// SAFETY: the ring_buffer is heap data owned by this handle and used only through `&mut self`
+// (consume) or for its epoll fd; libbpf has no thread affinity.
+unsafe impl Send for RingBuffer {}
+
+unsafe extern "C" fn ring_sample(
+    ctx: *mut std::ffi::c_void,
+    data: *mut std::ffi::c_void,
+    size: usize,
+) -> c_int {
+    // SAFETY: ctx is the `Vec<u8>` inside the RingBuffer's box (set at ring_buffer__new), and
+    // the callback runs only inside ring_buffer__consume, called from `&mut self`, so nothing
+    // else touches the vector meanwhile.
+    let sink = unsafe { &mut *ctx.cast::<Vec<u8>>() };
+    // SAFETY: libbpf passes a record of `size` readable bytes, valid during the callback.
+    let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>().cast_const(), size) };
+    sink.extend_from_slice(&(size as u32).to_ne_bytes());
+    sink.extend_from_slice(bytes);
+    0
+}
+
+impl RingBuffer {
+    /// A consumer of `map`, which must be a `BPF_MAP_TYPE_RINGBUF`.
+    pub fn new(map: &Map<'_>) -> Result<RingBuffer, BpfError> {
+        let mut sink: Box<Vec<u8>> = Box::default();
+        let ctx: *mut Vec<u8> = &mut *sink;
+        // SAFETY: a map fd, a callback of the right signature, a context pointer that lives as
+        // long as the ring_buffer (both are owned by the RingBuffer and freed together), no
+        // options.
+        let rb = unsafe {
+            sys::ring_buffer__new(map.fd, Some(ring_sample), ctx.cast(), std::ptr::null())
+        };
+        let rb = NonNull::new(rb)
+            .ok_or_else(|| os_err(format!("ring_buffer__new on map {}", map.name), -1))?;
+        Ok(RingBuffer { rb, sink })
+    }
+
+    /// Takes every record written so far, calling `f` on each in order; returns how many.
+    pub fn consume(&mut self, mut f: impl FnMut(&[u8])) -> Result<usize, BpfError> {
+        self.sink.clear();
+        // SAFETY: rb is live; the callback writes only into `sink`, which `&mut self` keeps
+        // to ourselves.
+        let rc = unsafe { sys::ring_buffer__consume(self.rb.as_ptr()) };
+        if rc < 0 {
+            return Err(os_err("ring_buffer__consume", rc));
+        }
+        let mut rest = self.sink.as_slice();
+        let mut n = 0;
+        while rest.len() >= 4 {
+            let len = u32::from_ne_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+            f(&rest[4..4 + len]);
+            rest = &rest[4 + len..];
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// An epoll fd that is readable when records are waiting (for a loop that sleeps).
+    pub fn epoll_fd(&self) -> i32 {
+        // SAFETY: rb is live.
+        unsafe { sys::ring_buffer__epoll_fd(self.rb.as_ptr()) }
+    }
+}
+
+impl Drop for RingBuffer {
+    fn drop(&mut self) {
+        // SAFETY: rb came from ring_buffer__new and is freed once; the sink it points into
+        // is dropped after this.
+        unsafe { sys::ring_buffer__free(self.rb.as_ptr()) };
     }
 }
 

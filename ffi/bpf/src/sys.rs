@@ -223,4 +223,23 @@ extern "C" {
         -> c_int;
     pub fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const c_void) -> c_int;
     pub fn libbpf_num_possible_cpus() -> c_int;
+    pub fn ring_buffer__new(
+        map_fd: c_int,
+        sample_cb: ring_buffer_sample_fn,
+        ctx: *mut c_void,
+        opts: *const c_void,
+    ) -> *mut ring_buffer;
+    pub fn ring_buffer__consume(rb: *mut ring_buffer) -> c_int;
+    pub fn ring_buffer__epoll_fd(rb: *const ring_buffer) -> c_int;
+    pub fn ring_buffer__free(rb: *mut ring_buffer);
 }
+
+/// `struct ring_buffer` of libbpf: opaque.
+#[repr(C)]
+pub struct ring_buffer {
+    _private: [u8; 0],
+}
+
+/// `ring_buffer_sample_fn`: called once per record by `ring_buffer__consume`.
+pub type ring_buffer_sample_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, data: *mut c_void, size: usize) -> c_int>;

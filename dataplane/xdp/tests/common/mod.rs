@@ -3,10 +3,14 @@
 
 #![allow(dead_code)]
 
-use barrier_protocol::switch::{on_event, Event, GroupConfig, GroupState, Outcome};
+use barrier_bpf::RingBuffer;
+use barrier_protocol::switch::{
+    on_event, on_timer, Action, Actions, Event, Fired, GroupConfig, GroupState, Outcome, Run, Timer,
+};
 use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr};
 use barrier_protocol::{GroupId, PortIdx, PortSet};
 use barrier_testbed::netns::{can_create, VethNetns};
+use barrier_xdp::timers::{delay_ns, parse_arm_record, TimerOutcome};
 use barrier_xdp::{counter_outcome, Egress, XdpSwitch};
 
 /// This switch's id (the source MAC of what it sends).
@@ -73,6 +77,28 @@ pub fn frame_for(group: GroupId, ev: Event, retransmit: bool) -> [u8; 60] {
     .to_bytes()
 }
 
+/// The bytes this switch sends for a decided frame (`FrameRepr::emit`, as the program writes
+/// them: broadcast, no timestamp).
+fn emitted(
+    group: GroupId,
+    epoch: barrier_protocol::Epoch,
+    kind: Kind,
+    seq: barrier_protocol::Seq,
+    retransmit: bool,
+) -> [u8; 60] {
+    FrameRepr {
+        dst: MacAddr::BROADCAST,
+        src: ME,
+        kind,
+        flags: Flags::retransmit(retransmit),
+        group,
+        epoch,
+        seq,
+        tx_timestamp: None,
+    }
+    .to_bytes()
+}
+
 fn port_of(ev: &Event) -> PortIdx {
     match *ev {
         Event::Reduce { port, .. } | Event::Release { port, .. } | Event::Abort { port, .. } => {
@@ -83,10 +109,13 @@ fn port_of(ev: &Event) -> PortIdx {
 
 /// Feeds `ev` of `group` to the protocol (`cfg`, `st`) and to the program (through
 /// BPF_PROG_TEST_RUN on the event's port, `len` bytes of frame: 40 unpadded, 60 padded) and
-/// compares outcome, next state, and the frame sent with the ports it goes to. Returns the
-/// protocol's next state, or what disagreed.
+/// compares outcome, next state, the frame sent with the ports it goes to, and the timers armed
+/// (the program's records in `ring` against `on_event`'s `ArmTimer`s). Returns the protocol's
+/// next state, or what disagreed.
+#[allow(clippy::too_many_arguments)]
 pub fn step(
     sw: &XdpSwitch,
+    ring: &mut RingBuffer,
     ifindexes: &[u32],
     group: GroupId,
     cfg: &GroupConfig,
@@ -104,6 +133,7 @@ pub fn step(
         .map_err(|e| e.to_string())?;
     let after = sw.counters().map_err(|e| e.to_string())?;
     let ctx = || format!("event {ev:?} in {st:?} with {cfg:?}");
+    check_armed(sw, ring, group, cfg, &acts).map_err(|e| format!("{}: {e}", ctx()))?;
 
     // Outcome: exactly one outcome counter moved, by one.
     let moved: Vec<Outcome> = (0..after.0.len())
@@ -147,17 +177,7 @@ pub fn step(
             }
         }
         [(ports, kind, seq, retransmit)] => {
-            let want = FrameRepr {
-                dst: MacAddr::BROADCAST,
-                src: ME,
-                kind: *kind,
-                flags: Flags::retransmit(*retransmit),
-                group,
-                epoch: acts.epoch(),
-                seq: *seq,
-                tx_timestamp: None,
-            }
-            .to_bytes();
+            let want = emitted(group, acts.epoch(), *kind, *seq, *retransmit);
             if run.data != want {
                 return Err(format!(
                     "{}: frame sent differs:\n protocol {:02x?}\n program  {:02x?}",
@@ -196,4 +216,145 @@ pub fn step(
         more => return Err(format!("{}: protocol sends {} frames", ctx(), more.len())),
     }
     Ok(next)
+}
+
+/// The timers the program asked for since the last call (its `nb_arm` records) against the
+/// `ArmTimer` actions of `acts`: same barrier, kind, run (epoch; generation: the loader's) and,
+/// through the timer side's [`delay_ns`], the same delay.
+pub fn check_armed(
+    sw: &XdpSwitch,
+    ring: &mut RingBuffer,
+    group: GroupId,
+    cfg: &GroupConfig,
+    acts: &Actions,
+) -> Result<(), String> {
+    let mut got = Vec::new();
+    ring.consume(|r| got.push(parse_arm_record(r)))
+        .map_err(|e| e.to_string())?;
+    let generation = sw.config(group).map(|(_, g)| g).unwrap_or(0);
+    let want: Vec<Option<Fired>> = acts
+        .iter()
+        .filter_map(|a| acts.timer(group, a))
+        .map(|(f, _)| {
+            Some(Fired {
+                run: Run {
+                    epoch: f.run.epoch,
+                    generation,
+                },
+                ..f
+            })
+        })
+        .collect();
+    if got != want {
+        return Err(format!("protocol arms {want:?}, program asked for {got:?}"));
+    }
+    for (f, after) in acts.iter().filter_map(|a| acts.timer(group, a)) {
+        let d = delay_ns(cfg, group, f.seq, f.timer);
+        if d != after {
+            return Err(format!(
+                "timer {f:?}: protocol delay {after} ns, timer side {d} ns"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Fires `fired` (its run's generation as given) both in the protocol (`on_timer`, nothing when
+/// the generation is not the loader's current one: the table's check) and in the program
+/// (`XdpSwitch::fire`) and compares the next state, the frame and its ports, the re-arm with
+/// its delay, and the counters the decision moves. Returns the protocol's next state and the
+/// row both took.
+pub fn fire_step(
+    sw: &XdpSwitch,
+    group: GroupId,
+    cfg: &GroupConfig,
+    st: GroupState,
+    fired: Fired,
+) -> Result<(GroupState, TimerOutcome), String> {
+    let current = sw.config(group).map(|(_, g)| g);
+    let (next, acts) = if current == Some(fired.run.generation) {
+        on_timer(cfg, st, fired, ME)
+    } else {
+        (st, Actions::in_epoch(cfg.epoch))
+    };
+    let ctx = || format!("timer {fired:?} in {st:?} with {cfg:?}");
+    let before = sw.counters().map_err(|e| e.to_string())?;
+    let d = sw.fire(fired).map_err(|e| e.to_string())?;
+    let after = sw.counters().map_err(|e| e.to_string())?;
+    let got = sw
+        .state(group)
+        .map_err(|e| e.to_string())?
+        .ok_or("group not configured in the program")?;
+    if got != next {
+        return Err(format!(
+            "{}: protocol next state {next:?}, program {got:?} ({d:?})",
+            ctx()
+        ));
+    }
+    let sends: Vec<(PortSet, Kind, barrier_protocol::Seq, bool)> =
+        acts.iter().filter_map(|a| a.frame()).collect();
+    let want_frame = match sends.as_slice() {
+        [] => None,
+        [(ports, kind, seq, retransmit)] => Some((
+            emitted(group, acts.epoch(), *kind, *seq, *retransmit),
+            *ports,
+        )),
+        more => return Err(format!("{}: protocol sends {} frames", ctx(), more.len())),
+    };
+    if d.frame != want_frame {
+        return Err(format!(
+            "{}: protocol sends {want_frame:02x?}, program {:02x?}",
+            ctx(),
+            d.frame
+        ));
+    }
+    let want_rearm: Vec<(Timer, u64)> = acts
+        .iter()
+        .filter_map(|a| match *a {
+            Action::ArmTimer {
+                seq,
+                after_ns,
+                timer,
+            } if seq == fired.seq => Some((timer, after_ns)),
+            Action::ArmTimer { .. } => Some((Timer::Deadline, u64::MAX)),
+            _ => None,
+        })
+        .collect();
+    let got_rearm: Vec<(Timer, u64)> = d
+        .rearm
+        .map(|t| (t, delay_ns(cfg, group, fired.seq, t)))
+        .into_iter()
+        .collect();
+    if want_rearm != got_rearm {
+        return Err(format!(
+            "{}: protocol re-arms {want_rearm:?}, timer side {got_rearm:?}",
+            ctx()
+        ));
+    }
+    let want_outcome = match (sends.first(), next.phase != st.phase) {
+        (None, _) => TimerOutcome::Nothing,
+        (Some((_, Kind::Reduce, _, _)), _) => TimerOutcome::ResentReduce,
+        (Some((_, Kind::Abort(_), _, _)), true) => TimerOutcome::Declared,
+        (Some(_), _) => TimerOutcome::ResentAbort,
+    };
+    if d.outcome != want_outcome {
+        return Err(format!(
+            "{}: protocol {want_outcome:?}, program {:?}",
+            ctx(),
+            d.outcome
+        ));
+    }
+    let moved = |name: &str| after.get(name).unwrap_or(0) - before.get(name).unwrap_or(0);
+    let want_counts = (
+        u64::from(want_outcome == TimerOutcome::ResentReduce),
+        u64::from(want_outcome == TimerOutcome::Declared),
+    );
+    if (moved("timer_resends"), moved("declared")) != want_counts {
+        return Err(format!(
+            "{}: timer_resends/declared moved {:?}, want {want_counts:?}",
+            ctx(),
+            (moved("timer_resends"), moved("declared"))
+        ));
+    }
+    Ok((next, want_outcome))
 }
