@@ -1359,7 +1359,7 @@ impl barrier_mgmt::Dataplane for Bare {
     fn port_names(&self) -> &[String] {
         &self.ports
     }
-    fn table(&self) -> &GroupTable {
+    fn table(&self) -> &dyn barrier_mgmt::Groups {
         &self.table
     }
     fn snapshot(&self) -> barrier_mgmt::snapshot::Snapshot {
