@@ -6,6 +6,19 @@
 //! reads [`GroupState`]s back, and sums the per-CPU counters. What the program does and what
 //! it leaves to a userspace side (timers) is in `docs/offload.md`; the differential test
 //! (`tests/differential.rs`) holds the program to `barrier_protocol::switch::on_event`.
+//!
+//! | module | role |
+//! | --- | --- |
+//! | (root) | [`XdpSwitch`]: load, ports, configure/remove/state, counters |
+//! | `config` | the daemon's configuration file: barrier-switch's, ports as interfaces |
+//! | `dataplane` | [`XdpDataplane`]: the switch behind `barrier_mgmt::Dataplane` |
+//!
+//! The daemon, `barrier-xdp check|run --config FILE`, is `src/main.rs`.
+
+pub mod config;
+pub mod dataplane;
+
+pub use dataplane::XdpDataplane;
 
 use std::collections::HashMap;
 

@@ -1,0 +1,188 @@
+//! `run`: the XDP switch from its configuration. The program is loaded with a group map of the
+//! file's capacity, its ports and MAC set and the file's groups configured, then attached to
+//! every port; the management loop serves the control socket (and Prometheus on its own
+//! thread) until SIGINT/SIGTERM, then detaches. The program's maps (the groups' state) go with
+//! this process: nothing of a run survives it but the file.
+
+use barrier_bpf::XdpMode;
+use barrier_mgmt::{metrics, notify, snapshot, telemetry};
+use barrier_mgmt::{BindError, Control, ControlServer, Dataplane, Groups};
+use barrier_protocol::wire::MacAddr;
+use barrier_protocol::PortIdx;
+use barrier_runtime::launch::Signals;
+use barrier_xdp::config::{self, XdpSpec};
+use barrier_xdp::{XdpDataplane, XdpError, XdpSwitch};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The line the switch prints on stderr once the program is attached to every port and the
+/// control socket listens: from here on it takes frames. Scripts and tests wait for it.
+pub const READY_LINE: &str = "barrier-xdp: ready";
+
+/// What a run ended with.
+pub struct RunOutcome {
+    /// Counters and what became of the program.
+    pub report: String,
+    /// The final counters, as barrier-switch's `--stats-json` writes them.
+    pub stats_json: serde_json::Value,
+}
+
+/// Why `run` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error("loading the program: {0}")]
+    Load(#[source] XdpError),
+    #[error("port {port} ({iface}): {source}")]
+    Port {
+        port: String,
+        iface: String,
+        #[source]
+        source: XdpError,
+    },
+    #[error("groups[{index}]: {reason}")]
+    Group { index: usize, reason: String },
+    #[error("port {port} ({iface}): attaching {mode:?}: {source}{hint}")]
+    Attach {
+        port: String,
+        iface: String,
+        mode: XdpMode,
+        #[source]
+        source: XdpError,
+        hint: &'static str,
+    },
+    #[error("control socket: {0}")]
+    Control(#[from] BindError),
+    #[error(transparent)]
+    Metrics(#[from] metrics::ServeError),
+}
+
+/// Runs the switch of `cfg` (called `name`) until `signals.quit`; SIGUSR1 prints the counters.
+pub fn run(name: &str, cfg: &XdpSpec, signals: &Signals) -> Result<RunOutcome, RunError> {
+    let ifindexes = config::ifindexes(cfg)?;
+    let capacity = cfg.group_capacity();
+    let mut sw = XdpSwitch::load(capacity).map_err(RunError::Load)?;
+    sw.set_switch_mac(MacAddr(cfg.mac))
+        .map_err(RunError::Load)?;
+    for (i, (p, &ifindex)) in cfg.ports.iter().zip(&ifindexes).enumerate() {
+        let port = PortIdx::new(i as u8).expect("config: at most MAX_PORT ports");
+        sw.add_port(port, ifindex)
+            .map_err(|source| RunError::Port {
+                port: p.name.clone(),
+                iface: p.iface.clone(),
+                source,
+            })?;
+    }
+    let port_names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
+    let dp = XdpDataplane::new(name, port_names, sw, capacity);
+    for (index, block) in cfg.mgmt.groups.iter().enumerate() {
+        for g in block.ids() {
+            dp.groups()
+                .configure(g, block.config)
+                .map_err(|reason| RunError::Group { index, reason })?;
+        }
+    }
+
+    // Attached last: from the first attach on, frames meet the configured groups.
+    let mut attached = Vec::with_capacity(cfg.ports.len());
+    for (p, &ifindex) in cfg.ports.iter().zip(&ifindexes) {
+        let a = dp
+            .groups()
+            .with_switch(|sw| sw.attach(ifindex, cfg.mode))
+            .map_err(|source| RunError::Attach {
+                port: p.name.clone(),
+                iface: p.iface.clone(),
+                mode: cfg.mode,
+                source,
+                hint: if cfg.mode == XdpMode::Native {
+                    " (a driver without native XDP: set [xdp] mode = \"generic\" in the file)"
+                } else {
+                    ""
+                },
+            })?;
+        attached.push(a);
+    }
+
+    let mut control = match &cfg.mgmt.control {
+        Some(c) => Some(ControlServer::bind(
+            &c.socket,
+            Control::new(
+                dp.clone(),
+                cfg.port_descs(),
+                c.file.clone().map(config::write_back),
+            ),
+        )?),
+        None => None,
+    };
+    let metrics = match &cfg.mgmt.metrics {
+        Some(m) => {
+            let server = metrics::MetricsServer::start(
+                m.listen,
+                Arc::new(dp.clone()),
+                telemetry::LoopsCell::default(),
+                m.groups.clone(),
+                signals.quit.clone(),
+                None,
+            )?;
+            tracing::info!(
+                "metrics: Prometheus endpoint on http://{}/metrics",
+                server.addr
+            );
+            Some(server)
+        }
+        None => None,
+    };
+
+    let ports: Vec<String> = cfg
+        .ports
+        .iter()
+        .map(|p| format!("{}={}", p.name, p.iface))
+        .collect();
+    eprintln!(
+        "{READY_LINE} (ports: {}; attached {:?}; {} groups)",
+        ports.join(" "),
+        cfg.mode,
+        cfg.group_count()
+    );
+    notify::notify_logged("READY=1");
+    let started = Instant::now();
+    while !signals.quit.load(Ordering::Relaxed) {
+        if signals.dump.swap(false, Ordering::Relaxed) {
+            println!("{}", snapshot::report_counters(&dp.snapshot()));
+        }
+        // The userspace side of the program goes here: `barrier_xdp::timers` (re-send timers
+        // of intermediates, failure deadlines; docs/offload.md), polled once per pass with
+        // the time and the dataplane's groups. Its deadlines will bound the wait below.
+        match &mut control {
+            Some(server) => server.serve(Duration::from_millis(50)),
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    notify::notify_logged("STOPPING=1");
+    drop(control);
+    drop(metrics);
+
+    let mut report = snapshot::report_counters(&dp.snapshot());
+    let stats_json = telemetry::stats_json(&dp);
+    let mut detached = 0;
+    for (p, a) in cfg.ports.iter().zip(attached) {
+        match a.detach() {
+            Ok(()) => detached += 1,
+            Err(e) => {
+                let _ = writeln!(report, "port {} ({}): {e}", p.name, p.iface);
+            }
+        }
+    }
+    let _ = writeln!(
+        report,
+        "ran {:.3} s; detached from {detached} of {} ports: the program and its maps (every \
+         group's state, the counters) are gone with it; the next run starts from the file's \
+         groups",
+        started.elapsed().as_secs_f64(),
+        cfg.ports.len()
+    );
+    Ok(RunOutcome { report, stats_json })
+}

@@ -1,0 +1,344 @@
+//! The `barrier-xdp` program: `check` refuses bad files with the line that is wrong, and
+//! `run` on veth ports in a throw-away namespace serves the control socket as barrier-switch
+//! does: a group created through it releases the leaves' barrier (raw sockets on the far
+//! ends), `stats` shows the completion, the group is reset and deleted, features the XDP
+//! switch has not are refused by name, and SIGTERM detaches the program. The run needs root:
+//! skipped otherwise, failed under `NB_REQUIRE_ROOT=1`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use barrier_ctl::client::Client;
+use barrier_ctl::proto::{PhaseName, Reply, Request};
+use barrier_protocol::switch::Event;
+use barrier_protocol::wire::{FrameRepr, Kind, ETHERTYPE};
+use barrier_protocol::{Epoch, GroupId, PortIdx, Seq};
+use barrier_xdp::XdpSwitch;
+use rawsock::RawSocket;
+
+const BIN: &str = env!("CARGO_BIN_EXE_barrier-xdp");
+
+fn check(text: &str) -> Output {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("x.toml");
+    std::fs::write(&path, text).expect("write");
+    Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run barrier-xdp check")
+}
+
+fn refused(text: &str, want: &str) {
+    let out = check(text);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(want), "want {want:?} in: {err}");
+}
+
+const PORTS: &str =
+    "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[[ports]]\nname = \"leaf0\"\niface = \"lo\"\n";
+
+#[test]
+fn check_refuses_bad_files_with_the_line() {
+    let ok = check(&format!(
+        "{PORTS}\n[[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf0\"]\n"
+    ));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let said = String::from_utf8_lossy(&ok.stdout);
+    assert!(said.contains("ok: 1 ports (leaf0=lo), 1 groups"), "{said}");
+
+    refused(
+        &PORTS.replace("iface = \"lo\"", "vdev = \"net_ring0\""),
+        "line 6: ports[0].vdev: a DPDK device",
+    );
+    refused(
+        &PORTS.replace("\"lo\"", "\"nb-no-such-if\""),
+        "line 6: ports[0].iface: no interface \"nb-no-such-if\"",
+    );
+    refused(
+        &format!("{PORTS}\n[lcores]\nscheduler = 0\n"),
+        "line 8: lcores: a DPDK switch's section",
+    );
+    refused(
+        &format!("{PORTS}\n[[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf9\"]\n"),
+        "line 11: groups[0].children",
+    );
+    let many: String = (0..63)
+        .map(|i| format!("[[ports]]\nname = \"p{i}\"\niface = \"lo{i}\"\n"))
+        .collect();
+    refused(&many, "line 187: ports[62]: port index 62");
+}
+
+/// The daemon, its output lines as they come.
+struct Daemon {
+    child: Child,
+    stdout: mpsc::Receiver<String>,
+    stderr: mpsc::Receiver<String>,
+}
+
+fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+impl Daemon {
+    fn start(netns: &str, config: &Path, stats: &Path) -> Daemon {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", netns, BIN, "run", "--config"])
+            .arg(config)
+            .arg("--stats-json")
+            .arg(stats)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start barrier-xdp run");
+        let stdout = lines(child.stdout.take().expect("stdout"));
+        let stderr = lines(child.stderr.take().expect("stderr"));
+        Daemon {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn wait_ready(&self) -> String {
+        let end = Instant::now() + Duration::from_secs(10);
+        let mut log = Vec::new();
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.stderr.recv_timeout(left) {
+                Ok(l) if l.starts_with("barrier-xdp: ready") => return l,
+                Ok(l) => log.push(l),
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "no ready line from barrier-xdp; stderr:\n{}",
+            log.join("\n")
+        );
+    }
+
+    /// SIGTERM; the exit status and stdout.
+    fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let status = self.child.wait().expect("wait");
+        let out: Vec<String> = self.stdout.try_iter().collect();
+        (status, out.join("\n"))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn next_from_switch(sock: &RawSocket, timeout: Duration) -> Option<FrameRepr> {
+    let end = Instant::now() + timeout;
+    let mut buf = [0u8; 2048];
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        if let Ok(Some(n)) = sock.recv(&mut buf, Some(left)) {
+            if let Ok(f) = FrameRepr::parse(&buf[..n]) {
+                if f.src == common::ME {
+                    return Some(f);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn reduce(sock: &RawSocket, group: u32, epoch: u32, seq: u32) {
+    let ev = Event::Reduce {
+        port: PortIdx::new(0).expect("port"),
+        epoch: Epoch(epoch),
+        seq: Seq(seq),
+    };
+    sock.send(&common::frame_for(GroupId(group), ev, false))
+        .expect("send a reduce");
+}
+
+/// A barrier of `group`: leaf 0 reduces and gets nothing; leaf 1 reduces; both get the release.
+fn barrier(leaves: [&RawSocket; 2], group: u32, epoch: u32, seq: u32) {
+    reduce(leaves[0], group, epoch, seq);
+    assert!(
+        next_from_switch(leaves[0], Duration::from_millis(100)).is_none(),
+        "a release before leaf 1 reduced"
+    );
+    reduce(leaves[1], group, epoch, seq);
+    for (i, s) in leaves.iter().enumerate() {
+        let f = next_from_switch(s, Duration::from_secs(2))
+            .unwrap_or_else(|| panic!("leaf {i}: no release of group {group} seq {seq}"));
+        assert_eq!(
+            (f.kind, f.group, f.epoch, f.seq),
+            (Kind::Release, GroupId(group), Epoch(epoch), Seq(seq)),
+            "leaf {i}"
+        );
+    }
+}
+
+fn rx_total(c: &mut Client, name: &str) -> u64 {
+    let Reply::Stats { sets } = c.request(&Request::Stats {}).expect("stats") else {
+        panic!("stats: another reply")
+    };
+    let rx = sets
+        .iter()
+        .find(|s| s.scope == "rx total")
+        .expect("rx total");
+    rx.counters.get(name).copied().unwrap_or(0)
+}
+
+#[test]
+fn run_serves_the_control_socket_on_veth_ports() {
+    let Some(bed) = common::bed("run_serves_the_control_socket_on_veth_ports") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("xdp.toml");
+    let stats = dir.path().join("stats.json");
+    let sock = dir.path().join("xdp.sock");
+    let (a0, b0) = bed.pairs[0].clone();
+    let (a1, b1) = bed.pairs[1].clone();
+    std::fs::write(
+        &config,
+        format!(
+            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
+             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n[control]\nsocket = \"{}\"\ncapacity = 16\n",
+            sock.display()
+        ),
+    )
+    .expect("write the config");
+    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
+    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    let leaves = [&leaf0, &leaf1];
+
+    barrier_bpf::in_netns(&bed.netns, || {
+        // A veth delivers a redirected frame only to a peer with an XDP receive path: the leaves'
+        // ends run the pass program (tests/veth.rs); detached here, inside the namespace.
+        let pass = XdpSwitch::load(1).expect("load the pass program");
+        let _peers: Vec<_> = [&b0, &b1]
+            .iter()
+            .map(|n| {
+                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
+                    .expect("attach the pass program")
+            })
+            .collect();
+
+        let daemon = Daemon::start(&bed.netns, &config, &stats);
+        let ready = daemon.wait_ready();
+        assert!(ready.contains("leaf0=veth-a0"), "{ready}");
+        let mut c = Client::connect(&sock).expect("connect to the control socket");
+
+        let r = c
+            .request(&Request::GroupCreate {
+                group: 3,
+                children: vec!["leaf0".into(), "leaf1".into()],
+                parent: None,
+                resend_timeout_ns: None,
+                epoch: Some(2),
+                fail_after_ns: None,
+                force: false,
+            })
+            .expect("create group 3");
+        assert!(
+            matches!(
+                r,
+                Reply::Changed {
+                    group: 3,
+                    epoch: 2,
+                    ..
+                }
+            ),
+            "{r:?}"
+        );
+        let Reply::Groups { blocks, .. } = c.request(&Request::Groups {}).expect("groups") else {
+            panic!("groups: another reply")
+        };
+        assert_eq!((blocks.len(), blocks[0].first), (1, 3));
+
+        barrier(leaves, 3, 2, 0);
+        barrier(leaves, 3, 2, 1);
+        let Reply::Group { group: g } = c
+            .request(&Request::GroupShow { group: 3 })
+            .expect("show group 3")
+        else {
+            panic!("show: another reply")
+        };
+        assert_eq!(
+            (g.phase, g.seq, g.uncounted),
+            (PhaseName::Collecting, Some(2), true)
+        );
+        assert_eq!(rx_total(&mut c, "completions"), 2);
+        let Reply::Ports { ports } = c.request(&Request::Ports {}).expect("ports") else {
+            panic!("ports: another reply")
+        };
+        assert_eq!(ports[1].device, format!("iface:{a1}"));
+
+        // What the XDP switch has not is refused by name.
+        let e = c
+            .request(&Request::PortSet {
+                port: "leaf0".into(),
+                policer_rate: Some(1000),
+                policer_burst: None,
+            })
+            .expect_err("no policer");
+        assert!(
+            e.to_string().contains("the XDP switch has no policer"),
+            "{e}"
+        );
+        let e = c
+            .request(&Request::GroupWatch { group: 3 })
+            .expect_err("no straggler watch");
+        assert!(e.to_string().contains("straggler watch"), "{e}");
+
+        // Reset: a new epoch, the state fresh; the barrier starts again at 0.
+        let r = c
+            .request(&Request::GroupReset {
+                group: 3,
+                epoch: None,
+                force: false,
+            })
+            .expect("reset group 3");
+        assert!(matches!(r, Reply::Changed { epoch: 3, .. }), "{r:?}");
+        barrier(leaves, 3, 3, 0);
+        assert_eq!(rx_total(&mut c, "completions"), 3);
+
+        // Delete: the group's frames are the program's unknown group.
+        c.request(&Request::GroupDelete { group: 3 })
+            .expect("delete group 3");
+        reduce(&leaf0, 3, 3, 1);
+        let end = Instant::now() + Duration::from_secs(2);
+        while rx_total(&mut c, "drop_unknown_group") == 0 {
+            assert!(
+                Instant::now() < end,
+                "the deleted group's reduce was not refused"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(c);
+
+        let (status, out) = daemon.stop();
+        assert!(status.success(), "{status}: {out}");
+        assert!(out.contains("detached from 2 of 2 ports"), "{out}");
+        let json = std::fs::read_to_string(&stats).expect("--stats-json written");
+        assert!(json.contains("\"completions\": 3"), "{json}");
+        assert!(!sock.exists(), "the control socket outlived the switch");
+    })
+    .expect("enter the namespace");
+}
