@@ -405,4 +405,28 @@ capacity = 16
         assert!(e.key.starts_with("groups[0]"), "{e}");
         assert!(e.line.is_some(), "{e}");
     }
+
+    #[test]
+    fn the_examples_in_configuration_md_are_valid() {
+        let page =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+        let text = std::fs::read_to_string(page).expect("docs/configuration.md");
+        let mut blocks = Vec::new();
+        let mut cur: Option<String> = None;
+        for line in text.lines() {
+            match (&mut cur, line.trim_end()) {
+                (None, "```toml xdp") => cur = Some(String::new()),
+                (Some(_), "```") => blocks.extend(cur.take()),
+                (Some(s), l) => {
+                    s.push_str(l);
+                    s.push('\n');
+                }
+                _ => {}
+            }
+        }
+        assert!(!blocks.is_empty(), "no `toml xdp` example");
+        for b in &blocks {
+            parse(b).unwrap_or_else(|e| panic!("{e}:\n{b}"));
+        }
+    }
 }
