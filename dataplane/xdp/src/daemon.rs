@@ -60,6 +60,27 @@ pub enum RunError {
     Metrics(#[from] metrics::ServeError),
 }
 
+/// What to do about a refused attach, by its errno.
+fn attach_hint(e: &XdpError, mode: XdpMode) -> &'static str {
+    const EBUSY: i32 = 16;
+    const EEXIST: i32 = 17;
+    const EINVAL: i32 = 22;
+    const EOPNOTSUPP: i32 = 95;
+    let errno = match e {
+        XdpError::Bpf(b) => b.errno(),
+        _ => None,
+    };
+    match errno {
+        Some(EBUSY | EEXIST) => {
+            " (another XDP program is attached to it: `ip link show` names it; detach it first)"
+        }
+        Some(EINVAL | EOPNOTSUPP) if mode == XdpMode::Native => {
+            " (a driver without native XDP? set [xdp] mode = \"generic\" in the file)"
+        }
+        _ => "",
+    }
+}
+
 /// Runs the switch of `cfg` (called `name`) until `signals.quit`; SIGUSR1 prints the counters.
 pub fn run(name: &str, cfg: &XdpSpec, signals: &Signals) -> Result<RunOutcome, RunError> {
     let ifindexes = config::ifindexes(cfg)?;
@@ -96,12 +117,8 @@ pub fn run(name: &str, cfg: &XdpSpec, signals: &Signals) -> Result<RunOutcome, R
                 port: p.name.clone(),
                 iface: p.iface.clone(),
                 mode: cfg.mode,
+                hint: attach_hint(&source, cfg.mode),
                 source,
-                hint: if cfg.mode == XdpMode::Native {
-                    " (a driver without native XDP: set [xdp] mode = \"generic\" in the file)"
-                } else {
-                    ""
-                },
             })?;
         attached.push(a);
     }

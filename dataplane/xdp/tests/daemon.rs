@@ -204,6 +204,19 @@ fn rx_total(c: &mut Client, name: &str) -> u64 {
     rx.counters.get(name).copied().unwrap_or(0)
 }
 
+const METRICS: &str = "127.0.0.1:19464";
+
+/// One Prometheus scrape of the daemon (from a thread in its namespace).
+fn scrape() -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(METRICS).expect("connect to the metrics endpoint");
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .expect("send the scrape");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read the scrape");
+    out
+}
+
 #[test]
 fn run_serves_the_control_socket_on_veth_ports() {
     let Some(bed) = common::bed("run_serves_the_control_socket_on_veth_ports") else {
@@ -219,7 +232,8 @@ fn run_serves_the_control_socket_on_veth_ports() {
         &config,
         format!(
             "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
-             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n[control]\nsocket = \"{}\"\ncapacity = 16\n",
+             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n[control]\nsocket = \"{}\"\ncapacity = 16\n\n\
+             [metrics]\nlisten = \"{METRICS}\"\n",
             sock.display()
         ),
     )
@@ -227,6 +241,9 @@ fn run_serves_the_control_socket_on_veth_ports() {
     let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
     let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
     let leaves = [&leaf0, &leaf1];
+    // The metrics endpoint listens on the namespace's loopback.
+    bed.exec(&["ip", "link", "set", "lo", "up"])
+        .expect("loopback up");
 
     barrier_bpf::in_netns(&bed.netns, || {
         // A veth delivers a redirected frame only to a peer with an XDP receive path: the leaves'
@@ -285,6 +302,34 @@ fn run_serves_the_control_socket_on_veth_ports() {
             (PhaseName::Collecting, Some(2), true)
         );
         assert_eq!(rx_total(&mut c, "completions"), 2);
+        let scraped = scrape();
+        assert!(
+            scraped.contains("barrier_rx_events_total{event=\"completions\"} 2"),
+            "{scraped}"
+        );
+        // The running groups written back into the file, which `check` accepts.
+        let r = c.request(&Request::WriteBack {}).expect("write-back");
+        assert!(matches!(r, Reply::WrittenBack { groups: 1, .. }), "{r:?}");
+        let text = std::fs::read_to_string(&config).expect("the file");
+        assert!(text.contains("[[groups]]"), "{text}");
+        barrier_xdp::config::parse(&text).expect("the written-back file parses");
+
+        // A second switch on the same ports is refused at attach, with what to do.
+        let other = config.with_file_name("other.toml");
+        std::fs::write(
+            &other,
+            text.replace("xdp.sock", "other.sock")
+                .replace(METRICS, "127.0.0.1:19465"),
+        )
+        .expect("write the second config");
+        let out = Command::new("ip")
+            .args(["netns", "exec", &bed.netns, BIN, "run", "--config"])
+            .arg(&other)
+            .output()
+            .expect("run a second barrier-xdp");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("another XDP program is attached"), "{err}");
         let Reply::Ports { ports } = c.request(&Request::Ports {}).expect("ports") else {
             panic!("ports: another reply")
         };
