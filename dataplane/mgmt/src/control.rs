@@ -565,10 +565,8 @@ impl Control {
         ];
         // Per-group sums only where the dataplane counts per group (the XDP switch does not;
         // its completions are in the rx counters).
-        if self.table().counts(GroupId(0)).is_some() {
-            let counts: Vec<_> = (0..cap)
-                .filter_map(|n| self.table().counts(GroupId(n)))
-                .collect();
+        let counts: Option<Vec<_>> = (0..cap).map(|n| self.table().counts(GroupId(n))).collect();
+        if let Some(counts) = counts {
             let completions = counts.iter().map(|c| u64::from(c.completions)).sum();
             let resends = counts.iter().map(|c| u64::from(c.resends)).sum();
             counters.push(("completions".to_string(), completions));
