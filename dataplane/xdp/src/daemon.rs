@@ -5,7 +5,7 @@
 //! this process: nothing of a run survives it but the file.
 
 use barrier_bpf::XdpMode;
-use barrier_mgmt::{metrics, notify, snapshot, telemetry};
+use barrier_mgmt::{metrics, notify, telemetry, Set};
 use barrier_mgmt::{BindError, Control, ControlServer, Dataplane, Groups};
 use barrier_protocol::wire::MacAddr;
 use barrier_protocol::PortIdx;
@@ -58,6 +58,21 @@ pub enum RunError {
     Control(#[from] BindError),
     #[error(transparent)]
     Metrics(#[from] metrics::ServeError),
+}
+
+/// The counters as barrier-switch's report shows them (`== switch NAME`, non-zero counters),
+/// of the one set the program has: switch-wide, summed over the CPUs.
+fn counters_report(dp: &XdpDataplane) -> String {
+    let snap = dp.snapshot();
+    format!(
+        "== switch {} (XDP: counters switch-wide, summed over CPUs; none per port)\n{}",
+        snap.switch,
+        barrier_runtime::counters::format_sum(
+            "  rx total",
+            snap.names(Set::Rx),
+            [snap.total(Set::Rx)]
+        )
+    )
 }
 
 /// What to do about a refused attach, by its errno.
@@ -168,7 +183,7 @@ pub fn run(name: &str, cfg: &XdpSpec, signals: &Signals) -> Result<RunOutcome, R
     let started = Instant::now();
     while !signals.quit.load(Ordering::Relaxed) {
         if signals.dump.swap(false, Ordering::Relaxed) {
-            println!("{}", snapshot::report_counters(&dp.snapshot()));
+            println!("{}", counters_report(&dp));
         }
         // The userspace side of the program goes here: `barrier_xdp::timers` (re-send timers
         // of intermediates, failure deadlines; docs/offload.md), polled once per pass with
@@ -182,7 +197,7 @@ pub fn run(name: &str, cfg: &XdpSpec, signals: &Signals) -> Result<RunOutcome, R
     drop(control);
     drop(metrics);
 
-    let mut report = snapshot::report_counters(&dp.snapshot());
+    let mut report = counters_report(&dp);
     let stats_json = telemetry::stats_json(&dp);
     let mut detached = 0;
     for (p, a) in cfg.ports.iter().zip(attached) {
