@@ -9,6 +9,7 @@ use barrier_mgmt::{metrics, notify, telemetry, Set};
 use barrier_mgmt::{BindError, Control, ControlServer, Dataplane, Groups};
 use barrier_protocol::wire::MacAddr;
 use barrier_protocol::PortIdx;
+use barrier_runtime::affinity::ControlCores;
 use barrier_runtime::launch::Signals;
 use barrier_xdp::config::{self, XdpSpec};
 use barrier_xdp::{XdpDataplane, XdpError, XdpSwitch};
@@ -149,6 +150,10 @@ pub fn run(name: &str, cfg: &XdpSpec, signals: &Signals) -> Result<RunOutcome, R
         )?),
         None => None,
     };
+    // `[management] cpus`: this thread (the control socket) and the metrics endpoint's go
+    // there; the frames are the kernel's, on whatever CPU receives them.
+    let control_cores = cfg.mgmt.cpus.clone().map(ControlCores::new);
+    ControlCores::pin_opt(control_cores.as_ref(), "management");
     let metrics = match &cfg.mgmt.metrics {
         Some(m) => {
             let server = metrics::MetricsServer::start(
@@ -157,7 +162,7 @@ pub fn run(name: &str, cfg: &XdpSpec, signals: &Signals) -> Result<RunOutcome, R
                 telemetry::LoopsCell::default(),
                 m.groups.clone(),
                 signals.quit.clone(),
-                None,
+                control_cores.clone(),
             )?;
             tracing::info!(
                 "metrics: Prometheus endpoint on http://{}/metrics",

@@ -233,7 +233,7 @@ fn run_serves_the_control_socket_on_veth_ports() {
         format!(
             "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
              [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n[control]\nsocket = \"{}\"\ncapacity = 16\n\n\
-             [metrics]\nlisten = \"{METRICS}\"\n",
+             [metrics]\nlisten = \"{METRICS}\"\n\n[management]\ncpus = [0]\n",
             sock.display()
         ),
     )
