@@ -2,8 +2,9 @@
 //! `run` on veth ports in a throw-away namespace serves the control socket as barrier-switch
 //! does: a group created through it releases the leaves' barrier (raw sockets on the far
 //! ends), `stats` shows the completion, the group is reset and deleted, features the XDP
-//! switch has not are refused by name, and SIGTERM detaches the program. The run needs root:
-//! skipped otherwise, failed under `NB_REQUIRE_ROOT=1`.
+//! switch has not are refused by name, and SIGTERM detaches the program; and a group planned
+//! over a tree of two XDP switches is applied through their sockets and releases. The runs
+//! need root: skipped otherwise, failed under `NB_REQUIRE_ROOT=1`.
 
 mod common;
 
@@ -384,6 +385,144 @@ fn run_serves_the_control_socket_on_veth_ports() {
         let json = std::fs::read_to_string(&stats).expect("--stats-json written");
         assert!(json.contains("\"completions\": 3"), "{json}");
         assert!(!sock.exists(), "the control socket outlived the switch");
+    })
+    .expect("enter the namespace");
+}
+
+/// The next barrier frame on `sock` from one of the switches `from`, within `timeout`.
+fn next_from(sock: &RawSocket, from: &[[u8; 6]], timeout: Duration) -> Option<FrameRepr> {
+    let end = Instant::now() + timeout;
+    let mut buf = [0u8; 2048];
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        if let Ok(Some(n)) = sock.recv(&mut buf, Some(left)) {
+            if let Ok(f) = FrameRepr::parse(&buf[..n]) {
+                if from.contains(&f.src.0) {
+                    return Some(f);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Two XDP switches in a tree (`mid` with hosts h0 and h1, `root` with h2, linked mid:up to
+/// root:mid), the group planned over the topology by `barrierctl plan`'s planner and created
+/// on both through their control sockets by `apply`: the three hosts' barrier releases only
+/// once all three reduced, on every host.
+#[test]
+fn a_planned_group_is_applied_to_a_tree_of_xdp_switches() {
+    use barrier_ctl::plan::{plan, PlanRequest, Topology};
+    use barrier_testbed::netns::{can_create, VethNetns};
+    if !can_create() {
+        eprintln!("a_planned_group_is_applied_to_a_tree_of_xdp_switches: skipped: needs root");
+        return;
+    }
+    let bed = VethNetns::with_pairs(4).expect("a namespace with veth pairs");
+    let end = |i: usize, a: bool| {
+        if a {
+            bed.pairs[i].0.clone()
+        } else {
+            bed.pairs[i].1.clone()
+        }
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    const MID: [u8; 6] = [2, 0, 0, 0, 0, 0x0b];
+    const ROOT: [u8; 6] = [2, 0, 0, 0, 0, 0x0c];
+    let write = |name: &str, mac: &str, ports: &[(&str, String)]| {
+        let mut text = format!("[switch]\nmac = \"{mac}\"\n\n");
+        for (p, iface) in ports {
+            text += &format!("[[ports]]\nname = \"{p}\"\niface = \"{iface}\"\n\n");
+        }
+        text += &format!(
+            "[control]\nsocket = \"{}\"\ncapacity = 16\n",
+            dir.path().join(format!("{name}.sock")).display()
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).expect("write a config");
+        path
+    };
+    let mid = write(
+        "mid",
+        "02:00:00:00:00:0b",
+        &[
+            ("h0", end(0, true)),
+            ("h1", end(1, true)),
+            ("up", end(2, true)),
+        ],
+    );
+    let root = write(
+        "root",
+        "02:00:00:00:00:0c",
+        &[("mid", end(2, false)), ("h2", end(3, true))],
+    );
+    let topo = Topology::parse(
+        "[[switches]]\nname = \"mid\"\n[[switches]]\nname = \"root\"\n\
+         [[hosts]]\nname = \"h0\"\n[[hosts]]\nname = \"h1\"\n[[hosts]]\nname = \"h2\"\n\
+         [[links]]\na = \"h0\"\nb = \"mid:h0\"\n[[links]]\na = \"h1\"\nb = \"mid:h1\"\n\
+         [[links]]\na = \"h2\"\nb = \"root:h2\"\n[[links]]\na = \"mid:up\"\nb = \"root:mid\"\n",
+    )
+    .expect("the topology");
+    let planned = plan(
+        &topo,
+        &PlanRequest {
+            group: 5,
+            epoch: Some(4),
+            members: vec!["h0".into(), "h1".into(), "h2".into()],
+            resend_timeout_us: 1000,
+        },
+    )
+    .expect("a plan");
+    let hosts: Vec<RawSocket> = [0, 1, 3]
+        .iter()
+        .map(|&i| RawSocket::open_in_netns(&bed.netns, &end(i, false), ETHERTYPE).expect("host"))
+        .collect();
+
+    barrier_bpf::in_netns(&bed.netns, || {
+        let pass = XdpSwitch::load(1).expect("load the pass program");
+        let _hosts_xdp: Vec<_> = [0, 1, 3]
+            .iter()
+            .map(|&i| {
+                let ifindex = barrier_bpf::ifindex(&end(i, false)).expect("ifindex");
+                pass.attach_pass(ifindex).expect("attach the pass program")
+            })
+            .collect();
+        let daemons = [
+            Daemon::start(&bed.netns, &mid, &dir.path().join("mid.json")),
+            Daemon::start(&bed.netns, &root, &dir.path().join("root.json")),
+        ];
+        for d in &daemons {
+            d.wait_ready();
+        }
+        let sockets = ["mid", "root"]
+            .iter()
+            .map(|n| (n.to_string(), dir.path().join(format!("{n}.sock"))))
+            .collect();
+        let order = barrier_ctl::apply::apply(&planned, &sockets, None).expect("apply");
+        assert_eq!(order.len(), 2, "{order:?}");
+
+        for seq in 0..3 {
+            for h in &hosts[..2] {
+                reduce(h, 5, 4, seq);
+            }
+            assert!(
+                next_from(&hosts[0], &[MID, ROOT], Duration::from_millis(100)).is_none(),
+                "a release before h2 reduced"
+            );
+            reduce(&hosts[2], 5, 4, seq);
+            for (i, h) in hosts.iter().enumerate() {
+                let f = next_from(h, &[MID, ROOT], Duration::from_secs(2))
+                    .unwrap_or_else(|| panic!("h{i}: no release of barrier {seq}"));
+                assert_eq!(
+                    (f.kind, f.group, f.epoch, f.seq),
+                    (Kind::Release, GroupId(5), Epoch(4), Seq(seq)),
+                    "h{i}"
+                );
+            }
+        }
+        for d in daemons {
+            let (status, out) = d.stop();
+            assert!(status.success(), "{status}: {out}");
+        }
     })
     .expect("enter the namespace");
 }
