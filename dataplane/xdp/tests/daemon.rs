@@ -526,3 +526,47 @@ fn a_planned_group_is_applied_to_a_tree_of_xdp_switches() {
     })
     .expect("enter the namespace");
 }
+
+/// `[xdp] mode = "generic"`: the program attached in SKB mode releases a barrier as well.
+#[test]
+fn generic_mode_runs_when_the_file_asks() {
+    let Some(bed) = common::bed("generic_mode_runs_when_the_file_asks") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("generic.toml");
+    let sock = dir.path().join("generic.sock");
+    let (a0, b0) = bed.pairs[0].clone();
+    let (a1, b1) = bed.pairs[1].clone();
+    std::fs::write(
+        &config,
+        format!(
+            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[xdp]\nmode = \"generic\"\n\n\
+             [[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
+             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n\
+             [[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf0\", \"leaf1\"]\n\n\
+             [control]\nsocket = \"{}\"\n",
+            sock.display()
+        ),
+    )
+    .expect("write the config");
+    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
+    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    barrier_bpf::in_netns(&bed.netns, || {
+        let pass = XdpSwitch::load(1).expect("load the pass program");
+        let _peers: Vec<_> = [&b0, &b1]
+            .iter()
+            .map(|n| {
+                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
+                    .expect("attach the pass program")
+            })
+            .collect();
+        let daemon = Daemon::start(&bed.netns, &config, &dir.path().join("s.json"));
+        let ready = daemon.wait_ready();
+        assert!(ready.contains("attached Generic"), "{ready}");
+        barrier([&leaf0, &leaf1], 1, 1, 0);
+        let (status, out) = daemon.stop();
+        assert!(status.success(), "{status}: {out}");
+    })
+    .expect("enter the namespace");
+}
