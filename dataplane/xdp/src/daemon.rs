@@ -78,10 +78,7 @@ fn counters_report(dp: &XdpDataplane) -> String {
 
 /// What to do about a refused attach, by its errno.
 fn attach_hint(e: &XdpError, mode: XdpMode) -> &'static str {
-    const EBUSY: i32 = 16;
-    const EEXIST: i32 = 17;
-    const EINVAL: i32 = 22;
-    const EOPNOTSUPP: i32 = 95;
+    use libc::{EBUSY, EEXIST, EINVAL, EOPNOTSUPP};
     let errno = match e {
         XdpError::Bpf(b) => b.errno(),
         _ => None,
