@@ -582,8 +582,15 @@ fn human(reply: &Reply) -> String {
                     }
                 ),
             ));
-            rows.push(("completions", g.completions.to_string()));
-            rows.push(("re-sends", g.resends.to_string()));
+            if g.uncounted {
+                const NOT_COUNTED: &str =
+                    "not counted per group by this dataplane (XDP): see barrierctl stats";
+                rows.push(("completions", NOT_COUNTED.to_string()));
+                rows.push(("re-sends", NOT_COUNTED.to_string()));
+            } else {
+                rows.push(("completions", g.completions.to_string()));
+                rows.push(("re-sends", g.resends.to_string()));
+            }
             if let Some(st) = &g.stragglers {
                 if let Some(w) = st.waiting_ns {
                     rows.push((

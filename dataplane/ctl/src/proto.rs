@@ -283,6 +283,10 @@ pub struct GroupInfo {
     pub completions: u32,
     /// Re-sends (timer re-sends up, releases again for stale reduces) since it started.
     pub resends: u32,
+    /// The dataplane does not count per group (the XDP switch): `completions` and `resends`
+    /// are 0 and say nothing; its totals are in `stats`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uncounted: bool,
     /// Straggler report, for a group the switch watches (`[stragglers] groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stragglers: Option<Stragglers>,
@@ -613,6 +617,7 @@ mod tests {
                     arrived: vec!["d1".into()],
                     completions: 12,
                     resends: 0,
+                    uncounted: false,
                     stragglers: Some(Stragglers {
                         waiting_ns: Some(1_500_000),
                         recent: vec![StragglerBarrier {

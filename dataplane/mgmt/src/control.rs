@@ -1,7 +1,7 @@
 //! [`Control`]: one request against the running switch's group table and counters, one
 //! answer. No socket here; the only I/O is the write-back of the configuration file.
 
-use crate::dataplane::Dataplane;
+use crate::dataplane::{Dataplane, Groups};
 use crate::policer::PolicerSpec;
 use crate::snapshot::Set;
 use barrier_ctl::epoch::{self, Admission, Change};
@@ -186,8 +186,8 @@ impl Control {
         }
     }
 
-    /// The managed dataplane's group table.
-    pub fn table(&self) -> &barrier_protocol::table::GroupTable {
+    /// The managed dataplane's groups.
+    pub fn table(&self) -> &dyn Groups {
         self.dp.table()
     }
 
@@ -276,9 +276,7 @@ impl Control {
     /// Installs `cfg` in `epoch` for `g`: one `configure`, atomic for the group (its
     /// registers, epoch and fresh state change together).
     fn install(&mut self, g: GroupId, cfg: GroupConfig, epoch: u32) -> Result<(), String> {
-        self.table()
-            .configure(g, cfg.with_epoch(Epoch::new(epoch)))
-            .map_err(|e| e.to_string())
+        self.table().configure(g, cfg.with_epoch(Epoch::new(epoch)))
     }
 
     /// A new group from its spec: resolved (`group::resolve`, the file's check), then its
@@ -418,7 +416,7 @@ impl Control {
     fn delete(&mut self, group: u32) -> Result<Reply, String> {
         let (g, _) = self.configured(group)?;
         let epoch = self.epoch(group);
-        self.table().remove(g).map_err(|e| e.to_string())?;
+        self.table().remove(g)?;
         tracing::info!(group, epoch, "control: group deleted");
         Ok(Reply::Changed {
             group,
@@ -430,7 +428,7 @@ impl Control {
     /// Starts (`on`) or stops the straggler report and per-group series of `group`.
     fn watch(&mut self, group: u32, on: bool) -> Result<Reply, String> {
         let Some(watch) = self.dp.watch().cloned() else {
-            return Err("this switch watches no group ([stragglers] limit = 0 in its file)".into());
+            return Err("this switch watches no group: [stragglers] limit = 0 in its file, or a dataplane without a straggler watch (the XDP switch has none)".into());
         };
         let action = if on {
             self.configured(group)?;
@@ -456,6 +454,7 @@ impl Control {
             .table()
             .state(g)
             .ok_or_else(|| format!("group {group} is not configured"))?;
+        let counts = self.table().counts(g);
         Ok(Reply::Group {
             group: GroupInfo {
                 group,
@@ -465,8 +464,9 @@ impl Control {
                 failed: st.failure().map(|f| f.to_string()),
                 seq: (st.phase != Phase::Unknown).then_some(st.seq.0),
                 arrived: st.arrivals().iter().map(|p| self.port_name(p)).collect(),
-                completions: self.table().counts(GroupId(group)).completions,
-                resends: self.table().counts(GroupId(group)).resends,
+                completions: counts.map_or(0, |c| c.completions),
+                resends: counts.map_or(0, |c| c.resends),
+                uncounted: counts.is_none(),
                 stragglers: self.stragglers(group),
             },
         })
@@ -559,19 +559,22 @@ impl Control {
         let configured = (0..cap)
             .filter(|&n| self.table().config(GroupId(n)).is_some())
             .count() as u64;
-        let counts = |n| self.table().counts(GroupId(n));
-        let completions = (0..cap).map(|n| u64::from(counts(n).completions)).sum();
-        let resends = (0..cap).map(|n| u64::from(counts(n).resends)).sum();
+        let mut counters: Vec<(String, u64)> = vec![
+            ("capacity".to_string(), u64::from(cap)),
+            ("configured".to_string(), configured),
+        ];
+        // Per-group sums only where the dataplane counts per group (the XDP switch does not;
+        // its completions are in the rx counters).
+        let counts: Option<Vec<_>> = (0..cap).map(|n| self.table().counts(GroupId(n))).collect();
+        if let Some(counts) = counts {
+            let completions = counts.iter().map(|c| u64::from(c.completions)).sum();
+            let resends = counts.iter().map(|c| u64::from(c.resends)).sum();
+            counters.push(("completions".to_string(), completions));
+            counters.push(("resends".to_string(), resends));
+        }
         sets.push(CounterSet {
             scope: "groups".into(),
-            counters: [
-                ("capacity".to_string(), u64::from(cap)),
-                ("configured".to_string(), configured),
-                ("completions".to_string(), completions),
-                ("resends".to_string(), resends),
-            ]
-            .into_iter()
-            .collect(),
+            counters: counters.into_iter().collect(),
         });
         Reply::Stats { sets }
     }
@@ -623,7 +626,11 @@ impl Control {
         let register = self
             .dp
             .policer(i)
-            .ok_or_else(|| format!("port {name:?} has no policer register"))?;
+            .ok_or_else(|| {
+                format!(
+                    "port {name:?} has no policer register: this dataplane polices no port (the XDP switch has no policer)"
+                )
+            })?;
         let rate = match (rate, burst) {
             (None, None) => {
                 return Err(

@@ -2,12 +2,13 @@
 //! dataplane it manages. It reaches the dataplane through one trait, [`Dataplane`]: the group
 //! table (configure, remove, read), the counters as one [`Snapshot`], the straggler watch, each
 //! port's policer register. The DPDK pipeline (`barrier_switch::engine::SwitchStats`) is one
-//! implementation; the daemon that runs it is `barrier-switch` (`dataplane/switchd`).
+//! implementation; the daemon that runs it is `barrier-switch` (`dataplane/switchd`). The XDP
+//! program's maps (`barrier_xdp::XdpDataplane`, daemon `barrier-xdp`) are another.
 //!
 //! | module | role |
 //! | --- | --- |
 //! | `config` | the file's management sections (`[[groups]]`, `[control]`, `[metrics]`, `[stragglers]`, `[management]`), checked, every refusal naming its key and line |
-//! | `dataplane` | [`Dataplane`]: what the management plane reads and changes |
+//! | `dataplane` | [`Dataplane`]: what the management plane reads and changes; [`Groups`]: the group store behind it |
 //! | `snapshot` | [`Snapshot`]: every counter read once, the one input of every exporter; the text report |
 //! | `control` | [`Control`]: control socket requests against the dataplane, admission, write-back |
 //! | `server` | [`ControlServer`]: the socket, peer credentials, lines, `poll(2)` |
@@ -30,6 +31,6 @@ pub mod straggler;
 pub mod telemetry;
 
 pub use control::{Control, PortDesc, WriteBack, DEFAULT_EPOCH};
-pub use dataplane::Dataplane;
+pub use dataplane::{Dataplane, Groups};
 pub use server::{BindError, ControlServer, MAX_CLIENTS};
 pub use snapshot::{Names, Row, Set, Snapshot};

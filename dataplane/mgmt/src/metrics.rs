@@ -306,11 +306,11 @@ fn render_groups(out: &mut String, dp: &dyn Dataplane, groups: &[u32]) {
         let series: [(&str, Get); 5] = [
             (
                 "barrier_group_completions_total",
-                Box::new(|g| Some(u64::from(table.counts(GroupId(g)).completions))),
+                Box::new(|g| table.counts(GroupId(g)).map(|c| u64::from(c.completions))),
             ),
             (
                 "barrier_group_resends_total",
-                Box::new(|g| Some(u64::from(table.counts(GroupId(g)).resends))),
+                Box::new(|g| table.counts(GroupId(g)).map(|c| u64::from(c.resends))),
             ),
             (
                 "barrier_group_epoch",

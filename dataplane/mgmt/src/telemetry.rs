@@ -131,6 +131,8 @@ pub fn group_entries(
     let g = GroupId(n);
     let cfg = dp.table().config(g)?;
     let state: GroupState = dp.table().state(g)?;
+    // The telemetry commands run in the DPDK switch, whose table counts every group.
+    let counts = dp.table().counts(g).unwrap_or_default();
     let s = |v: &str| TelemetryValue::Str(v.to_string());
     let u = TelemetryValue::U64;
     let (role, parent) = match cfg.role {
@@ -162,14 +164,8 @@ pub fn group_entries(
             s(&state.failure().map(|f| f.to_string()).unwrap_or_default()),
         ),
         ("missing".into(), s(&port_names(dp, missing))),
-        (
-            "completions".into(),
-            u(u64::from(dp.table().counts(GroupId(n)).completions)),
-        ),
-        (
-            "resends".into(),
-            u(u64::from(dp.table().counts(GroupId(n)).resends)),
-        ),
+        ("completions".into(), u(u64::from(counts.completions))),
+        ("resends".into(), u(u64::from(counts.resends))),
     ];
     if let Some(w) = dp.watch() {
         if let Some(r) = w.report(n) {
@@ -256,9 +252,10 @@ pub fn groups_entries(dp: &dyn Dataplane) -> Vec<(String, TelemetryValue)> {
             continue;
         }
         configured += 1;
-        let c = dp.table().counts(GroupId(n)).completions;
+        let counts = dp.table().counts(GroupId(n)).unwrap_or_default();
+        let c = counts.completions;
         completions += u64::from(c);
-        resends += u64::from(dp.table().counts(GroupId(n)).resends);
+        resends += u64::from(counts.resends);
         if listed.len() < GROUPS_LISTED {
             listed.push((
                 format!("{n}/completions"),

@@ -1359,7 +1359,7 @@ impl barrier_mgmt::Dataplane for Bare {
     fn port_names(&self) -> &[String] {
         &self.ports
     }
-    fn table(&self) -> &GroupTable {
+    fn table(&self) -> &dyn barrier_mgmt::Groups {
         &self.table
     }
     fn snapshot(&self) -> barrier_mgmt::snapshot::Snapshot {
@@ -1428,4 +1428,111 @@ fn control_and_exporters_run_over_any_dataplane() {
     assert_eq!(groups.counters["configured"], 1);
     let r = c.handle_line(br#"{"op":"port_set","port":"d0","policer_rate":10}"#);
     assert!(!r.ok, "no policer register here: {r:?}");
+}
+
+/// A group store that does not count per group (as the XDP switch's map): the table's groups
+/// without `counts` and `run`.
+struct Uncounted(GroupTable);
+
+impl barrier_mgmt::Groups for Uncounted {
+    fn capacity(&self) -> u32 {
+        self.0.capacity()
+    }
+    fn configure(&self, group: GroupId, cfg: GroupConfig) -> Result<(), String> {
+        self.0.configure(group, cfg).map_err(|e| e.to_string())
+    }
+    fn remove(&self, group: GroupId) -> Result<(), String> {
+        self.0.remove(group).map_err(|e| e.to_string())
+    }
+    fn config(&self, group: GroupId) -> Option<GroupConfig> {
+        self.0.config(group)
+    }
+    fn state(&self, group: GroupId) -> Option<barrier_protocol::switch::GroupState> {
+        self.0.state(group)
+    }
+    fn counts(&self, _group: GroupId) -> Option<barrier_protocol::table::GroupCounts> {
+        None
+    }
+    fn run(&self, _group: GroupId) -> Option<barrier_protocol::switch::Run> {
+        None
+    }
+}
+
+/// A dataplane with only a group store that does not count per group, no watch, no policer.
+struct NoCounts {
+    groups: Uncounted,
+    ports: Vec<String>,
+}
+
+impl barrier_mgmt::Dataplane for NoCounts {
+    fn name(&self) -> &str {
+        "no-counts"
+    }
+    fn port_names(&self) -> &[String] {
+        &self.ports
+    }
+    fn table(&self) -> &dyn barrier_mgmt::Groups {
+        &self.groups
+    }
+    fn snapshot(&self) -> barrier_mgmt::snapshot::Snapshot {
+        barrier_mgmt::snapshot::Snapshot::new("no-counts", self.ports.clone(), Default::default())
+    }
+    fn watch(&self) -> Option<&Arc<barrier_mgmt::straggler::Watch>> {
+        None
+    }
+    fn policer(&self, _port: usize) -> Option<&barrier_mgmt::policer::PolicerRegister> {
+        None
+    }
+    fn rx_queues(&self, _port: usize) -> usize {
+        1
+    }
+}
+
+/// What a dataplane has not is said, not made up: a group show without per-group counts says
+/// `uncounted` (and barrierctl prints so), `stats` has no per-group sums, and a watch or a
+/// policer is refused naming the dataplane that has none.
+#[test]
+fn a_dataplane_without_per_group_counts_or_watch_says_so() {
+    let ports: Vec<String> = PORTS.iter().map(|p| p.to_string()).collect();
+    let descs = PORTS
+        .iter()
+        .map(|n| PortDesc {
+            name: n.to_string(),
+            device: "iface:x".into(),
+            peer_mac: [0xff; 6],
+        })
+        .collect();
+    let dp = NoCounts {
+        groups: Uncounted(GroupTable::new(4)),
+        ports,
+    };
+    let mut c = Control::new(dp, descs, None);
+    let r = c.handle_line(br#"{"op":"group_create","group":2,"children":["d0","d1"]}"#);
+    assert!(r.ok, "{r:?}");
+    let r = c.handle_line(br#"{"op":"group_show","group":2}"#);
+    let Some(Reply::Group { group: g }) = r.result else {
+        panic!("{r:?}")
+    };
+    assert!(g.uncounted, "{g:?}");
+    let r = c.handle_line(br#"{"op":"stats"}"#);
+    let Some(Reply::Stats { sets }) = r.result else {
+        panic!("{r:?}")
+    };
+    let groups = sets.iter().find(|s| s.scope == "groups").unwrap();
+    assert_eq!(groups.counters["configured"], 1);
+    assert!(!groups.counters.contains_key("completions"), "{groups:?}");
+    let r = c.handle_line(br#"{"op":"group_watch","group":2}"#);
+    assert!(
+        r.error
+            .as_deref()
+            .is_some_and(|e| e.contains("without a straggler watch")),
+        "{r:?}"
+    );
+    let r = c.handle_line(br#"{"op":"port_set","port":"d0","policer_rate":10}"#);
+    assert!(
+        r.error
+            .as_deref()
+            .is_some_and(|e| e.contains("polices no port")),
+        "{r:?}"
+    );
 }

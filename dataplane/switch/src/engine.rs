@@ -101,8 +101,8 @@ impl Dataplane for SwitchStats {
     fn port_names(&self) -> &[String] {
         &self.port_names
     }
-    fn table(&self) -> &GroupTable {
-        &self.table
+    fn table(&self) -> &dyn barrier_mgmt::Groups {
+        &*self.table
     }
     fn snapshot(&self) -> Snapshot {
         SwitchStats::snapshot(self)

@@ -11,8 +11,21 @@
 //! [`timers::TimerSide`]'s: it reads the timer records the program writes, keeps the timers, and
 //! when one fires has the program's second entry point (`nb_timer`) decide `on_timer`'s row
 //! under the group's lock, then sends the frame it hands back on a packet socket.
+//!
+//! | module | role |
+//! | --- | --- |
+//! | (root) | [`XdpSwitch`]: load, ports, configure/remove/state, counters |
+//! | `config` | the daemon's configuration file: barrier-switch's, ports as interfaces |
+//! | `dataplane` | [`XdpDataplane`]: the switch behind `barrier_mgmt::Dataplane` |
+//! | `timers` | [`timers::TimerSide`]: the re-send timer and the failure deadline |
+//!
+//! The daemon, `barrier-xdp check|run --config FILE`, is `src/main.rs`.
 
+pub mod config;
+pub mod dataplane;
 pub mod timers;
+
+pub use dataplane::XdpDataplane;
 
 use std::collections::HashMap;
 

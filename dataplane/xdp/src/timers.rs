@@ -303,6 +303,18 @@ impl TimerSide {
         self.ring.epoll_fd()
     }
 
+    /// Sleeps until the next [`TimerSide::poll`] has work, or `idle` has passed: with no timer
+    /// armed, until the program writes a record (the ring's epoll fd); with timers armed, one
+    /// wheel tick (65.5 µs), since the next deadline may be that close.
+    pub fn wait(&self, idle: std::time::Duration) -> Result<(), XdpError> {
+        if self.wheel.is_empty() {
+            self.ring.wait(idle)?;
+        } else {
+            std::thread::sleep(std::time::Duration::from_nanos(self.wheel.tick_ns()).min(idle));
+        }
+        Ok(())
+    }
+
     fn arm(&mut self, sw: &XdpSwitch, fired: Fired, now_ns: u64) {
         match sw.config(fired.group) {
             Some((cfg, generation))

@@ -722,6 +722,26 @@ impl RingBuffer {
         // SAFETY: rb is live.
         unsafe { sys::ring_buffer__epoll_fd(self.rb.as_ptr()) }
     }
+
+    /// Sleeps until records are waiting or `timeout` has passed (whole milliseconds, rounded
+    /// up; a signal ends the wait early too). Returns whether records are waiting; takes none.
+    pub fn wait(&self, timeout: std::time::Duration) -> Result<bool, BpfError> {
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as c_int;
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: the ring's epoll fd is live while rb is; one event's room, as passed.
+        let rc = unsafe { libc::epoll_wait(self.epoll_fd(), &mut ev, 1, ms) };
+        if rc < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(os_err(
+                "epoll_wait on the ring",
+                -err.raw_os_error().unwrap_or(0),
+            ));
+        }
+        Ok(rc > 0)
+    }
 }
 
 impl Drop for RingBuffer {

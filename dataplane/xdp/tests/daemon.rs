@@ -1,0 +1,654 @@
+//! The `barrier-xdp` program: `check` refuses bad files with the line that is wrong, and
+//! `run` on veth ports in a throw-away namespace serves the control socket as barrier-switch
+//! does: a group created through it releases the leaves' barrier (raw sockets on the far
+//! ends), `stats` shows the completion, the group is reset and deleted, features the XDP
+//! switch has not are refused by name, and SIGTERM detaches the program; and a group planned
+//! over a tree of two XDP switches is applied through their sockets and releases. The runs
+//! need root: skipped otherwise, failed under `NB_REQUIRE_ROOT=1`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use barrier_ctl::client::Client;
+use barrier_ctl::proto::{PhaseName, Reply, Request};
+use barrier_protocol::switch::Event;
+use barrier_protocol::wire::{Flags, FrameRepr, Kind, ETHERTYPE};
+use barrier_protocol::{Epoch, GroupId, PortIdx, Seq};
+use barrier_xdp::XdpSwitch;
+use rawsock::RawSocket;
+
+const BIN: &str = env!("CARGO_BIN_EXE_barrier-xdp");
+
+fn check(text: &str) -> Output {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("x.toml");
+    std::fs::write(&path, text).expect("write");
+    Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run barrier-xdp check")
+}
+
+fn refused(text: &str, want: &str) {
+    let out = check(text);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(want), "want {want:?} in: {err}");
+}
+
+const PORTS: &str =
+    "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[[ports]]\nname = \"leaf0\"\niface = \"lo\"\n";
+
+#[test]
+fn check_refuses_bad_files_with_the_line() {
+    let ok = check(&format!(
+        "{PORTS}\n[[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf0\"]\n"
+    ));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let said = String::from_utf8_lossy(&ok.stdout);
+    assert!(said.contains("ok: 1 ports (leaf0=lo), 1 groups"), "{said}");
+
+    refused(
+        &PORTS.replace("iface = \"lo\"", "vdev = \"net_ring0\""),
+        "line 6: ports[0].vdev: a DPDK device",
+    );
+    refused(
+        &PORTS.replace("\"lo\"", "\"nb-no-such-if\""),
+        "line 6: ports[0].iface: no interface \"nb-no-such-if\"",
+    );
+    refused(
+        &format!("{PORTS}\n[lcores]\nscheduler = 0\n"),
+        "line 8: lcores: a DPDK switch's section",
+    );
+    refused(
+        &format!("{PORTS}\n[[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf9\"]\n"),
+        "line 11: groups[0].children",
+    );
+    let many: String = (0..63)
+        .map(|i| format!("[[ports]]\nname = \"p{i}\"\niface = \"lo{i}\"\n"))
+        .collect();
+    refused(&many, "line 187: ports[62]: port index 62");
+}
+
+/// The daemon, its output lines as they come.
+struct Daemon {
+    child: Child,
+    stdout: mpsc::Receiver<String>,
+    stderr: mpsc::Receiver<String>,
+}
+
+fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+impl Daemon {
+    fn start(netns: &str, config: &Path, stats: &Path) -> Daemon {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", netns, BIN, "run", "--config"])
+            .arg(config)
+            .arg("--stats-json")
+            .arg(stats)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start barrier-xdp run");
+        let stdout = lines(child.stdout.take().expect("stdout"));
+        let stderr = lines(child.stderr.take().expect("stderr"));
+        Daemon {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn wait_ready(&self) -> String {
+        let end = Instant::now() + Duration::from_secs(10);
+        let mut log = Vec::new();
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.stderr.recv_timeout(left) {
+                Ok(l) if l.starts_with("barrier-xdp: ready") => return l,
+                Ok(l) => log.push(l),
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "no ready line from barrier-xdp; stderr:\n{}",
+            log.join("\n")
+        );
+    }
+
+    /// SIGTERM; the exit status and stdout.
+    fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let status = self.child.wait().expect("wait");
+        let out: Vec<String> = self.stdout.try_iter().collect();
+        (status, out.join("\n"))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn next_from_switch(sock: &RawSocket, timeout: Duration) -> Option<FrameRepr> {
+    let end = Instant::now() + timeout;
+    let mut buf = [0u8; 2048];
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        if let Ok(Some(n)) = sock.recv(&mut buf, Some(left)) {
+            if let Ok(f) = FrameRepr::parse(&buf[..n]) {
+                if f.src == common::ME {
+                    return Some(f);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn reduce(sock: &RawSocket, group: u32, epoch: u32, seq: u32) {
+    let ev = Event::Reduce {
+        port: PortIdx::new(0).expect("port"),
+        epoch: Epoch(epoch),
+        seq: Seq(seq),
+    };
+    sock.send(&common::frame_for(GroupId(group), ev, false))
+        .expect("send a reduce");
+}
+
+/// A barrier of `group`: leaf 0 reduces and gets nothing; leaf 1 reduces; both get the release.
+fn barrier(leaves: [&RawSocket; 2], group: u32, epoch: u32, seq: u32) {
+    reduce(leaves[0], group, epoch, seq);
+    assert!(
+        next_from_switch(leaves[0], Duration::from_millis(100)).is_none(),
+        "a release before leaf 1 reduced"
+    );
+    reduce(leaves[1], group, epoch, seq);
+    for (i, s) in leaves.iter().enumerate() {
+        let f = next_from_switch(s, Duration::from_secs(2))
+            .unwrap_or_else(|| panic!("leaf {i}: no release of group {group} seq {seq}"));
+        assert_eq!(
+            (f.kind, f.group, f.epoch, f.seq),
+            (Kind::Release, GroupId(group), Epoch(epoch), Seq(seq)),
+            "leaf {i}"
+        );
+    }
+}
+
+fn rx_total(c: &mut Client, name: &str) -> u64 {
+    let Reply::Stats { sets } = c.request(&Request::Stats {}).expect("stats") else {
+        panic!("stats: another reply")
+    };
+    let rx = sets
+        .iter()
+        .find(|s| s.scope == "rx total")
+        .expect("rx total");
+    rx.counters.get(name).copied().unwrap_or(0)
+}
+
+const METRICS: &str = "127.0.0.1:19464";
+
+/// One Prometheus scrape of the daemon (from a thread in its namespace).
+fn scrape() -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(METRICS).expect("connect to the metrics endpoint");
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .expect("send the scrape");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read the scrape");
+    out
+}
+
+#[test]
+fn run_serves_the_control_socket_on_veth_ports() {
+    let Some(bed) = common::bed("run_serves_the_control_socket_on_veth_ports") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("xdp.toml");
+    let stats = dir.path().join("stats.json");
+    let sock = dir.path().join("xdp.sock");
+    let (a0, b0) = bed.pairs[0].clone();
+    let (a1, b1) = bed.pairs[1].clone();
+    std::fs::write(
+        &config,
+        format!(
+            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
+             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n[control]\nsocket = \"{}\"\ncapacity = 16\n\n\
+             [metrics]\nlisten = \"{METRICS}\"\n\n[management]\ncpus = [0]\n",
+            sock.display()
+        ),
+    )
+    .expect("write the config");
+    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
+    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    let leaves = [&leaf0, &leaf1];
+    // The metrics endpoint listens on the namespace's loopback.
+    bed.exec(&["ip", "link", "set", "lo", "up"])
+        .expect("loopback up");
+
+    barrier_bpf::in_netns(&bed.netns, || {
+        // A veth delivers a redirected frame only to a peer with an XDP receive path: the leaves'
+        // ends run the pass program (tests/veth.rs); detached here, inside the namespace.
+        let pass = XdpSwitch::load(1).expect("load the pass program");
+        let _peers: Vec<_> = [&b0, &b1]
+            .iter()
+            .map(|n| {
+                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
+                    .expect("attach the pass program")
+            })
+            .collect();
+
+        let daemon = Daemon::start(&bed.netns, &config, &stats);
+        let ready = daemon.wait_ready();
+        assert!(ready.contains("leaf0=veth-a0"), "{ready}");
+        let mut c = Client::connect(&sock).expect("connect to the control socket");
+
+        let r = c
+            .request(&Request::GroupCreate {
+                group: 3,
+                children: vec!["leaf0".into(), "leaf1".into()],
+                parent: None,
+                resend_timeout_ns: None,
+                epoch: Some(2),
+                fail_after_ns: None,
+                force: false,
+            })
+            .expect("create group 3");
+        assert!(
+            matches!(
+                r,
+                Reply::Changed {
+                    group: 3,
+                    epoch: 2,
+                    ..
+                }
+            ),
+            "{r:?}"
+        );
+        let Reply::Groups { blocks, .. } = c.request(&Request::Groups {}).expect("groups") else {
+            panic!("groups: another reply")
+        };
+        assert_eq!((blocks.len(), blocks[0].first), (1, 3));
+
+        barrier(leaves, 3, 2, 0);
+        barrier(leaves, 3, 2, 1);
+        let Reply::Group { group: g } = c
+            .request(&Request::GroupShow { group: 3 })
+            .expect("show group 3")
+        else {
+            panic!("show: another reply")
+        };
+        assert_eq!(
+            (g.phase, g.seq, g.uncounted),
+            (PhaseName::Collecting, Some(2), true)
+        );
+        assert_eq!(rx_total(&mut c, "completions"), 2);
+        let scraped = scrape();
+        assert!(
+            scraped.contains("barrier_rx_events_total{event=\"completions\"} 2"),
+            "{scraped}"
+        );
+        // The running groups written back into the file, which `check` accepts.
+        let r = c.request(&Request::WriteBack {}).expect("write-back");
+        assert!(matches!(r, Reply::WrittenBack { groups: 1, .. }), "{r:?}");
+        let text = std::fs::read_to_string(&config).expect("the file");
+        assert!(text.contains("[[groups]]"), "{text}");
+        barrier_xdp::config::parse(&text).expect("the written-back file parses");
+
+        // A second switch on the same ports is refused at attach, with what to do.
+        let other = config.with_file_name("other.toml");
+        std::fs::write(
+            &other,
+            text.replace("xdp.sock", "other.sock")
+                .replace(METRICS, "127.0.0.1:19465"),
+        )
+        .expect("write the second config");
+        let out = Command::new("ip")
+            .args(["netns", "exec", &bed.netns, BIN, "run", "--config"])
+            .arg(&other)
+            .output()
+            .expect("run a second barrier-xdp");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("another XDP program is attached"), "{err}");
+        let Reply::Ports { ports } = c.request(&Request::Ports {}).expect("ports") else {
+            panic!("ports: another reply")
+        };
+        assert_eq!(ports[1].device, format!("iface:{a1}"));
+
+        // What the XDP switch has not is refused by name.
+        let e = c
+            .request(&Request::PortSet {
+                port: "leaf0".into(),
+                policer_rate: Some(1000),
+                policer_burst: None,
+            })
+            .expect_err("no policer");
+        assert!(
+            e.to_string().contains("the XDP switch has no policer"),
+            "{e}"
+        );
+        let e = c
+            .request(&Request::GroupWatch { group: 3 })
+            .expect_err("no straggler watch");
+        assert!(e.to_string().contains("straggler watch"), "{e}");
+
+        // Reset: a new epoch, the state fresh; the barrier starts again at 0.
+        let r = c
+            .request(&Request::GroupReset {
+                group: 3,
+                epoch: None,
+                force: false,
+            })
+            .expect("reset group 3");
+        assert!(matches!(r, Reply::Changed { epoch: 3, .. }), "{r:?}");
+        barrier(leaves, 3, 3, 0);
+        assert_eq!(rx_total(&mut c, "completions"), 3);
+
+        // Delete: the group's frames are the program's unknown group.
+        c.request(&Request::GroupDelete { group: 3 })
+            .expect("delete group 3");
+        reduce(&leaf0, 3, 3, 1);
+        let end = Instant::now() + Duration::from_secs(2);
+        while rx_total(&mut c, "drop_unknown_group") == 0 {
+            assert!(
+                Instant::now() < end,
+                "the deleted group's reduce was not refused"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(c);
+
+        let (status, out) = daemon.stop();
+        assert!(status.success(), "{status}: {out}");
+        assert!(out.contains("detached from 2 of 2 ports"), "{out}");
+        let json = std::fs::read_to_string(&stats).expect("--stats-json written");
+        assert!(json.contains("\"completions\": 3"), "{json}");
+        assert!(!sock.exists(), "the control socket outlived the switch");
+    })
+    .expect("enter the namespace");
+}
+
+/// The next barrier frame on `sock` from one of the switches `from`, within `timeout`.
+fn next_from(sock: &RawSocket, from: &[[u8; 6]], timeout: Duration) -> Option<FrameRepr> {
+    let end = Instant::now() + timeout;
+    let mut buf = [0u8; 2048];
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        if let Ok(Some(n)) = sock.recv(&mut buf, Some(left)) {
+            if let Ok(f) = FrameRepr::parse(&buf[..n]) {
+                if from.contains(&f.src.0) {
+                    return Some(f);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Two XDP switches in a tree (`mid` with hosts h0 and h1, `root` with h2, linked mid:up to
+/// root:mid), the group planned over the topology by `barrierctl plan`'s planner and created
+/// on both through their control sockets by `apply`: the three hosts' barrier releases only
+/// once all three reduced, on every host.
+#[test]
+fn a_planned_group_is_applied_to_a_tree_of_xdp_switches() {
+    use barrier_ctl::plan::{plan, PlanRequest, Topology};
+    use barrier_testbed::netns::{can_create, VethNetns};
+    if !can_create() {
+        eprintln!("a_planned_group_is_applied_to_a_tree_of_xdp_switches: skipped: needs root");
+        return;
+    }
+    let bed = VethNetns::with_pairs(4).expect("a namespace with veth pairs");
+    let end = |i: usize, a: bool| {
+        if a {
+            bed.pairs[i].0.clone()
+        } else {
+            bed.pairs[i].1.clone()
+        }
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    const MID: [u8; 6] = [2, 0, 0, 0, 0, 0x0b];
+    const ROOT: [u8; 6] = [2, 0, 0, 0, 0, 0x0c];
+    let write = |name: &str, mac: &str, ports: &[(&str, String)]| {
+        let mut text = format!("[switch]\nmac = \"{mac}\"\n\n");
+        for (p, iface) in ports {
+            text += &format!("[[ports]]\nname = \"{p}\"\niface = \"{iface}\"\n\n");
+        }
+        text += &format!(
+            "[control]\nsocket = \"{}\"\ncapacity = 16\n",
+            dir.path().join(format!("{name}.sock")).display()
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).expect("write a config");
+        path
+    };
+    let mid = write(
+        "mid",
+        "02:00:00:00:00:0b",
+        &[
+            ("h0", end(0, true)),
+            ("h1", end(1, true)),
+            ("up", end(2, true)),
+        ],
+    );
+    let root = write(
+        "root",
+        "02:00:00:00:00:0c",
+        &[("mid", end(2, false)), ("h2", end(3, true))],
+    );
+    let topo = Topology::parse(
+        "[[switches]]\nname = \"mid\"\n[[switches]]\nname = \"root\"\n\
+         [[hosts]]\nname = \"h0\"\n[[hosts]]\nname = \"h1\"\n[[hosts]]\nname = \"h2\"\n\
+         [[links]]\na = \"h0\"\nb = \"mid:h0\"\n[[links]]\na = \"h1\"\nb = \"mid:h1\"\n\
+         [[links]]\na = \"h2\"\nb = \"root:h2\"\n[[links]]\na = \"mid:up\"\nb = \"root:mid\"\n",
+    )
+    .expect("the topology");
+    let planned = plan(
+        &topo,
+        &PlanRequest {
+            group: 5,
+            epoch: Some(4),
+            members: vec!["h0".into(), "h1".into(), "h2".into()],
+            resend_timeout_us: 1000,
+        },
+    )
+    .expect("a plan");
+    let hosts: Vec<RawSocket> = [0, 1, 3]
+        .iter()
+        .map(|&i| RawSocket::open_in_netns(&bed.netns, &end(i, false), ETHERTYPE).expect("host"))
+        .collect();
+
+    barrier_bpf::in_netns(&bed.netns, || {
+        let pass = XdpSwitch::load(1).expect("load the pass program");
+        let _hosts_xdp: Vec<_> = [0, 1, 3]
+            .iter()
+            .map(|&i| {
+                let ifindex = barrier_bpf::ifindex(&end(i, false)).expect("ifindex");
+                pass.attach_pass(ifindex).expect("attach the pass program")
+            })
+            .collect();
+        let daemons = [
+            Daemon::start(&bed.netns, &mid, &dir.path().join("mid.json")),
+            Daemon::start(&bed.netns, &root, &dir.path().join("root.json")),
+        ];
+        for d in &daemons {
+            d.wait_ready();
+        }
+        let sockets = ["mid", "root"]
+            .iter()
+            .map(|n| (n.to_string(), dir.path().join(format!("{n}.sock"))))
+            .collect();
+        let order = barrier_ctl::apply::apply(&planned, &sockets, None).expect("apply");
+        assert_eq!(order.len(), 2, "{order:?}");
+
+        for seq in 0..3 {
+            for h in &hosts[..2] {
+                reduce(h, 5, 4, seq);
+            }
+            assert!(
+                next_from(&hosts[0], &[MID, ROOT], Duration::from_millis(100)).is_none(),
+                "a release before h2 reduced"
+            );
+            reduce(&hosts[2], 5, 4, seq);
+            for (i, h) in hosts.iter().enumerate() {
+                let f = next_from(h, &[MID, ROOT], Duration::from_secs(2))
+                    .unwrap_or_else(|| panic!("h{i}: no release of barrier {seq}"));
+                assert_eq!(
+                    (f.kind, f.group, f.epoch, f.seq),
+                    (Kind::Release, GroupId(5), Epoch(4), Seq(seq)),
+                    "h{i}"
+                );
+            }
+        }
+        for d in daemons {
+            let (status, out) = d.stop();
+            assert!(status.success(), "{status}: {out}");
+        }
+    })
+    .expect("enter the namespace");
+}
+
+/// `[xdp] mode = "generic"`: the program attached in SKB mode releases a barrier as well.
+#[test]
+fn generic_mode_runs_when_the_file_asks() {
+    let Some(bed) = common::bed("generic_mode_runs_when_the_file_asks") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("generic.toml");
+    let sock = dir.path().join("generic.sock");
+    let (a0, b0) = bed.pairs[0].clone();
+    let (a1, b1) = bed.pairs[1].clone();
+    std::fs::write(
+        &config,
+        format!(
+            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[xdp]\nmode = \"generic\"\n\n\
+             [[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
+             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n\
+             [[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf0\", \"leaf1\"]\n\n\
+             [control]\nsocket = \"{}\"\n",
+            sock.display()
+        ),
+    )
+    .expect("write the config");
+    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
+    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    barrier_bpf::in_netns(&bed.netns, || {
+        let pass = XdpSwitch::load(1).expect("load the pass program");
+        let _peers: Vec<_> = [&b0, &b1]
+            .iter()
+            .map(|n| {
+                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
+                    .expect("attach the pass program")
+            })
+            .collect();
+        let daemon = Daemon::start(&bed.netns, &config, &dir.path().join("s.json"));
+        let ready = daemon.wait_ready();
+        assert!(ready.contains("attached Generic"), "{ready}");
+        barrier([&leaf0, &leaf1], 1, 1, 0);
+        let (status, out) = daemon.stop();
+        assert!(status.success(), "{status}: {out}");
+    })
+    .expect("enter the namespace");
+}
+
+/// The daemon runs the timer side: an intermediate whose parent does not answer re-sends its
+/// reduce (RETRANSMIT) after `resend_timeout_us`, and stops once the parent's release came.
+#[test]
+fn the_daemon_re_sends_an_intermediates_reduce_until_the_parent_answers() {
+    let Some(bed) =
+        common::bed("the_daemon_re_sends_an_intermediates_reduce_until_the_parent_answers")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("mid.toml");
+    let [(a0, b0), (a1, b1), (a2, b2)] = [0, 1, 2].map(|i| bed.pairs[i].clone());
+    std::fs::write(
+        &config,
+        format!(
+            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n\
+             [[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
+             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n\
+             [[ports]]\nname = \"up\"\niface = \"{a2}\"\n\n\
+             [[groups]]\nnumber = 3\nrole = \"intermediate\"\nparent = \"up\"\n\
+             children = [\"leaf0\", \"leaf1\"]\nresend_timeout_us = 20000\n"
+        ),
+    )
+    .expect("write the config");
+    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
+    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    let parent = RawSocket::open_in_netns(&bed.netns, &b2, ETHERTYPE).expect("parent socket");
+    barrier_bpf::in_netns(&bed.netns, || {
+        let pass = XdpSwitch::load(1).expect("load the pass program");
+        let _peers: Vec<_> = [&b0, &b1, &b2]
+            .iter()
+            .map(|n| {
+                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
+                    .expect("attach the pass program")
+            })
+            .collect();
+        let daemon = Daemon::start(&bed.netns, &config, &dir.path().join("s.json"));
+        daemon.wait_ready();
+        reduce(&leaf0, 3, 1, 0);
+        // The switch cannot send its reduce before the last child's arrives, so the time
+        // from here bounds the re-send's delay from below however late this thread reads.
+        let sent = Instant::now();
+        reduce(&leaf1, 3, 1, 0);
+        let first = next_from_switch(&parent, Duration::from_secs(2)).expect("the reduce up");
+        assert_eq!((first.kind, first.seq), (Kind::Reduce, Seq(0)));
+        assert!(!first.flags.contains(Flags::RETRANSMIT), "{first:?}");
+        let again = next_from_switch(&parent, Duration::from_secs(2)).expect("a re-send");
+        let after = sent.elapsed();
+        assert_eq!((again.kind, again.seq), (Kind::Reduce, Seq(0)));
+        assert!(again.flags.contains(Flags::RETRANSMIT), "{again:?}");
+        assert!(
+            after >= Duration::from_millis(15),
+            "re-sent after {after:?}, timeout 20 ms"
+        );
+        // The parent's release: forwarded to both leaves, and the re-sends stop.
+        let release = Event::Release {
+            port: PortIdx::new(0).expect("port"),
+            epoch: Epoch(1),
+            seq: Seq(0),
+        };
+        parent
+            .send(&common::frame_for(GroupId(3), release, false))
+            .expect("send the release");
+        for (i, l) in [&leaf0, &leaf1].iter().enumerate() {
+            let f = next_from_switch(l, Duration::from_secs(2))
+                .unwrap_or_else(|| panic!("leaf {i}: no release"));
+            assert_eq!((f.kind, f.seq), (Kind::Release, Seq(0)), "leaf {i}");
+        }
+        // Re-sends already on their way may arrive; none after 100 ms (five timeouts).
+        std::thread::sleep(Duration::from_millis(30));
+        while next_from_switch(&parent, Duration::from_millis(1)).is_some() {}
+        assert!(
+            next_from_switch(&parent, Duration::from_millis(100)).is_none(),
+            "a re-send after the release"
+        );
+        let (status, out) = daemon.stop();
+        assert!(status.success(), "{status}: {out}");
+        assert!(out.contains("timer_resends"), "{out}");
+    })
+    .expect("enter the namespace");
+}
