@@ -567,6 +567,35 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
                         "%.0f / %.0f" % (pmu["instructions_per_frame"], pmu["cycles_per_frame"])))
         w("")
 
+    # Issue 24: the XDP switch against an XDP reflector (step 3d).
+    xd = load(d, "xdp.json")
+    rx = None
+    if xd:
+        rx = xd["ratio"]
+        w("## The XDP switch against an XDP reflector (issue 24)")
+        w("")
+        w("%s; %s; batch %d, %d groups (%s). Reflector %sfps (range %s-%s), switch %sfps "
+          "(range %s-%s); switch / reflector, median of %d alternated repetitions: **%s** "
+          "(range %s-%s). Switch completions per frame: %s. State per group %d bytes, slot %d "
+          "bytes (%d MiB at 2^20 groups)." % (
+              xd["device"], xd["load"], xd["batch_size"], xd["groups"], xd["switch_config"],
+              m(xd["reflector_fps"]), m(xd["reflector_fps_range"][0]), m(xd["reflector_fps_range"][1]),
+              m(xd["switch_fps"]), m(xd["switch_fps_range"][0]), m(xd["switch_fps_range"][1]),
+              len(xd["reps"]), fr(rx), fr(xd["ratio_range"][0]), fr(xd["ratio_range"][1]),
+              fr(xd["completions_per_frame"]), xd["state_bytes_per_group"],
+              xd["slot_bytes_per_group"], xd["map_bytes_at_2_20_groups"] >> 20))
+        w("")
+        summary.append(("XDP switch frames/s on one CPU (veth, live frames)", "XDP reflector, same bed",
+                        "%sfps vs %sfps: **%s**" % (m(xd["switch_fps"]), m(xd["reflector_fps"]), fr(rx))))
+    targets.append(("XDP switch frames/s per core >= 0.5x an XDP reflector on the same veth bed",
+                    rx is not None and rx >= 0.5, fr(rx)))
+    targets.append(("XDP switch: <= 16 bytes of state per group",
+                    bool(xd) and xd["state_bytes_per_group"] <= 16,
+                    "%d bytes" % xd["state_bytes_per_group"] if xd else "n/a"))
+    targets.append(("XDP switch: a million groups in <= 16 MiB of map",
+                    bool(xd) and xd["map_bytes_at_2_20_groups"] <= 16 << 20,
+                    "%d MiB (slot %d bytes)" % (xd["map_bytes_at_2_20_groups"] >> 20, xd["slot_bytes_per_group"]) if xd else "n/a"))
+
     # Targets.
     w("## Targets")
     w("")

@@ -10,7 +10,7 @@
 #   --out DIR    write the results here instead of perf/results/<timestamp>
 #   --no-docs    do not touch docs/performance.md
 #   --only LIST  run only these steps (comma-separated): alone,testpmd,latency,txonly,scale,tree,gen,
-#                twoproc,mpi,pmu,kernel,micro,sim,profile (the report is written from whatever is there)
+#                twoproc,xdp,mpi,pmu,kernel,micro,sim,profile (the report is written from whatever is there)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -243,6 +243,14 @@ if want twoproc; then
   bash "$here/gen_two_process.sh" --out "$out/twoproc" --duration "$GEN_SECS" \
     --gen "$bin/barrier-gen" --switch "$bin/barrier-switch" >"$out/twoproc.log" 2>&1 \
     || { cat "$out/twoproc.log" >&2; exit 1; }
+fi
+
+# 3d. The XDP switch against an XDP reflector on one veth pair, one CPU (issue 24; BPF_PROG_RUN
+# live frames, perf/README.md); the group slot's size.
+if want xdp; then
+  log "3d. XDP switch vs XDP reflector (BPF_PROG_RUN live frames, veth), $REPS x $SECS s each"
+  "$bin/barrier-perf" xdp --out "$out" --secs "$SECS" --reps "$REPS" 2>"$out/xdp.log" \
+    || { cat "$out/xdp.log" >&2; exit 1; }
 fi
 
 # 4. What a user would pick instead: Open MPI (shared memory, TCP loopback), MPICH if present,

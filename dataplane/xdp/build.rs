@@ -2,7 +2,8 @@
 //! (`switch.bpf.o`) and a deliberately broken variant for the differential test's self-check
 //! (`switch_broken_epoch.bpf.o`, `-DNB_BROKEN_NO_EPOCH_CHECK`) and one for the concurrency
 //! test's (`switch_broken_lock.bpf.o`, `-DNB_BROKEN_NO_LOCK`) and one whose timer entry point
-//! acts on timers of another barrier (`switch_broken_timer.bpf.o`, `-DNB_BROKEN_STALE_TIMER`). Needs clang and the libbpf
+//! acts on timers of another barrier (`switch_broken_timer.bpf.o`, `-DNB_BROKEN_STALE_TIMER`); and
+//! `bpf/reflector.bpf.c` (`reflector.bpf.o`: the baseline and leaves of `barrier-perf xdp`). Needs clang and the libbpf
 //! headers (Debian: clang, libbpf-dev; `scripts/setup.sh` installs both).
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use std::process::Command;
 fn main() {
     let src = "bpf/switch.bpf.c";
     println!("cargo:rerun-if-changed={src}");
+    println!("cargo:rerun-if-changed=bpf/reflector.bpf.c");
     println!("cargo:rerun-if-env-changed=CLANG");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_owned());
@@ -68,6 +70,13 @@ fn main() {
         &includes,
         &["-DNB_BROKEN_STALE_TIMER"],
         &out.join("switch_broken_timer.bpf.o"),
+    );
+    compile(
+        &clang,
+        "bpf/reflector.bpf.c",
+        &includes,
+        &[],
+        &out.join("reflector.bpf.o"),
     );
 }
 

@@ -41,6 +41,7 @@ use std::time::Duration;
 
 mod genmax;
 mod probe;
+mod xdp;
 
 #[derive(Parser)]
 #[command(
@@ -115,6 +116,19 @@ enum Cmd {
         /// EAL --file-prefix (its hugepage files are /dev/hugepages/PREFIXmap_*).
         #[arg(long, default_value = "nb-probe")]
         file_prefix: String,
+    },
+    /// The XDP switch's frames/s on one CPU against an XDP reflector, both on one veth pair,
+    /// loaded by BPF_PROG_RUN in live-frames mode; the group slot's size (xdp.json). Root.
+    Xdp {
+        /// Groups = 2^N (root groups with one child; the leaves cycle through them).
+        #[arg(long, default_value_t = 10)]
+        groups_shift: u32,
+        /// Frames per BPF_PROG_RUN batch (1..=256; the kernel's default 64).
+        #[arg(long, default_value_t = 64)]
+        batch: u32,
+        /// CPU to run on (default: the last one this process may use).
+        #[arg(long)]
+        cpu: Option<usize>,
     },
     /// barrier-gen's frames/s on one lcore against a reflector on another (genmax.json).
     Genmax {
@@ -1127,6 +1141,42 @@ fn main() {
                 }
                 Err(e) => {
                     eprintln!("barrier-perf probe {label}: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        Cmd::Xdp {
+            groups_shift,
+            batch,
+            cpu,
+        } => {
+            let cpu = cpu.unwrap_or_else(|| {
+                barrier_runtime::affinity::current_cpus()
+                    .last()
+                    .copied()
+                    .unwrap_or(0)
+            });
+            let a = xdp::XdpArgs {
+                secs: cli.secs,
+                reps: cli.reps,
+                groups_shift: (*groups_shift).min(20),
+                batch: *batch,
+                cpu,
+            };
+            match xdp::xdp(&a) {
+                Ok(mut v) => {
+                    v["started_utc"] = json!(now_utc());
+                    eprintln!(
+                        "barrier-perf xdp: switch {:.2} Mfps, reflector {:.2} Mfps, ratio {:.3} (median of {})",
+                        v["switch_fps"].as_f64().unwrap_or(0.0) / 1e6,
+                        v["reflector_fps"].as_f64().unwrap_or(0.0) / 1e6,
+                        v["ratio"].as_f64().unwrap_or(0.0),
+                        cli.reps
+                    );
+                    write_json(&cli.out, "xdp.json", &v);
+                }
+                Err(e) => {
+                    eprintln!("barrier-perf xdp: {e} (needs root)");
                     std::process::exit(1);
                 }
             }

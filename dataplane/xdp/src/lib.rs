@@ -57,6 +57,17 @@ pub const BROKEN_NO_LOCK_OBJECT: &[u8] =
 pub const BROKEN_STALE_TIMER_OBJECT: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/switch_broken_timer.bpf.o"));
 
+/// The performance suite's XDP baseline (`bpf/reflector.bpf.c`): [`REFLECTOR_PROGRAM`] and the
+/// leaves' stand-in [`LEAF_PROGRAM`] (`barrier-perf xdp`, perf/README.md).
+pub const REFLECTOR_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reflector.bpf.o"));
+
+/// In [`REFLECTOR_OBJECT`]: swaps the MAC addresses and sends the frame back (`XDP_TX`).
+pub const REFLECTOR_PROGRAM: &str = "nb_reflect";
+
+/// In [`REFLECTOR_OBJECT`]: rewrites every frame it receives into the leaves' next reduce
+/// (map `nb_leaf_cfg`: groups as a power of two, epoch, source MAC) and drops it.
+pub const LEAF_PROGRAM: &str = "nb_leaf";
+
 /// The program's name in the object.
 pub const PROGRAM: &str = "nb_switch";
 
@@ -79,6 +90,9 @@ pub const MAX_PORT_SETS: u32 = 1024;
 /// configuration (children, epoch, parent, port sets, the `fail_after` register in whole
 /// microseconds, the configuration generation).
 pub const GROUP_SLOT_BYTES: usize = 48;
+
+/// Of [`GROUP_SLOT_BYTES`], the group's state: spin lock (4), seq (4), word (8).
+pub const GROUP_STATE_BYTES: usize = 16;
 
 const NO_PARENT: u8 = 0xff;
 const PHASE_SHIFT: u32 = 62;

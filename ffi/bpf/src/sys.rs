@@ -74,6 +74,10 @@ pub struct bpf_map_create_opts {
     pub map_ifindex: u32,
 }
 
+/// `BPF_F_TEST_XDP_LIVE_FRAMES` (`linux/bpf.h`): `BPF_PROG_RUN` of an XDP program carries out
+/// its verdicts on real frames.
+pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
 /// `struct bpf_test_run_opts`.
 #[repr(C)]
 pub struct bpf_test_run_opts {

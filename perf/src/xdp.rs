@@ -1,0 +1,313 @@
+//! `barrier-perf xdp` (issue 24): the XDP switch's frames/s on one CPU against an XDP reflector
+//! (swap MACs, `XDP_TX`), both on the same veth pair, alternated; and the group slot's size.
+//!
+//! Load: `BPF_PROG_RUN` in live-frames mode (`barrier_bpf::Program::run_xdp_live`, what
+//! xdp-trafficgen does). The kernel runs the program under test on frames in its page pool as
+//! if they arrived on `veth-a0`, in batches, on the calling thread's CPU (pinned), and
+//! transmits what it sends (`XDP_TX`, the switch's broadcast redirect over its children's
+//! devmap) out of `veth-a0`; the far end `veth-b0` runs `nb_leaf`, which rewrites every frame
+//! it receives into the leaves' next reduce and drops it. A page's bytes are copied from the
+//! input only on the page's first use in a run (net/bpf/test_run.c, `xdp_test_run_init_page`:
+//! a recycled page keeps its bytes, only the data pointers are reset), so the next repetition
+//! on that page sees the reduce `nb_leaf` wrote: a reduce of group `c mod G`, barrier
+//! `c / G`. The switch holds `G` root groups with one child (`veth-a0`), so every such reduce
+//! completes its group's barrier and the release goes out to the child: the completion path.
+//! The switch's counters, read around each run, say which path the frames took.
+//!
+//! No traffic generator sits between: there is no copy from userspace per frame and no second
+//! CPU, so frames/s = repetitions / elapsed is the programs' per-core cost plus what both pay
+//! alike (page recycling, the veth transmit, `nb_leaf` on the far end, which runs in the same
+//! CPU's softirq).
+
+use barrier_bpf::{Object, XdpMode};
+use barrier_protocol::switch::GroupConfig;
+use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
+use barrier_protocol::{GroupId, PortIdx, PortSet, Seq};
+use barrier_testbed::netns::VethNetns;
+use barrier_xdp::{
+    XdpSwitch, GROUP_SLOT_BYTES, GROUP_STATE_BYTES, LEAF_PROGRAM, REFLECTOR_OBJECT,
+    REFLECTOR_PROGRAM,
+};
+use serde_json::{json, Value};
+use std::time::Instant;
+
+const SWITCH_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xaa]);
+const LEAF_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x11]);
+
+/// What `barrier-perf xdp` is asked for.
+pub struct XdpArgs {
+    /// Seconds per timed run (each program, each repetition).
+    pub secs: f64,
+    /// Repetitions, the two programs alternating (ABBA).
+    pub reps: usize,
+    /// Groups = 2^shift.
+    pub groups_shift: u32,
+    /// Frames per batch of `BPF_PROG_RUN` (the kernel's default is 64, NAPI's budget).
+    pub batch: u32,
+    /// The CPU the measuring thread is pinned to.
+    pub cpu: usize,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return 0.0;
+    }
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The switch counters that say which path the frames took.
+const PATH_COUNTERS: [&str; 12] = [
+    "frames",
+    "reduce_in",
+    "completions",
+    "recorded",
+    "duplicates",
+    "stale_reduce",
+    "ahead_reduce",
+    "drop_not_a_child",
+    "drop_bad_checksum",
+    "drop_unknown_group",
+    "drop_other_epoch",
+    "tx_failed",
+];
+
+fn path_counts(sw: &XdpSwitch) -> Result<Vec<u64>, String> {
+    let c = sw.counters().map_err(|e| e.to_string())?;
+    Ok(PATH_COUNTERS
+        .iter()
+        .map(|n| c.get(n).unwrap_or(0))
+        .collect())
+}
+
+/// Runs the measurement in a throw-away namespace; the JSON of `xdp.json`.
+pub fn xdp(a: &XdpArgs) -> Result<Value, String> {
+    let bed = VethNetns::with_pairs(1).map_err(|e| format!("namespace with a veth pair: {e}"))?;
+    let netns = bed.netns.clone();
+    let (a_if, b_if) = (bed.a.clone(), bed.b.clone());
+    let v = barrier_bpf::in_netns(&netns, || measure(a, &a_if, &b_if))
+        .map_err(|e| format!("enter {netns}: {e}"))??;
+    drop(bed);
+    Ok(v)
+}
+
+fn measure(a: &XdpArgs, a_if: &str, b_if: &str) -> Result<Value, String> {
+    let pinned = barrier_runtime::affinity::pin_current(a.cpu);
+    let groups = 1u32 << a.groups_shift;
+    let a_idx = barrier_bpf::ifindex(a_if).map_err(|e| e.to_string())?;
+    let b_idx = barrier_bpf::ifindex(b_if).map_err(|e| e.to_string())?;
+
+    // The switch: G root groups, one child each: veth-a0 (port 0).
+    let mut sw = XdpSwitch::load(groups).map_err(|e| format!("load the XDP switch: {e}"))?;
+    sw.set_switch_mac(SWITCH_MAC).map_err(|e| e.to_string())?;
+    let port = PortIdx::new(0).expect("port 0");
+    sw.add_port(port, a_idx).map_err(|e| e.to_string())?;
+    let cfg = GroupConfig::root(PortSet::single(port));
+    for g in 0..groups {
+        sw.configure(GroupId(g), &cfg)
+            .map_err(|e| format!("configure group {g}: {e}"))?;
+    }
+
+    // The reflector and the leaves (nb_leaf on the far end).
+    let mut obj =
+        Object::open(REFLECTOR_OBJECT, "barrier_xdp_reflector").map_err(|e| e.to_string())?;
+    obj.load().map_err(|e| format!("load the reflector: {e}"))?;
+    let mut leaf_cfg = [0u8; 16];
+    leaf_cfg[..4].copy_from_slice(&a.groups_shift.to_ne_bytes());
+    leaf_cfg[4..8].copy_from_slice(&cfg.epoch.0.to_ne_bytes());
+    leaf_cfg[8..14].copy_from_slice(&LEAF_MAC.0);
+    obj.map("nb_leaf_cfg")
+        .and_then(|m| m.update(&0u32.to_ne_bytes(), &leaf_cfg, barrier_bpf::flags::ANY))
+        .map_err(|e| e.to_string())?;
+    let leaf = obj.program(LEAF_PROGRAM).map_err(|e| e.to_string())?;
+    let _leaf_attached = leaf
+        .attach_xdp(b_idx, XdpMode::Native)
+        .map_err(|e| format!("attach nb_leaf to {b_if}: {e}"))?;
+    let refl = obj.program(REFLECTOR_PROGRAM).map_err(|e| e.to_string())?;
+    let swp = sw.program().map_err(|e| e.to_string())?;
+    let count_map = obj.map("nb_leaf_count").map_err(|e| e.to_string())?;
+    let cpus = barrier_bpf::possible_cpus().map_err(|e| e.to_string())?;
+
+    // The input a page holds on its first use in a run: group 0's reduce of barrier 0.
+    let mut frame = [0u8; FRAME_LEN];
+    FrameRepr {
+        dst: MacAddr::BROADCAST,
+        src: LEAF_MAC,
+        kind: Kind::Reduce,
+        flags: Flags::empty(),
+        group: GroupId(0),
+        epoch: cfg.epoch,
+        seq: Seq(0),
+        tx_timestamp: None,
+    }
+    .emit(&mut frame);
+
+    // The leaves' count, kept for the switch's runs only: the reflector's runs move it too,
+    // and the switch's groups must see the barrier after the one they completed.
+    let zero = vec![0u8; 8 * cpus];
+    let read_count = || -> Result<Vec<u8>, String> {
+        Ok(count_map
+            .lookup_percpu(&0u32.to_ne_bytes())
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default()
+            .concat())
+    };
+    let write_count = |v: &[u8]| -> Result<(), String> {
+        count_map
+            .update_percpu(&0u32.to_ne_bytes(), v)
+            .map_err(|e| e.to_string())
+    };
+
+    struct RunOut {
+        frames: u32,
+        secs: f64,
+        kernel_ns: u32,
+    }
+    let run = |which: &barrier_bpf::Program<'_>, repeat: u32| -> Result<RunOut, String> {
+        let t = Instant::now();
+        let ns = which
+            .run_xdp_live(&frame, a_idx, repeat, a.batch)
+            .map_err(|e| e.to_string())?;
+        Ok(RunOut {
+            frames: repeat,
+            secs: t.elapsed().as_secs_f64(),
+            kernel_ns: ns,
+        })
+    };
+
+    // Calibration: frames per second of each, for runs of about `secs`.
+    write_count(&zero)?;
+    let cal_s = run(&swp, 200_000)?;
+    let mut switch_count = read_count()?;
+    let cal_r = run(&refl, 200_000)?;
+    let repeat_for =
+        |c: &RunOut| -> u32 { ((c.frames as f64 / c.secs) * a.secs).clamp(100_000.0, 2e9) as u32 };
+    let (rep_s, rep_r) = (repeat_for(&cal_s), repeat_for(&cal_r));
+    eprintln!(
+        "barrier-perf xdp: calibration: switch {:.2} Mfps, reflector {:.2} Mfps; runs of {} and {} frames",
+        cal_s.frames as f64 / cal_s.secs / 1e6,
+        cal_r.frames as f64 / cal_r.secs / 1e6,
+        rep_s,
+        rep_r
+    );
+
+    let mut reps = Vec::new();
+    let before_all = path_counts(&sw)?;
+    for i in 0..a.reps {
+        // ABBA: the reflector first on even repetitions, the switch first on odd ones.
+        let order: [bool; 2] = if i % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        let mut r_out = None;
+        let mut s_out = None;
+        let mut s_path = Vec::new();
+        for is_switch in order {
+            if is_switch {
+                write_count(&switch_count)?;
+                let c0 = path_counts(&sw)?;
+                let o = run(&swp, rep_s)?;
+                let c1 = path_counts(&sw)?;
+                switch_count = read_count()?;
+                s_path = c0.iter().zip(&c1).map(|(x, y)| y - x).collect();
+                s_out = Some(o);
+            } else {
+                r_out = Some(run(&refl, rep_r)?);
+            }
+        }
+        let (r, s) = (r_out.expect("ran"), s_out.expect("ran"));
+        let (rf, sf) = (r.frames as f64 / r.secs, s.frames as f64 / s.secs);
+        eprintln!(
+            "  rep {i}: reflector {:.2} Mfps ({} ns/frame in the kernel), switch {:.2} Mfps ({} ns), ratio {:.3}; switch completions {} of {} frames",
+            rf / 1e6,
+            r.kernel_ns,
+            sf / 1e6,
+            s.kernel_ns,
+            sf / rf,
+            s_path[2],
+            s_path[0]
+        );
+        let path: serde_json::Map<String, Value> = PATH_COUNTERS
+            .iter()
+            .zip(&s_path)
+            .map(|(n, v)| (n.to_string(), json!(v)))
+            .collect();
+        reps.push(json!({
+            "reflector": {"frames": r.frames, "secs": r.secs, "fps": rf, "kernel_ns_per_frame": r.kernel_ns},
+            "switch": {"frames": s.frames, "secs": s.secs, "fps": sf, "kernel_ns_per_frame": s.kernel_ns, "counters": path},
+            "ratio": sf / rf,
+        }));
+    }
+    let after_all = path_counts(&sw)?;
+    let total: Vec<u64> = before_all
+        .iter()
+        .zip(&after_all)
+        .map(|(x, y)| y - x)
+        .collect();
+    let f = |k: &str| {
+        reps.iter()
+            .map(|r| r[k].as_f64().unwrap_or(0.0))
+            .collect::<Vec<_>>()
+    };
+    let g = |p: &str, k: &str| {
+        reps.iter()
+            .map(|r| r[p][k].as_f64().unwrap_or(0.0))
+            .collect::<Vec<_>>()
+    };
+    let (mut rf, mut sf, mut ratios) = (g("reflector", "fps"), g("switch", "fps"), f("ratio"));
+    let (rk, sk) = (
+        median(&mut g("reflector", "kernel_ns_per_frame")),
+        median(&mut g("switch", "kernel_ns_per_frame")),
+    );
+    let spread = |v: &[f64]| -> Value {
+        json!([
+            v.iter().copied().fold(f64::INFINITY, f64::min),
+            v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        ])
+    };
+    let (rf_sp, sf_sp, ra_sp) = (spread(&rf), spread(&sf), spread(&ratios));
+    let (rfm, sfm, ram) = (median(&mut rf), median(&mut sf), median(&mut ratios));
+    let totals: serde_json::Map<String, Value> = PATH_COUNTERS
+        .iter()
+        .zip(&total)
+        .map(|(n, v)| (n.to_string(), json!(v)))
+        .collect();
+    let frames = total[0].max(1) as f64;
+    let info = |p: &barrier_bpf::Program<'_>| -> Value {
+        p.info().map_or(Value::Null, |i| {
+            json!({"verified_insns": i.verified_insns, "xlated_bytes": i.xlated_len, "jited_bytes": i.jited_len})
+        })
+    };
+    Ok(json!({
+        "device": "one veth pair in a throw-away network namespace: veth-a0 (the programs' ingress and egress), veth-b0 (nb_leaf, native XDP)",
+        "load": "BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES: the kernel runs the program on frames of its page pool as arriving on veth-a0 and transmits what it sends; one CPU",
+        "cpu": a.cpu,
+        "pinned": pinned,
+        "batch_size": a.batch,
+        "groups": groups,
+        "switch_config": "root groups with one child (veth-a0), fail_after 0 (no deadline armed)",
+        "path": "every repeated frame is a reduce that nb_leaf wrote: group c mod G, barrier c / G; at the switch, a completion and the release broadcast over the children's devmap (one port)",
+        "reps": reps,
+        "reflector_fps": rfm,
+        "switch_fps": sfm,
+        "reflector_fps_range": rf_sp,
+        "switch_fps_range": sf_sp,
+        "ratio": ram,
+        "ratio_range": ra_sp,
+        "ratio_of_medians": sfm / rfm,
+        "reflector_kernel_ns_per_frame": rk,
+        "switch_kernel_ns_per_frame": sk,
+        "switch_counters": totals,
+        "completions_per_frame": total[2] as f64 / frames,
+        "programs": {"switch": info(&swp), "reflector": info(&refl), "leaf": info(&leaf)},
+        "state_bytes_per_group": GROUP_STATE_BYTES,
+        "slot_bytes_per_group": GROUP_SLOT_BYTES,
+        "map_bytes_at_2_20_groups": GROUP_SLOT_BYTES << 20,
+    }))
+}
