@@ -137,7 +137,8 @@ fn attach_hint(e: &XdpError, mode: XdpMode) -> &'static str {
     };
     match errno {
         Some(EBUSY | EEXIST) => {
-            " (another XDP program is attached to it: `ip link show` names it; detach it first)"
+            " (another XDP program is attached to it: `bpftool net` names it and its owner, a \
+             link of another process or a netlink attach; stop that one or detach it first)"
         }
         Some(EINVAL | EOPNOTSUPP) if mode == XdpMode::Native => {
             " (a driver without native XDP? set [xdp] mode = \"generic\" in the file)"

@@ -652,3 +652,66 @@ fn the_daemon_re_sends_an_intermediates_reduce_until_the_parent_answers() {
     })
     .expect("enter the namespace");
 }
+
+/// The program belongs to the process that attached it: a switch killed with SIGKILL (no
+/// chance to detach) must not leave its program on the ports, taking frames with state no
+/// one manages, and a switch started again on the same ports must attach and serve.
+#[test]
+fn a_killed_switch_leaves_nothing_attached_and_starts_again() {
+    let Some(bed) = common::bed("a_killed_switch_leaves_nothing_attached_and_starts_again") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("killed.toml");
+    let (a0, b0) = bed.pairs[0].clone();
+    let (a1, b1) = bed.pairs[1].clone();
+    std::fs::write(
+        &config,
+        format!(
+            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n\
+             [[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
+             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n\
+             [[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf0\", \"leaf1\"]\n"
+        ),
+    )
+    .expect("write the config");
+    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
+    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    barrier_bpf::in_netns(&bed.netns, || {
+        let pass = XdpSwitch::load(1).expect("load the pass program");
+        let _peers: Vec<_> = [&b0, &b1]
+            .iter()
+            .map(|n| {
+                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
+                    .expect("attach the pass program")
+            })
+            .collect();
+        let mut daemon = Daemon::start(&bed.netns, &config, &dir.path().join("s.json"));
+        daemon.wait_ready();
+        barrier([&leaf0, &leaf1], 1, 1, 0);
+        // `ip netns exec` execs the switch, so the child is the switch itself.
+        daemon.child.kill().expect("SIGKILL the switch");
+        daemon.child.wait().expect("wait");
+        for a in [&a0, &a1] {
+            let link = Command::new("ip")
+                .args(["-d", "link", "show", "dev", a])
+                .output()
+                .expect("ip link show");
+            let text = String::from_utf8_lossy(&link.stdout);
+            assert!(!text.contains("prog/xdp"), "{a} after SIGKILL:\n{text}");
+        }
+        // Nothing answers the leaves now.
+        reduce(&leaf0, 1, 1, 1);
+        reduce(&leaf1, 1, 1, 1);
+        assert!(
+            next_from_switch(&leaf0, Duration::from_millis(200)).is_none(),
+            "a release from a switch that was killed"
+        );
+        let daemon = Daemon::start(&bed.netns, &config, &dir.path().join("s2.json"));
+        daemon.wait_ready();
+        barrier([&leaf0, &leaf1], 1, 1, 2);
+        let (status, out) = daemon.stop();
+        assert!(status.success(), "{status}: {out}");
+    })
+    .expect("enter the namespace");
+}

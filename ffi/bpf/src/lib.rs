@@ -14,7 +14,7 @@
 use std::ffi::{c_int, CString};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 mod sys;
@@ -633,12 +633,20 @@ impl Program<'_> {
         })
     }
 
-    /// Attaches the program to interface `ifindex` in `mode`; it stays attached until
-    /// [`XdpAttachment`] drops (or the interface goes away).
+    /// Attaches the program to interface `ifindex` in `mode`, as a BPF link
+    /// (`BPF_LINK_CREATE`, `BPF_XDP`) whose only reference is the returned [`XdpAttachment`]:
+    /// the program stays attached until it drops, or this process ends however it ends (a
+    /// SIGKILL too: the kernel closes the link's fd), or the interface goes away. An
+    /// interface that already has an XDP program, attached by anyone in any way, refuses it
+    /// (`EBUSY`): nothing is replaced.
     pub fn attach_xdp(&self, ifindex: u32, mode: XdpMode) -> Result<XdpAttachment, BpfError> {
-        let flags = mode.flags();
-        // SAFETY: plain values; NULL opts is allowed.
-        let rc = unsafe { sys::bpf_xdp_attach(ifindex as c_int, self.fd, flags, std::ptr::null()) };
+        let opts = sys::bpf_link_create_opts {
+            sz: std::mem::size_of::<sys::bpf_link_create_opts>(),
+            flags: mode.flags(),
+            _pad: 0,
+        };
+        // SAFETY: opts is a valid, fully initialised options struct that outlives the call.
+        let rc = unsafe { sys::bpf_link_create(self.fd, ifindex as c_int, sys::BPF_XDP, &opts) };
         if rc < 0 {
             return Err(os_err(
                 format!(
@@ -648,7 +656,9 @@ impl Program<'_> {
                 rc,
             ));
         }
-        Ok(XdpAttachment { ifindex, flags })
+        // SAFETY: rc is a new link fd that nothing else owns.
+        let link = unsafe { OwnedFd::from_raw_fd(rc) };
+        Ok(XdpAttachment { ifindex, link })
     }
 }
 
@@ -663,42 +673,34 @@ pub enum XdpMode {
 
 impl XdpMode {
     fn flags(self) -> u32 {
-        // XDP_FLAGS_UPDATE_IF_NOEXIST (1): never replace someone else's program.
         match self {
-            XdpMode::Native => 1 | 4,
-            XdpMode::Generic => 1 | 2,
+            XdpMode::Native => 4,
+            XdpMode::Generic => 2,
         }
     }
 }
 
-/// An XDP program attached to an interface; detached on drop (`bpf_xdp_detach`).
+/// An XDP program attached to an interface through a BPF link this process alone holds;
+/// detached when it drops (the link's fd closes) or when the process ends.
 #[derive(Debug)]
 pub struct XdpAttachment {
     ifindex: u32,
-    flags: u32,
+    link: OwnedFd,
 }
 
 impl XdpAttachment {
-    /// Detaches now, reporting an error (drop ignores it).
+    /// Detaches now (`BPF_LINK_DETACH`), reporting an error (drop only closes the fd, which
+    /// detaches as well).
     pub fn detach(self) -> Result<(), BpfError> {
-        let r = detach(self.ifindex, self.flags);
-        std::mem::forget(self);
-        r
-    }
-}
-
-fn detach(ifindex: u32, flags: u32) -> Result<(), BpfError> {
-    // SAFETY: plain values; NULL opts is allowed.
-    let rc = unsafe { sys::bpf_xdp_detach(ifindex as c_int, flags & !1, std::ptr::null()) };
-    if rc < 0 {
-        return Err(os_err(format!("detach XDP from ifindex {ifindex}"), rc));
-    }
-    Ok(())
-}
-
-impl Drop for XdpAttachment {
-    fn drop(&mut self) {
-        let _ = detach(self.ifindex, self.flags);
+        // SAFETY: a link fd this attachment owns.
+        let rc = unsafe { sys::bpf_link_detach(self.link.as_raw_fd()) };
+        if rc < 0 {
+            return Err(os_err(
+                format!("detach XDP from ifindex {}", self.ifindex),
+                rc,
+            ));
+        }
+        Ok(())
     }
 }
 

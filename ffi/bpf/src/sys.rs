@@ -19,6 +19,18 @@ pub struct bpf_map {
     _opaque: [u8; 0],
 }
 
+/// The head of `struct bpf_link_create_opts` (libbpf 1.1): `sz` set to this struct's size
+/// tells libbpf that the fields after `flags` are zero, as they must be for an XDP link.
+#[repr(C)]
+pub struct bpf_link_create_opts {
+    pub sz: usize,
+    pub flags: u32,
+    pub _pad: u32,
+}
+
+/// `enum bpf_attach_type`'s `BPF_XDP` (linux/bpf.h).
+pub const BPF_XDP: u32 = 37;
+
 /// `struct bpf_object_open_opts` (libbpf 1.1), its padding spelled out: libbpf refuses
 /// non-zero bytes past the fields it knows, and Rust leaves implicit padding undefined.
 #[repr(C)]
@@ -223,9 +235,13 @@ extern "C" {
     pub fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
     pub fn bpf_prog_test_run_opts(prog_fd: c_int, opts: *mut bpf_test_run_opts) -> c_int;
     pub fn bpf_obj_get_info_by_fd(bpf_fd: c_int, info: *mut c_void, info_len: *mut u32) -> c_int;
-    pub fn bpf_xdp_attach(ifindex: c_int, prog_fd: c_int, flags: u32, opts: *const c_void)
-        -> c_int;
-    pub fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const c_void) -> c_int;
+    pub fn bpf_link_create(
+        prog_fd: c_int,
+        target_fd: c_int,
+        attach_type: u32,
+        opts: *const bpf_link_create_opts,
+    ) -> c_int;
+    pub fn bpf_link_detach(link_fd: c_int) -> c_int;
     pub fn libbpf_num_possible_cpus() -> c_int;
     pub fn ring_buffer__new(
         map_fd: c_int,
