@@ -9,8 +9,9 @@ Usage: scripts/install.sh [--prefix DIR] [--build-dir DIR] [--lib-only] [--no-ld
 Builds the release programs and libbarrier (cargo build --release), then installs under PREFIX
 (default /usr/local):
 
-  bin/barrier-switch, bin/barrier-leaf, bin/barrier-gen, bin/barrier-sim, bin/barrierctl,
-      bin/barrier-demo (the demo tree in one process, from the test bed)
+  bin/barrier-switch, bin/barrier-xdp (the XDP switch), bin/barrier-leaf, bin/barrier-gen,
+      bin/barrier-sim, bin/barrierctl, bin/barrier-demo (the demo tree in one process, from
+      the test bed)
   lib/libbarrier.so.VERSION, with the links lib/libbarrier.so.MAJOR (its SONAME) and
       lib/libbarrier.so; lib/libbarrier.a
   include/barrier.h
@@ -123,7 +124,7 @@ fi
 # --- build (or take a build) ---
 if [ -z "$build_dir" ]; then
   if [ "$lib_only" = 1 ]; then pkgs="-p barrier-leaf-capi"; else
-    pkgs="-p barrier-switchd -p barrier-leaf -p barrier-gen -p barrier-sim -p barrier-ctl -p barrier-testbed -p barrier-leaf-capi"
+    pkgs="-p barrier-switchd -p barrier-xdp -p barrier-leaf -p barrier-gen -p barrier-sim -p barrier-ctl -p barrier-testbed -p barrier-leaf-capi"
   fi
   # shellcheck disable=SC2086
   (cd "$repo" && cargo build --release $pkgs) || die "cargo build failed"
@@ -132,7 +133,7 @@ if [ -z "$build_dir" ]; then
   build_dir=$target/release
 fi
 build_dir=$(cd "$build_dir" 2>/dev/null && pwd) || die "--build-dir $build_dir: no such folder"
-programs="barrier-switch barrier-leaf barrier-gen barrier-sim barrierctl barrier-demo"
+programs="barrier-switch barrier-xdp barrier-leaf barrier-gen barrier-sim barrierctl barrier-demo"
 [ "$lib_only" = 0 ] || programs=""
 for f in $programs libbarrier.so libbarrier.a; do
   [ -f "$build_dir/$f" ] || die "$build_dir/$f not found (build it first, or drop --build-dir)"

@@ -75,7 +75,7 @@ nb_build_dir() {
   case "$t" in /*) ;; *) t=$repo/$t ;; esac
   for d in "$t/release" "$t/debug"; do
     local f ok=1
-    for f in barrier-switch barrier-leaf barrier-gen barrier-sim barrier-demo libbarrier.so libbarrier.a; do
+    for f in barrier-switch barrier-xdp barrier-leaf barrier-gen barrier-sim barrier-demo libbarrier.so libbarrier.a; do
       [ -f "$d/$f" ] || ok=0
     done
     [ "$ok" = 1 ] || continue

@@ -52,7 +52,7 @@ stage=$work/stage
 if DESTDIR=$stage bash "$repo/scripts/install.sh" --prefix /opt/nbtest --build-dir "$build" \
   > "$work/stage.log" 2>&1; then
   missing=""
-  for f in bin/barrier-switch bin/barrier-leaf bin/barrier-gen bin/barrier-sim bin/barrier-demo lib/libbarrier.a \
+  for f in bin/barrier-switch bin/barrier-xdp bin/barrier-leaf bin/barrier-gen bin/barrier-sim bin/barrier-demo lib/libbarrier.a \
     lib/libbarrier.so include/barrier.h lib/pkgconfig/barrier.pc lib/pkgconfig/barrier-libs.pc \
     share/netbarrier/configs/root.toml share/netbarrier/install-manifest \
     lib/systemd/system/barrier-switch@.service; do
@@ -97,8 +97,8 @@ bash scripts/install.sh --build-dir "$build" > "$out/install.log" 2>&1
 rc=$?
 t "install to /usr/local" '[ $rc -eq 0 ] || { cat "$out/install.log"; false; }'
 t "ldconfig ran" 'grep -q "ldconfig" "$out/install.log"'
-t "programs on PATH" 'for p in barrier-switch barrier-leaf barrier-gen barrier-sim barrierctl barrier-demo; do [ "$(command -v $p)" = /usr/local/bin/$p ] || exit 1; done'
-t "every program answers --help" 'barrier-switch --help >/dev/null && barrier-leaf --help >/dev/null && barrier-gen --help >/dev/null && barrier-sim --help >/dev/null && barrier-demo --help >/dev/null'
+t "programs on PATH" 'for p in barrier-switch barrier-xdp barrier-leaf barrier-gen barrier-sim barrierctl barrier-demo; do [ "$(command -v $p)" = /usr/local/bin/$p ] || exit 1; done'
+t "every program answers --help" 'barrier-switch --help >/dev/null && barrier-xdp --help >/dev/null && barrier-leaf --help >/dev/null && barrier-gen --help >/dev/null && barrier-sim --help >/dev/null && barrier-demo --help >/dev/null'
 ver=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n1)
 major=${ver%%.*}
 t "libbarrier.so.$ver, SONAME libbarrier.so.$major" '[ -f /usr/local/lib/libbarrier.so.$ver ] && readelf -d /usr/local/lib/libbarrier.so.$ver | grep "soname: \[libbarrier.so.$major\]" >/dev/null'
