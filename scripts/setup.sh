@@ -16,6 +16,8 @@ PACKAGES=(
   bpftool xdp-tools
   # kill and sysctl, used by tests and the namespace scripts (absent from minimal images)
   procps
+  # ordinary traffic across a switch's AF_XDP ports (dataplane/switchd/tests/af_xdp.rs)
+  iputils-ping
   # the shipped unit (scripts/systemd) is tested under a systemd booted in namespaces
   # (scripts/tests/systemd_unit.sh: systemd, systemctl, journalctl; unshare and nsenter)
   systemd util-linux

@@ -3,7 +3,8 @@
 //! (`switch_broken_epoch.bpf.o`, `-DNB_BROKEN_NO_EPOCH_CHECK`) and one for the concurrency
 //! test's (`switch_broken_lock.bpf.o`, `-DNB_BROKEN_NO_LOCK`) and one whose timer entry point
 //! acts on timers of another barrier (`switch_broken_timer.bpf.o`, `-DNB_BROKEN_STALE_TIMER`); and
-//! `bpf/reflector.bpf.c` (`reflector.bpf.o`: the baseline and leaves of `barrier-perf xdp`). Needs clang and the libbpf
+//! `bpf/reflector.bpf.c` (`reflector.bpf.o`: the baseline and leaves of `barrier-perf xdp`); and
+//! `bpf/steer.bpf.c` (`steer.bpf.o`: barrier-switch's AF_XDP ports' steering program). Needs clang and the libbpf
 //! headers (Debian: clang, libbpf-dev; `scripts/setup.sh` installs both).
 
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ fn main() {
     let src = "bpf/switch.bpf.c";
     println!("cargo:rerun-if-changed={src}");
     println!("cargo:rerun-if-changed=bpf/reflector.bpf.c");
+    println!("cargo:rerun-if-changed=bpf/steer.bpf.c");
     println!("cargo:rerun-if-env-changed=CLANG");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_owned());
@@ -77,6 +79,13 @@ fn main() {
         &includes,
         &[],
         &out.join("reflector.bpf.o"),
+    );
+    compile(
+        &clang,
+        "bpf/steer.bpf.c",
+        &includes,
+        &[],
+        &out.join("steer.bpf.o"),
     );
 }
 

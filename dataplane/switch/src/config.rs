@@ -16,6 +16,11 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Ports per switch and fan-in per group: a child set is one 64-bit mask.
 pub const MAX_PORTS: usize = 64;
+
+/// Queues an AF_XDP port may have: the size of its steering program's socket map
+/// (`barrier_xdp::steer::MAX_QUEUES`).
+pub const MAX_AF_XDP_QUEUES: u16 = 64;
+
 /// The re-send timeout an intermediate group gets when the file does not say
 /// (`barrier_ctl::group`, shared with the control socket).
 pub use barrier_ctl::group::DEFAULT_RESEND_TIMEOUT_US;
@@ -96,6 +101,8 @@ struct RawPort {
     name: String,
     vdev: Option<String>,
     pci: Option<String>,
+    /// A Linux interface shared with the kernel through AF_XDP ([`Device::AfXdp`]).
+    af_xdp: Option<String>,
     #[serde(default = "one")]
     rx_queues: u16,
     #[serde(default = "one")]
@@ -372,16 +379,50 @@ fn validate_ports(
                 format!("port {:?} already defined by ports[{}]", p.name, prev.get()),
             ));
         }
-        let device = match (&p.vdev, &p.pci) {
-            (Some(v), None) if !v.is_empty() => Device::Vdev(v.clone()),
-            (None, Some(a)) if !a.is_empty() => Device::Pci(a.clone()),
-            (Some(_), Some(_)) => {
-                return Err(ConfigError::new(&key, "give either vdev or pci, not both"))
+        let device = match (&p.vdev, &p.pci, &p.af_xdp) {
+            (Some(v), None, None) if !v.is_empty() => Device::Vdev(v.clone()),
+            (None, Some(a), None) if !a.is_empty() => Device::Pci(a.clone()),
+            (None, None, Some(iface)) => {
+                if iface.is_empty() || iface.len() > 15 || iface.contains(['/', ',', ' ']) {
+                    return Err(ConfigError::new(
+                        format!("{key}.af_xdp"),
+                        format!(
+                            "{iface:?} is not an interface name (1-15 bytes, no '/', ',' or space)"
+                        ),
+                    ));
+                }
+                if p.rx_queues > MAX_AF_XDP_QUEUES {
+                    return Err(ConfigError::new(
+                        format!("{key}.rx_queues"),
+                        format!(
+                            "{} queues: an AF_XDP port's steering program serves at most {MAX_AF_XDP_QUEUES}",
+                            p.rx_queues
+                        ),
+                    ));
+                }
+                Device::AfXdp {
+                    iface: iface.clone(),
+                    name: format!("net_af_xdp{i}"),
+                }
+            }
+            (None, None, None) => {
+                return Err(ConfigError::new(
+                    &key,
+                    "give vdev (e.g. \"net_ring0\"), pci (e.g. \"0000:01:00.0\") or af_xdp \
+                     (an interface, e.g. \"eth1\")",
+                ))
+            }
+            (Some(v), None, None) | (None, Some(v), None) if v.is_empty() => {
+                return Err(ConfigError::new(
+                    &key,
+                    "give vdev (e.g. \"net_ring0\"), pci (e.g. \"0000:01:00.0\") or af_xdp \
+                     (an interface, e.g. \"eth1\")",
+                ))
             }
             _ => {
                 return Err(ConfigError::new(
                     &key,
-                    "give vdev (e.g. \"net_ring0\") or pci (e.g. \"0000:01:00.0\")",
+                    "give one of vdev, pci and af_xdp, not several",
                 ))
             }
         };
@@ -1285,12 +1326,44 @@ children = ["d0", "d1", "up"]
     }
 
     #[test]
+    fn an_af_xdp_port_names_an_interface() {
+        let c = parse(&GOOD.replacen("vdev = \"net_ring1\"", "af_xdp = \"eth1\"", 1)).unwrap();
+        assert_eq!(
+            c.ports[1].device,
+            Device::AfXdp {
+                iface: "eth1".into(),
+                name: "net_af_xdp1".into()
+            }
+        );
+        assert_eq!(c.ports[1].device.dpdk_name(), "net_af_xdp1");
+        assert_eq!(c.port_descs()[1].device, "af_xdp:eth1");
+    }
+
+    #[test]
     fn port_device_rules() {
         refused(
             "vdev = \"net_ring0\"",
             "vdev = \"net_ring0\"\npci = \"0000:01:00.0\"",
             "ports[0]",
-            "not both",
+            "not several",
+        );
+        refused(
+            "vdev = \"net_ring0\"",
+            "vdev = \"net_ring0\"\naf_xdp = \"eth1\"",
+            "ports[0]",
+            "not several",
+        );
+        refused(
+            "vdev = \"net_ring0\"",
+            "af_xdp = \"eth1,x=1\"",
+            "ports[0].af_xdp",
+            "not an interface name",
+        );
+        refused(
+            "vdev = \"net_ring0\"",
+            "af_xdp = \"eth1\"\nrx_queues = 65",
+            "ports[0].rx_queues",
+            "at most 64",
         );
         refused("vdev = \"net_ring0\"", "", "ports[0]", "give vdev");
         refused(

@@ -45,6 +45,16 @@ pub enum Device {
     Vdev(String),
     /// A PCI address, e.g. `0000:01:00.0`.
     Pci(String),
+    /// A Linux interface shared with the kernel through an AF_XDP socket: DPDK's `net_af_xdp`
+    /// PMD as `name` (`net_af_xdp<port index>`), with the steering program that sends barrier
+    /// frames to the switch and every other frame to the kernel (docs/operations.md, "Sharing
+    /// a link with ordinary traffic").
+    AfXdp {
+        /// The interface.
+        iface: String,
+        /// The DPDK device name.
+        name: String,
+    },
 }
 
 impl Device {
@@ -53,6 +63,7 @@ impl Device {
         match self {
             Device::Vdev(s) => s.split(',').next().unwrap_or(s),
             Device::Pci(s) => s,
+            Device::AfXdp { name, .. } => name,
         }
     }
 }
@@ -120,6 +131,7 @@ impl SwitchSpec {
                 device: match &p.device {
                     Device::Vdev(v) => format!("vdev:{v}"),
                     Device::Pci(a) => format!("pci:{a}"),
+                    Device::AfXdp { iface, .. } => format!("af_xdp:{iface}"),
                 },
                 peer_mac: p.peer_mac,
             })

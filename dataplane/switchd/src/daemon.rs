@@ -73,6 +73,8 @@ pub enum RunError {
         #[source]
         source: LaunchError,
     },
+    #[error("port {port}: {reason}")]
+    AfXdp { port: String, reason: String },
     #[error("port {port}: {source}")]
     Queue {
         port: String,
@@ -141,10 +143,34 @@ pub fn run_config(
     // Every port is created, started and drained before any queue is polled: a frame that
     // arrived before then may name the wrong ingress port (`start_ports`).
     let mut ports = Vec::new();
+    let af_xdp_err = |port: &str, reason: String| RunError::AfXdp {
+        port: port.to_owned(),
+        reason,
+    };
+    let mut steer_file = None;
+    let mut specs = Vec::new();
     for pc in &cfg.ports {
-        let device = match &pc.device {
-            Device::Vdev(spec) => PortDevice::Vdev(spec),
-            Device::Pci(addr) => PortDevice::Existing(addr),
+        specs.push(match &pc.device {
+            Device::AfXdp { iface, name } => {
+                crate::af_xdp::check_port(iface, pc.rx_queues)
+                    .map_err(|e| af_xdp_err(&pc.name, e))?;
+                if steer_file.is_none() {
+                    steer_file = Some(crate::af_xdp::ObjectFile::write().map_err(|e| {
+                        af_xdp_err(&pc.name, format!("writing the steering program: {e}"))
+                    })?);
+                }
+                let file = steer_file.as_ref().expect("written above");
+                Some(file.vdev(name, iface, pc.rx_queues))
+            }
+            _ => None,
+        });
+    }
+    for (pc, spec) in cfg.ports.iter().zip(&specs) {
+        let device = match (&pc.device, spec) {
+            (_, Some(spec)) => PortDevice::Vdev(spec),
+            (Device::Vdev(spec), None) => PortDevice::Vdev(spec),
+            (Device::Pci(addr), None) => PortDevice::Existing(addr),
+            (Device::AfXdp { .. }, None) => unreachable!("every AF_XDP port has its vdev"),
         };
         let setup = PortSetup {
             rx_queues: pc.rx_queues,
@@ -160,6 +186,22 @@ pub fn run_config(
         );
     }
     let discarded = start_ports(&mut ports)?;
+    // The PMD attached the steering program through netlink, which would outlive a killed
+    // switch: hold it as this process's link instead (crate::af_xdp), until just before the
+    // ports close.
+    let mut steering = Vec::new();
+    for pc in &cfg.ports {
+        if let Device::AfXdp { iface, .. } = &pc.device {
+            let s = crate::af_xdp::take_over(iface).map_err(|e| af_xdp_err(&pc.name, e))?;
+            tracing::info!(
+                "port {}: steering program on {iface}, {:?} mode, held by this process",
+                pc.name,
+                s.mode()
+            );
+            steering.push((pc.name.clone(), s));
+        }
+    }
+    drop(steer_file);
     let mut io = Vec::new();
     for (pc, port) in cfg.ports.iter().zip(&mut ports) {
         // Barrier frames go to the peer's MAC or broadcast: take everything and let the
@@ -328,6 +370,24 @@ pub fn run_config(
     let mut report = stats.report();
     report += &loops_report(&loops);
     let _ = writeln!(report, "ran {:.3} s", started.elapsed().as_secs_f64());
+    for (name, s) in &steering {
+        match s.counts() {
+            Ok(c) => {
+                let _ = writeln!(
+                    report,
+                    "port {name} steering: {} barrier frames ({} bytes) to the switch, {} other \
+                     frames ({} bytes) to the kernel, {} barrier frames on a queue without a socket",
+                    c.steered_frames, c.steered_bytes, c.pass_frames, c.pass_bytes, c.no_socket
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(report, "port {name} steering: counters not read: {e}");
+            }
+        }
+    }
+    // Detach the steering programs before the PMD closes the ports (it would try to detach
+    // them through netlink and fail on a link).
+    drop(steering);
     let closed = close_ports(ports, &pool);
     drop(pool);
     drop(eal);

@@ -5,6 +5,7 @@
 //! -- --config FILE [options]`. Without `--` every argument is the program's (the file's
 //! `eal.args` then apply).
 
+mod af_xdp;
 mod daemon;
 
 use crate::daemon::run_config;
@@ -215,6 +216,17 @@ fn main() -> ExitCode {
                     },
                     c.lcores.idle
                 );
+                for p in &c.ports {
+                    if let barrier_switch::spec::Device::AfXdp { iface, .. } = &p.device {
+                        match af_xdp::check_port(iface, p.rx_queues) {
+                            Ok(plan) => println!("{}: port {}: {plan}", config.display(), p.name),
+                            Err(e) => {
+                                eprintln!("{}: port {}: {e}", config.display(), p.name);
+                                return ExitCode::from(2);
+                            }
+                        }
+                    }
+                }
                 if let Some(ctl) = &c.control {
                     match socket_plan(&ctl.socket) {
                         Ok(plan) => println!("{}: {plan}", config.display()),

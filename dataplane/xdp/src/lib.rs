@@ -18,11 +18,13 @@
 //! | `config` | the daemon's configuration file: barrier-switch's, ports as interfaces |
 //! | `dataplane` | [`XdpDataplane`]: the switch behind `barrier_mgmt::Dataplane` |
 //! | `timers` | [`timers::TimerSide`]: the re-send timer and the failure deadline |
+//! | `steer` | barrier-switch's AF_XDP ports' steering program (not the XDP switch's) |
 //!
 //! The daemon, `barrier-xdp check|run --config FILE`, is `src/main.rs`.
 
 pub mod config;
 pub mod dataplane;
+pub mod steer;
 pub mod timers;
 
 pub use dataplane::XdpDataplane;

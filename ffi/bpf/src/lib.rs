@@ -14,7 +14,7 @@
 use std::ffi::{c_int, CString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 mod sys;
@@ -640,26 +640,32 @@ impl Program<'_> {
     /// interface that already has an XDP program, attached by anyone in any way, refuses it
     /// (`EBUSY`): nothing is replaced.
     pub fn attach_xdp(&self, ifindex: u32, mode: XdpMode) -> Result<XdpAttachment, BpfError> {
-        let opts = sys::bpf_link_create_opts {
-            sz: std::mem::size_of::<sys::bpf_link_create_opts>(),
-            flags: mode.flags(),
-            _pad: 0,
-        };
-        // SAFETY: opts is a valid, fully initialised options struct that outlives the call.
-        let rc = unsafe { sys::bpf_link_create(self.fd, ifindex as c_int, sys::BPF_XDP, &opts) };
-        if rc < 0 {
-            return Err(os_err(
-                format!(
-                    "attach XDP program {} to ifindex {ifindex} ({mode:?})",
-                    self.name
-                ),
-                rc,
-            ));
-        }
-        // SAFETY: rc is a new link fd that nothing else owns.
-        let link = unsafe { OwnedFd::from_raw_fd(rc) };
-        Ok(XdpAttachment { ifindex, link })
+        link_xdp(self.fd, &self.name, ifindex, mode)
     }
+}
+
+fn link_xdp(
+    prog_fd: c_int,
+    name: &str,
+    ifindex: u32,
+    mode: XdpMode,
+) -> Result<XdpAttachment, BpfError> {
+    let opts = sys::bpf_link_create_opts {
+        sz: std::mem::size_of::<sys::bpf_link_create_opts>(),
+        flags: mode.flags(),
+        _pad: 0,
+    };
+    // SAFETY: opts is a valid, fully initialised options struct that outlives the call.
+    let rc = unsafe { sys::bpf_link_create(prog_fd, ifindex as c_int, sys::BPF_XDP, &opts) };
+    if rc < 0 {
+        return Err(os_err(
+            format!("attach XDP program {name} to ifindex {ifindex} ({mode:?})"),
+            rc,
+        ));
+    }
+    // SAFETY: rc is a new link fd that nothing else owns.
+    let link = unsafe { OwnedFd::from_raw_fd(rc) };
+    Ok(XdpAttachment { ifindex, link })
 }
 
 /// Where an XDP program runs.
@@ -701,6 +707,172 @@ impl XdpAttachment {
             ));
         }
         Ok(())
+    }
+}
+
+/// The XDP program attached to an interface by another loader (DPDK's `net_af_xdp` PMD, `ip
+/// link`), opened by its id: its name, mode and maps, and a way to take the attachment over
+/// as this process's own link ([`AttachedXdp::relink`]).
+#[derive(Debug)]
+pub struct AttachedXdp {
+    ifindex: u32,
+    fd: OwnedFd,
+    id: u32,
+    name: String,
+    mode: XdpMode,
+    map_ids: Vec<u32>,
+}
+
+/// The XDP program attached to interface `ifindex` (in this thread's network namespace), if
+/// any. A program attached in hardware or several at once (`XDP_ATTACHED_HW`/`MULTI`) is
+/// refused: nothing here handles them.
+pub fn attached_xdp(ifindex: u32) -> Result<Option<AttachedXdp>, BpfError> {
+    let mut q = sys::bpf_xdp_query_opts {
+        sz: std::mem::size_of::<sys::bpf_xdp_query_opts>(),
+        ..Default::default()
+    };
+    // SAFETY: q is a valid options struct the call fills.
+    let rc = unsafe { sys::bpf_xdp_query(ifindex as c_int, 0, &mut q) };
+    if rc < 0 {
+        return Err(os_err(format!("query XDP on ifindex {ifindex}"), rc));
+    }
+    let mode = match q.attach_mode {
+        0 => return Ok(None),
+        sys::XDP_ATTACHED_DRV => XdpMode::Native,
+        sys::XDP_ATTACHED_SKB => XdpMode::Generic,
+        m => {
+            return Err(BpfError::Os {
+                what: format!(
+                    "XDP on ifindex {ifindex}: attach mode {m} (hardware or several programs)"
+                ),
+                source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            })
+        }
+    };
+    // SAFETY: a plain id; a new fd or a negative error.
+    let rc = unsafe { sys::bpf_prog_get_fd_by_id(q.prog_id) };
+    if rc < 0 {
+        return Err(os_err(format!("open XDP program id {}", q.prog_id), rc));
+    }
+    // SAFETY: rc is a new program fd that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(rc) };
+    // Two passes: the number of maps, then their ids.
+    let mut info = sys::bpf_prog_info::default();
+    prog_info(fd.as_raw_fd(), &mut info)?;
+    let mut map_ids = vec![0u32; info.nr_map_ids as usize];
+    let mut info = sys::bpf_prog_info {
+        nr_map_ids: map_ids.len() as u32,
+        map_ids: map_ids.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    prog_info(fd.as_raw_fd(), &mut info)?;
+    map_ids.truncate(info.nr_map_ids as usize);
+    Ok(Some(AttachedXdp {
+        ifindex,
+        fd,
+        id: q.prog_id,
+        name: c_name(&info.name),
+        mode,
+        map_ids,
+    }))
+}
+
+fn prog_info(fd: c_int, info: &mut sys::bpf_prog_info) -> Result<(), BpfError> {
+    let mut len = std::mem::size_of::<sys::bpf_prog_info>() as u32;
+    // SAFETY: info is a bpf_prog_info of `len` bytes whose only pointer, map_ids, is null or
+    // points to nr_map_ids u32s that live across the call.
+    let rc = unsafe {
+        sys::bpf_obj_get_info_by_fd(fd, (info as *mut sys::bpf_prog_info).cast(), &mut len)
+    };
+    if rc < 0 {
+        return Err(os_err("get info of an attached XDP program", rc));
+    }
+    Ok(())
+}
+
+fn c_name(name: &[u8]) -> String {
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    String::from_utf8_lossy(&name[..end]).into_owned()
+}
+
+impl AttachedXdp {
+    /// The program's id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+    /// The program's name (the kernel keeps the first 15 bytes).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Where it runs.
+    pub fn mode(&self) -> XdpMode {
+        self.mode
+    }
+
+    /// The program's map called `name`, opened by id.
+    pub fn map(&self, name: &str) -> Result<OwnedMap, BpfError> {
+        for &id in &self.map_ids {
+            // SAFETY: a plain id; a new fd or a negative error.
+            let rc = unsafe { sys::bpf_map_get_fd_by_id(id) };
+            if rc < 0 {
+                return Err(os_err(format!("open map id {id}"), rc));
+            }
+            // SAFETY: rc is a new map fd that nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(rc) };
+            let mut info = sys::bpf_map_info::default();
+            let mut len = std::mem::size_of::<sys::bpf_map_info>() as u32;
+            // SAFETY: info is a bpf_map_info of `len` bytes without pointers.
+            let rc = unsafe {
+                sys::bpf_obj_get_info_by_fd(
+                    fd.as_raw_fd(),
+                    (&mut info as *mut sys::bpf_map_info).cast(),
+                    &mut len,
+                )
+            };
+            if rc < 0 {
+                return Err(os_err(format!("get info of map id {id}"), rc));
+            }
+            if c_name(&info.name) == name {
+                return Ok(OwnedMap {
+                    map: Map::unowned(
+                        fd.into_raw_fd(),
+                        name,
+                        info.key_size,
+                        info.value_size,
+                        info.type_,
+                        info.max_entries,
+                    ),
+                });
+            }
+        }
+        Err(BpfError::NotFound {
+            kind: "map",
+            name: format!("{name} (of attached program {})", self.name),
+        })
+    }
+
+    /// Takes the attachment over: detaches the program (only if it is still the one
+    /// attached: `XDP_FLAGS_REPLACE`) and attaches it again, in the same mode, as a link this
+    /// process holds ([`Program::attach_xdp`]), so that it goes when this process goes. Frames
+    /// that arrive between the two calls go to the kernel.
+    pub fn relink(self) -> Result<XdpAttachment, BpfError> {
+        let opts = sys::bpf_xdp_attach_opts {
+            sz: std::mem::size_of::<sys::bpf_xdp_attach_opts>(),
+            old_prog_fd: self.fd.as_raw_fd(),
+            _pad: 0,
+        };
+        // SAFETY: opts is valid for the call.
+        let rc = unsafe { sys::bpf_xdp_detach(self.ifindex as c_int, self.mode.flags(), &opts) };
+        if rc < 0 {
+            return Err(os_err(
+                format!(
+                    "detach {} from ifindex {} to take it over",
+                    self.name, self.ifindex
+                ),
+                rc,
+            ));
+        }
+        link_xdp(self.fd.as_raw_fd(), &self.name, self.ifindex, self.mode)
     }
 }
 

@@ -28,6 +28,44 @@ pub struct bpf_link_create_opts {
     pub _pad: u32,
 }
 
+/// `struct bpf_xdp_query_opts` (libbpf 1.1), its tail padding spelled out.
+#[repr(C)]
+#[derive(Default)]
+pub struct bpf_xdp_query_opts {
+    pub sz: usize,
+    pub prog_id: u32,
+    pub drv_prog_id: u32,
+    pub hw_prog_id: u32,
+    pub skb_prog_id: u32,
+    pub attach_mode: u8,
+    pub _pad: [u8; 7],
+}
+
+/// `struct bpf_xdp_attach_opts` (libbpf 1.1), its tail padding spelled out.
+#[repr(C)]
+pub struct bpf_xdp_attach_opts {
+    pub sz: usize,
+    pub old_prog_fd: c_int,
+    pub _pad: u32,
+}
+
+/// The head of `struct bpf_map_info` (linux/bpf.h): the kernel fills what fits.
+#[repr(C, align(8))]
+#[derive(Default)]
+pub struct bpf_map_info {
+    pub type_: u32,
+    pub id: u32,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub map_flags: u32,
+    pub name: [u8; 16],
+}
+
+/// `XDP_ATTACHED_DRV` and `XDP_ATTACHED_SKB` (linux/if_link.h).
+pub const XDP_ATTACHED_DRV: u8 = 1;
+pub const XDP_ATTACHED_SKB: u8 = 2;
+
 /// `enum bpf_attach_type`'s `BPF_XDP` (linux/bpf.h).
 pub const BPF_XDP: u32 = 37;
 
@@ -242,6 +280,10 @@ extern "C" {
         opts: *const bpf_link_create_opts,
     ) -> c_int;
     pub fn bpf_link_detach(link_fd: c_int) -> c_int;
+    pub fn bpf_xdp_query(ifindex: c_int, flags: c_int, opts: *mut bpf_xdp_query_opts) -> c_int;
+    pub fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const bpf_xdp_attach_opts) -> c_int;
+    pub fn bpf_prog_get_fd_by_id(id: u32) -> c_int;
+    pub fn bpf_map_get_fd_by_id(id: u32) -> c_int;
     pub fn libbpf_num_possible_cpus() -> c_int;
     pub fn ring_buffer__new(
         map_fd: c_int,

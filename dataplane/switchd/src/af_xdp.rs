@@ -1,0 +1,96 @@
+//! AF_XDP ports (`[[ports]] af_xdp = "IFACE"`): a Linux interface shared with the kernel.
+//! DPDK's `net_af_xdp` PMD takes the barrier frames through an AF_XDP socket per queue, the
+//! steering program (`barrier_xdp::steer`) hands every other frame to the kernel, and the
+//! switch holds the program's attachment so it goes with the switch. What `check` and `run`
+//! refuse, and why, is here.
+
+use std::path::{Path, PathBuf};
+
+use barrier_xdp::steer::{self, Steering};
+
+/// What `check` says about an AF_XDP port on `iface` with `rx_queues` queues, or why it cannot
+/// work here (no such interface in this network namespace, too few queues, an XDP program
+/// already attached). The switch is started in the namespace `check` runs in.
+pub fn check_port(iface: &str, rx_queues: u16) -> Result<String, String> {
+    let ifindex = barrier_bpf::ifindex(iface)
+        .map_err(|_| format!("no interface {iface:?} in this network namespace (ip link show)"))?;
+    let have = rx_queue_count(iface);
+    if let Some(have) = have {
+        if have < usize::from(rx_queues) {
+            return Err(format!(
+                "interface {iface} has {have} RX queue(s), the port asks for {rx_queues} \
+                 (ethtool -L {iface} combined {rx_queues}, or lower rx_queues)"
+            ));
+        }
+    }
+    match barrier_bpf::attached_xdp(ifindex) {
+        Ok(None) => {}
+        Ok(Some(p)) => {
+            return Err(format!(
+                "interface {iface} already runs XDP program {:?} (id {}){}: one XDP program \
+                 per interface; stop what attached it (bpftool net shows it)",
+                p.name(),
+                p.id(),
+                if p.name() == steer::PROGRAM {
+                    ", the steering program of a barrier-switch that is running"
+                } else {
+                    ""
+                }
+            ))
+        }
+        Err(e) => return Err(format!("interface {iface}: cannot query XDP: {e}")),
+    }
+    Ok(format!(
+        "af_xdp on {iface} (ifindex {ifindex}, queues 0..{rx_queues} of {}), no XDP program \
+         attached yet",
+        have.map_or("?".to_string(), |h| h.to_string())
+    ))
+}
+
+/// The interface's RX queues as sysfs lists them, if it can be read.
+fn rx_queue_count(iface: &str) -> Option<usize> {
+    let dir = Path::new("/sys/class/net").join(iface).join("queues");
+    let n = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    Some(n)
+}
+
+/// The steering program's file for the PMD's `xdp_prog=`: written when the first AF_XDP port
+/// is opened, removed when this is dropped (the PMD has loaded it by then).
+pub struct ObjectFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl ObjectFile {
+    pub fn write() -> std::io::Result<ObjectFile> {
+        let dir = std::env::temp_dir().join(format!("barrier-switch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let path = steer::write_object(&dir)?;
+        Ok(ObjectFile { dir, path })
+    }
+
+    /// The PMD's device argument for port `name` on `iface` with `queues` queues from 0.
+    pub fn vdev(&self, name: &str, iface: &str, queues: u16) -> String {
+        format!(
+            "{name},iface={iface},start_queue=0,queue_count={queues},xdp_prog={}",
+            self.path.display()
+        )
+    }
+}
+
+impl Drop for ObjectFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Takes the steering program the PMD attached to `iface` over as this process's own
+/// (`Steering::take_over`).
+pub fn take_over(iface: &str) -> Result<Steering, String> {
+    let ifindex = barrier_bpf::ifindex(iface).map_err(|e| format!("{iface}: {e}"))?;
+    Steering::take_over(ifindex).map_err(|e| format!("{iface}: {e}"))
+}
