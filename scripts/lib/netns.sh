@@ -228,23 +228,31 @@ nb_stale() {
 # nb_topo_case NAME OK_TEXT [topo.sh args...]: one run of scripts/topo.sh with the real programs
 # as a test case named NAME: the run must pass, and it must leave no topo.sh namespace (nbt*)
 # behind. Prints "NAME: ok|FAIL ..." lines and "NAME: P passed, F failed"; returns non-zero on
-# a failure. Without built barrier-switch/barrier-leaf (or BARRIER_SWITCH/BARRIER_LEAF) the case
-# is skipped, or fails when NB_REQUIRE_BINARIES=1.
+# a failure. Without built barrier-switch/barrier-leaf (or BARRIER_SWITCH/BARRIER_LEAF), and
+# barrier-xdp (or BARRIER_XDP) when the arguments have --xdp, the case is skipped, or fails
+# when NB_REQUIRE_BINARIES=1.
 nb_topo_case() {
-  local name=$1 ok_text=$2 switch leaf msg before after rc=0 passed=0 failed=0
+  local name=$1 ok_text=$2 switch leaf xdp="" a msg before after rc=0 passed=0 failed=0 xdp_args=()
   shift 2
   switch=${BARRIER_SWITCH:-$(nb_find_program barrier-switch || true)}
   leaf=${BARRIER_LEAF:-$(nb_find_program barrier-leaf || true)}
-  if [ -z "$switch" ] || [ -z "$leaf" ]; then
-    msg="barrier-switch or barrier-leaf not built (switch '${switch}', leaf '${leaf}')"
+  for a in "$@"; do
+    if [ "$a" = --xdp ]; then
+      xdp=${BARRIER_XDP:-$(nb_find_program barrier-xdp || true)}
+      [ -n "$xdp" ] || xdp=missing
+    fi
+  done
+  if [ -z "$switch" ] || [ -z "$leaf" ] || [ "$xdp" = missing ]; then
+    msg="barrier-switch, barrier-leaf or barrier-xdp not built (switch '${switch}', leaf '${leaf}'${xdp:+, xdp '$xdp'})"
     if [ "${NB_REQUIRE_BINARIES:-0}" = 1 ]; then
       echo "$name: FAIL $msg"; echo "$name: 0 passed, 1 failed"; return 1
     fi
     echo "$name: skipped: $msg"; return 0
   fi
+  [ -n "$xdp" ] && xdp_args=(--xdp-cmd "$xdp")
   # Only topo.sh's own namespaces: other tests may create theirs meanwhile.
   before=$(ip netns list | awk '$1 ~ /^nbt/ {print $1}' | sort)
-  bash "$NB_SCRIPTS_DIR/topo.sh" --switch "$switch" --leaf "$leaf" "$@" || rc=$?
+  bash "$NB_SCRIPTS_DIR/topo.sh" --switch "$switch" --leaf "$leaf" "${xdp_args[@]}" "$@" || rc=$?
   if [ $rc -eq 0 ]; then
     passed=$((passed + 1)); echo "$name: ok   $ok_text"
   else
