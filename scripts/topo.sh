@@ -29,6 +29,8 @@
 #                       then on the emulator's two ports); see docs/faults.md
 #   --xdp-cmd CMD       the XDP switch command (default: barrier-xdp built in target/, or PATH)
 #   --xdp-mode MODE     the XDP switches' xdp.mode: native (default) or generic
+#                       (TOPO_NO_XDP_PASS=1 in the environment leaves the XDP_PASS programs
+#                       out, to show what they are for: the XDP switches' frames are lost)
 #   --leaf CMD          the leaf command (default: barrier-leaf built in target/, or PATH)
 #   --leaf-args ARGS    extra arguments for every leaf
 #   --switch-lcores 1|2 1: RX and scheduler share one lcore (default); 2: one lcore each
