@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A barrier tree as separate processes over real (virtual) Ethernet: one network namespace per
 # switch and per leaf, veth pairs for the links, `barrier-switch run --config` in each switch
-# namespace on DPDK net_af_packet ports, `barrier-leaf` in each leaf namespace, link faults from
-# the eBPF tc program (scripts/bpf) on every link or chosen ones. After the leaves finish, their
+# namespace on DPDK net_af_packet ports (or `barrier-xdp run --config`, the XDP switch, on the
+# switches of --xdp), `barrier-leaf` in each leaf namespace, link faults from the eBPF tc
+# program (scripts/bpf) on every link or chosen ones. After the leaves finish, their
 # records are checked: every barrier completed, and no leaf was released before the last leaf
 # arrived. Everything is torn down on exit, failure or interruption. Needs root.
 #
@@ -19,6 +20,17 @@
 #   --links LIST        faults only on the links above these nodes (e.g. s1,l1.2); default all
 #   --resend-us US      intermediate switches' re-send timeout (default 1000)
 #   --switch CMD        the switch command (default: barrier-switch built in target/, or PATH)
+#   --xdp LIST          these switches run barrier-xdp, the XDP switch, instead (e.g. s1,s2 for
+#                       a mixed tree, or all); the veth end facing an XDP switch's port gets
+#                       an XDP_PASS program (without an XDP receive path there, veth drops
+#                       what the switch sends). Faults on a link with an XDP end are all on the
+#                       other end, egress and ingress (tc does not see what the XDP program
+#                       sends): that end must be a leaf, or the link needs --linkemu (faults
+#                       then on the emulator's two ports); see docs/faults.md
+#   --xdp-cmd CMD       the XDP switch command (default: barrier-xdp built in target/, or PATH)
+#   --xdp-mode MODE     the XDP switches' xdp.mode: native (default) or generic
+#                       (TOPO_NO_XDP_PASS=1 in the environment leaves the XDP_PASS programs
+#                       out, to show what they are for: the XDP switches' frames are lost)
 #   --leaf CMD          the leaf command (default: barrier-leaf built in target/, or PATH)
 #   --leaf-args ARGS    extra arguments for every leaf
 #   --switch-lcores 1|2 1: RX and scheduler share one lcore (default); 2: one lcore each
@@ -27,6 +39,7 @@
 #                       spinning switch would hold a CPU the next hop needs), else spin
 #   --restart LIST      while the leaves run, SIGKILL these switches (e.g. s,s1) and start each
 #                       again at once, one after the other, waiting for its ready line each time
+#                       (DPDK or XDP switches: a killed XDP switch's program goes with it)
 #   --restarts N        kill and restart each switch of --restart N times (default 20); the
 #                       leaves must still be running after the last one (raise --barriers)
 #   --restart-gap-ms MS pause after a restarted switch is ready before the next kill (default 200)
@@ -77,6 +90,7 @@ source "$here/lib/netns.sh"
 
 fanout=2,2 barriers=1000 group=1 loss=0 dup=0 corrupt=0 corrupt_offset=-1 corrupt_xor=0xFF links=all resend_us=1000
 supervise=0 telemetry=0 linkemu_list="" linkemu_args="" linkemu_cmd="" events=() duration_s=0 restart_list="" restarts=20 restart_gap_ms=200 first_job=0 same_epoch=0 leaf_stagger_ms=0 ctl_cmd=""
+xdp_list="" xdp_cmd="" xdp_mode=native
 switch_cmd="" leaf_cmd="" leaf_args="" switch_lcores=1 switch_idle=auto timeout_s=300 out_dir="" dry_run=0 verbose=0
 
 usage() { awk 'NR >= 9 && !/^#/ { exit } NR >= 9 { sub(/^# ?/, ""); print }' "$0"; }
@@ -94,6 +108,9 @@ while [ $# -gt 0 ]; do
     --resend-us) resend_us=${2:?}; shift 2 ;;
     --fail-after-ms) fail_after_ms=${2:?}; shift 2 ;;
     --switch) switch_cmd=${2:?}; shift 2 ;;
+    --xdp) xdp_list=${2:?}; shift 2 ;;
+    --xdp-cmd) xdp_cmd=${2:?}; shift 2 ;;
+    --xdp-mode) xdp_mode=${2:?}; shift 2 ;;
     --leaf) leaf_cmd=${2:?}; shift 2 ;;
     --leaf-args) leaf_args=${2?}; shift 2 ;;
     --switch-lcores) switch_lcores=${2:?}; shift 2 ;;
@@ -152,12 +169,17 @@ for e in "${events[@]}"; do
     || { echo "topo.sh: --event '$e': want T:kill|restart|start|down|up:NODE or T:newjob" >&2; exit 2; }
   [[ $e == *:newjob ]] && need_ctl=1
 done
+[[ $xdp_mode =~ ^(native|generic)$ ]] || { echo "topo.sh: --xdp-mode is native or generic" >&2; exit 2; }
 [[ $switch_lcores =~ ^[12]$ ]] || { echo "topo.sh: --switch-lcores is 1 or 2" >&2; exit 2; }
 [[ $switch_idle =~ ^(auto|spin|yield|sleep(:[1-9][0-9]*)?)$ ]] || { echo "topo.sh: --switch-idle is auto, spin, yield, sleep or sleep:US" >&2; exit 2; }
 
 if [ "$dry_run" = 0 ]; then
   [ -n "$switch_cmd" ] || switch_cmd=$(nb_find_program barrier-switch) \
     || { echo "topo.sh: barrier-switch not found (build it, or pass --switch CMD)" >&2; exit 2; }
+  if [ -n "$xdp_list" ]; then
+    [ -n "$xdp_cmd" ] || xdp_cmd=$(nb_find_program barrier-xdp) \
+      || { echo "topo.sh: barrier-xdp not found (build it: cargo build -p barrier-xdp, or pass --xdp-cmd CMD)" >&2; exit 2; }
+  fi
   [ -n "$leaf_cmd" ] || leaf_cmd=$(nb_find_program barrier-leaf) \
     || { echo "topo.sh: barrier-leaf not found (build it, or pass --leaf CMD)" >&2; exit 2; }
   if [ -n "$linkemu_list" ]; then
@@ -171,6 +193,7 @@ if [ "$dry_run" = 0 ]; then
 fi
 read -ra ctl_argv <<<"$ctl_cmd"
 read -ra switch_argv <<<"$switch_cmd"
+read -ra xdp_argv <<<"$xdp_cmd"
 read -ra leaf_argv <<<"$leaf_cmd"
 read -ra leaf_extra <<<"$leaf_args"
 read -ra linkemu_argv <<<"$linkemu_cmd"
@@ -222,10 +245,25 @@ for e in "${events[@]}"; do
     down|up) [[ " ${nodes[*]} " == *" $n "* ]] && [ "$n" != s ] || { echo "topo.sh: --event $e: no link above '$n' (nodes ${nodes[*]}; the root has none)" >&2; exit 2; } ;;
   esac
 done
-nb_log "tree ${fanout}: switches ${switches[*]}; leaves ${leaves[*]}"
+declare -A is_xdp=()
+if [ "$xdp_list" = all ]; then
+  for n in "${switches[@]}"; do is_xdp[$n]=1; done
+elif [ -n "$xdp_list" ]; then
+  IFS=, read -ra xdp_nodes <<<"$xdp_list"
+  for n in "${xdp_nodes[@]}"; do
+    [[ " ${switches[*]} " == *" $n "* ]] || { echo "topo.sh: --xdp: no switch '$n' (switches: ${switches[*]}; or all)" >&2; exit 2; }
+    is_xdp[$n]=1
+  done
+fi
+# xdp NODE: true when NODE is a switch of --xdp (a barrier-xdp process); leaves are not.
+xdp() { [ "${is_xdp[$1]:-0}" = 1 ]; }
+dpdk_switches=()
+for n in "${switches[@]}"; do xdp "$n" || dpdk_switches+=("$n"); done
+nb_log "tree ${fanout}: switches ${switches[*]}; leaves ${leaves[*]}${xdp_list:+; XDP switches: ${!is_xdp[*]}}"
 if [ "$switch_idle" = auto ]; then
-  if (( ${#switches[@]} * switch_lcores > $(nproc) )); then switch_idle=sleep; else switch_idle=spin; fi
-  nb_log "switch idle policy: $switch_idle ($((${#switches[@]} * switch_lcores)) switch loops on $(nproc) CPUs)"
+  # Only the DPDK switches poll: an XDP switch runs in the kernel's receive path.
+  if (( ${#dpdk_switches[@]} * switch_lcores > $(nproc) )); then switch_idle=sleep; else switch_idle=spin; fi
+  nb_log "switch idle policy: $switch_idle ($((${#dpdk_switches[@]} * switch_lcores)) switch loops on $(nproc) CPUs)"
 fi
 
 IFS=, read -ra emu_nodes <<<"$linkemu_list"
@@ -245,16 +283,65 @@ for n in "${nodes[@]}"; do
   fi
 done
 
+# ---- XDP ports' peers ----------------------------------------------------------------------------
+# A frame an XDP program sends (XDP_REDIRECT, XDP_TX) out of a veth end is queued for the peer's
+# XDP receive path; veth takes it only when the peer has one: an XDP switch's port has its
+# program; every other peer (a leaf's up, a DPDK switch's port, an emulator's port) gets an
+# XDP_PASS program (scripts/bpf/xdp_pass.bpf.c), and the frame goes on to its stack. Without it
+# every frame the XDP switch sends there is lost. (GRO on the peer is not enough: veth then
+# delivers redirected frames but leaves XDP_TX ones, the answers to a stale reduce, on the ring.)
+pass_ends=()
+if [ ${#is_xdp[@]} -gt 0 ] && [ "${TOPO_NO_XDP_PASS:-0}" != 1 ]; then
+  for n in "${nodes[@]}"; do
+    [ "$n" = s ] && continue
+    p=${parent_of[$n]}
+    if [[ ",$linkemu_list," == *",$n,"* ]]; then
+      if xdp "$p"; then nb_xdp_pass "$(nb_ns "e$n")" a; pass_ends+=("e$n/a"); fi
+      if xdp "$n"; then nb_xdp_pass "$(nb_ns "e$n")" b; pass_ends+=("e$n/b"); fi
+    else
+      if xdp "$p" && ! xdp "$n"; then nb_xdp_pass "$(nb_ns "$n")" up; pass_ends+=("$n/up"); fi
+      if xdp "$n" && ! xdp "$p"; then nb_xdp_pass "$(nb_ns "$p")" "${port_in_parent[$n]}"; pass_ends+=("$p/${port_in_parent[$n]}"); fi
+    fi
+  done
+  nb_log "XDP_PASS on the peers of XDP switch ports: ${pass_ends[*]:-none}"
+fi
+
 # ---- faults ------------------------------------------------------------------------------------
 # A link's faults apply in both directions: the program sits on the egress of both veth ends.
+# An XDP switch's own frames skip its port's qdisc layer (no egress hook sees them), and its
+# port's tc ingress runs after its program, so a link with an XDP end gets both directions on
+# the other end: egress (towards the XDP switch) and ingress (from it; its XDP_PASS program,
+# above, hands the frame to the stack, tc ingress first). That other end must read after tc ingress: a leaf does (its socket is
+# bound to the barrier EtherType); a DPDK switch's net_af_packet socket (ETH_P_ALL, a tap) and
+# an XDP switch's program read before it. Such a link takes faults through --linkemu: on the
+# emulator's two ports' egress (it sends through the qdisc layer).
 faulty_links=()
 if [ "$loss_ppm$dup_ppm$corrupt_ppm" != 000 ]; then
+  fault_opts=(--corrupt-offset "$corrupt_offset" --corrupt-xor "$corrupt_xor")
   for n in "${nodes[@]}"; do
     [ "$n" = s ] && continue
     if [ "$links" != all ] && [[ ",$links," != *",$n,"* ]]; then continue; fi
-    nb_fault_attach "$(nb_ns "${parent_of[$n]}")" "${port_in_parent[$n]}" "$loss_ppm" "$dup_ppm" "$corrupt_ppm" --corrupt-offset "$corrupt_offset" --corrupt-xor "$corrupt_xor"
-    nb_fault_attach "$(nb_ns "$n")" up "$loss_ppm" "$dup_ppm" "$corrupt_ppm" --corrupt-offset "$corrupt_offset" --corrupt-xor "$corrupt_xor"
-    faulty_links+=("${parent_of[$n]}-$n")
+    p=${parent_of[$n]}
+    if ! xdp "$p" && ! xdp "$n"; then
+      nb_fault_attach "$(nb_ns "$p")" "${port_in_parent[$n]}" "$loss_ppm" "$dup_ppm" "$corrupt_ppm" "${fault_opts[@]}"
+      nb_fault_attach "$(nb_ns "$n")" up "$loss_ppm" "$dup_ppm" "$corrupt_ppm" "${fault_opts[@]}"
+      faulty_links+=("$p-$n")
+    elif [[ ",$linkemu_list," == *",$n,"* ]]; then
+      nb_fault_attach "$(nb_ns "e$n")" a "$loss_ppm" "$dup_ppm" "$corrupt_ppm" "${fault_opts[@]}"
+      nb_fault_attach "$(nb_ns "e$n")" b "$loss_ppm" "$dup_ppm" "$corrupt_ppm" "${fault_opts[@]}"
+      faulty_links+=("$p-$n(on the emulator)")
+    elif [[ $n == l* ]]; then
+      nb_fault_attach "$(nb_ns "$n")" up "$loss_ppm" "$dup_ppm" "$corrupt_ppm" "${fault_opts[@]}"
+      nb_fault_attach "$(nb_ns "$n")" up "$loss_ppm" "$dup_ppm" "$corrupt_ppm" "${fault_opts[@]}" --ingress
+      faulty_links+=("$p-$n(both on $n)")
+    else
+      other="DPDK switch $p (its net_af_packet socket taps frames before tc ingress)"
+      { xdp "$p" && xdp "$n"; } && other="XDP switch $p (its program runs before tc ingress)"
+      echo "topo.sh: --loss/--dup/--corrupt on the link $p-$n: XDP switch $n's frames skip tc egress," \
+        "so their faults would be on the other end's tc ingress, and the other end is the $other." \
+        "Add --linkemu $n (faults then go on the emulator's ports), or leave the link out with --links." >&2
+      exit 2
+    fi
   done
   nb_log "faults (loss ${loss_ppm}, dup ${dup_ppm}, corrupt ${corrupt_ppm} per million, each direction) on ${faulty_links[*]}"
 fi
@@ -279,7 +366,7 @@ write_switch_config() {
     echo "args = [\"--lcores\", \"$lcores\", \"--no-huge\", \"-m\", \"256\", \"--no-shconf\", \"--file-prefix\", \"$(nb_ns "$name")\", \"--no-pci\", \"--iova-mode=va\"$([ "$telemetry" = 1 ] || echo ', "--no-telemetry"')]"
     echo
     echo "[switch]"
-    printf 'mac = "02:00:00:%02x:%02x:01"\n' $(( $(printf '%s\n' "${switches[@]}" | grep -nxF -- "$name" | cut -d: -f1) )) 0
+    echo "mac = \"$(switch_mac "$name")\""
     for p in "${ports[@]}"; do
       echo
       echo "[[ports]]"
@@ -295,6 +382,15 @@ write_switch_config() {
     if [[ $switch_idle == sleep:* ]]; then echo "idle_sleep_us = ${switch_idle#sleep:}"; fi
     printf 'rx = [ { lcore = 0, poll = [%s] } ]\n' "$(printf '"%s", ' "${ports[@]}" | sed 's/, $//')"
     echo
+    group_section "$name"
+  } >"$file"
+}
+
+# group_section NAME: switch NAME's [[groups]] (and [control]) sections, the same for both
+# switches.
+group_section() {
+  local name=$1
+  {
     echo "[[groups]]"
     echo "number = $group"
     if [ "$name" = s ]; then
@@ -311,10 +407,42 @@ write_switch_config() {
       echo "[control]"
       echo "socket = \"$NB_STATE_DIR/$name.sock\""
     fi
+  }
+}
+
+# switch_mac NAME: the switch's MAC, from its place in the tree.
+switch_mac() {
+  printf '02:00:00:%02x:%02x:01\n' $(( $(printf '%s\n' "${switches[@]}" | grep -nxF -- "$1" | cut -d: -f1) )) 0
+}
+
+# write_xdp_config NAME FILE: the barrier-xdp TOML (docs/configuration.md, "The XDP switch's
+# file") for switch NAME: the same ports, group and control socket as write_switch_config, the
+# ports as interfaces; no [eal] or [lcores] (the XDP switch refuses them by name).
+write_xdp_config() {
+  local name=$1 file=$2 ports=() p
+  [ "$name" != s ] && ports+=(up)
+  for p in ${children_of[$name]}; do ports+=("$p"); done
+  {
+    echo "# barrier-xdp $name, generated by scripts/topo.sh (namespace $(nb_ns "$name"))"
+    echo "[switch]"
+    echo "mac = \"$(switch_mac "$name")\""
+    echo
+    echo "[xdp]"
+    echo "mode = \"$xdp_mode\""
+    for p in "${ports[@]}"; do
+      echo
+      echo "[[ports]]"
+      echo "name = \"$p\""
+      echo "iface = \"$p\""
+    done
+    echo
+    group_section "$name"
   } >"$file"
 }
 
-for n in "${switches[@]}"; do write_switch_config "$n" "$NB_STATE_DIR/$n.toml"; done
+for n in "${switches[@]}"; do
+  if xdp "$n"; then write_xdp_config "$n" "$NB_STATE_DIR/$n.toml"; else write_switch_config "$n" "$NB_STATE_DIR/$n.toml"; fi
+done
 
 save_out() {
   [ -n "$out_dir" ] || return 0
@@ -330,7 +458,9 @@ if [ "$dry_run" = 1 ]; then
   for n in "${nodes[@]}"; do
     echo "==== $n"; ip -n "$(nb_ns "$n")" -br link | grep -v '^lo '
     for ifn in $(ip -n "$(nb_ns "$n")" -br link | awk '$1 != "lo" {print $1}' | cut -d@ -f1); do
-      tc -n "$(nb_ns "$n")" filter show dev "$ifn" egress | sed -n 's/.*\(linkfault[^ ]*\).*/  '"$ifn"' egress: \1/p'
+      for hook in egress ingress; do
+        tc -n "$(nb_ns "$n")" filter show dev "$ifn" "$hook" | sed -n 's/.*\(linkfault[^ ]*\).*/  '"$ifn $hook"': \1/p'
+      done
     done
   done
   save_out
@@ -340,9 +470,15 @@ fi
 # ---- run ---------------------------------------------------------------------------------------
 # The switch's own validation first: a config this script got wrong is refused with the key and
 # the reason, before any process starts.
+# (barrier-xdp's check looks the interfaces up: in the switch's namespace.)
 for n in "${switches[@]}"; do
-  "${switch_argv[@]}" check --config "$NB_STATE_DIR/$n.toml" >"$NB_STATE_DIR/$n.check" 2>&1 \
-    || { cat "$NB_STATE_DIR/$n.check" >&2; echo "topo: FAIL barrier-switch refused the generated $n.toml" >&2; exit 1; }
+  if xdp "$n"; then
+    nb_in "$(nb_ns "$n")" "${xdp_argv[@]}" check --config "$NB_STATE_DIR/$n.toml" >"$NB_STATE_DIR/$n.check" 2>&1 \
+      || { cat "$NB_STATE_DIR/$n.check" >&2; echo "topo: FAIL barrier-xdp refused the generated $n.toml" >&2; exit 1; }
+  else
+    "${switch_argv[@]}" check --config "$NB_STATE_DIR/$n.toml" >"$NB_STATE_DIR/$n.check" 2>&1 \
+      || { cat "$NB_STATE_DIR/$n.check" >&2; echo "topo: FAIL barrier-switch refused the generated $n.toml" >&2; exit 1; }
+  fi
 done
 
 declare -A pid_of alive=()
@@ -369,10 +505,17 @@ stop_linkemus() {
   done
   return 0
 }
-for n in "${switches[@]}"; do
-  nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
+# spawn_switch NAME: start switch NAME (barrier-switch or barrier-xdp) in its namespace.
+spawn_switch() {
+  local n=$1
+  if xdp "$n"; then
+    nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${xdp_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
+  else
+    nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
+  fi
   pid_of[$n]=$NB_LAST_PID
-done
+}
+for n in "${switches[@]}"; do spawn_switch "$n"; done
 
 fail() {
   echo "topo: FAIL $*" >&2
@@ -391,11 +534,13 @@ fail() {
 # A switch is up once it says so: "barrier-switch: ready" on stderr comes after every port is
 # bound, started and drained and every RX loop polls (docs/operations.md). A socket listed in
 # /proc/net/packet is not enough: net_af_packet lists it before binding it to its interface.
+# barrier-xdp says "barrier-xdp: ready" once its program is attached to every port.
 wait_ready() { # NAME: wait for the ready line of switch NAME's current log
-  local n=$1 i
+  local n=$1 i line="^barrier-switch: ready"
+  xdp "$n" && line="^barrier-xdp: ready"
   for ((i = 0; i < 600; i++)); do
     kill -0 "${pid_of[$n]}" 2>/dev/null || fail "switch $n exited during start-up"
-    grep -q "^barrier-switch: ready" "$NB_STATE_DIR/$n.log" && return 0
+    grep -q "$line" "$NB_STATE_DIR/$n.log" && return 0
     sleep 0.1
   done
   fail "switch $n was not ready within 60 s"
@@ -581,8 +726,7 @@ apply_event() { # ACTION NODE
       fi
       restarts_done=$((restarts_done + 1))
       mv "$NB_STATE_DIR/$n.log" "$NB_STATE_DIR/$n.run$restarts_done.log"
-      nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
-      pid_of[$n]=$NB_LAST_PID
+      spawn_switch "$n"
       alive[$n]=1
       wait_ready "$n"
       event "ready $n"
@@ -649,8 +793,7 @@ if [ ${#restart_nodes[@]} -gt 0 ]; then
       kill -KILL "${pid_of[$n]}" 2>/dev/null || fail "switch $n died before restart $r"
       wait "${pid_of[$n]}" 2>/dev/null || true
       mv "$NB_STATE_DIR/$n.log" "$NB_STATE_DIR/$n.run$r.log"
-      nb_spawn "$(nb_ns "$n")" "$NB_STATE_DIR/$n.log" "${switch_argv[@]}" run --config "$NB_STATE_DIR/$n.toml"
-      pid_of[$n]=$NB_LAST_PID
+      spawn_switch "$n"
       wait_ready "$n"
       restarted=$((restarted + 1))
       sleep "$(awk -v ms="$restart_gap_ms" 'BEGIN { printf "%.3f", ms / 1000 }')"
@@ -673,7 +816,7 @@ stop_linkemus
 
 if [ "$verbose" = 1 ]; then
   for n in "${leaves[@]}"; do echo "---- leaf $n"; cat "$NB_STATE_DIR/$n.log"; done
-  # barrier-switch prints its counters from "== switch" on when it stops.
+  # barrier-switch and barrier-xdp print their counters from "== switch" on when they stop.
   for n in "${switches[@]}"; do echo "---- switch $n"; sed -n '/^== /,$p' "$NB_STATE_DIR/$n.log"; done
 fi
 
@@ -681,7 +824,7 @@ records=()
 for n in "${leaves[@]}"; do records+=("$NB_STATE_DIR/records/$n.csv"); done
 if python3 "$here/tools/check_records.py" --expect "$barriers" "${records[@]}"; then
   save_out
-  echo "topo: ok: ${#leaves[@]} leaves x $barriers barriers through ${#switches[@]} switches (fanout $fanout, loss $loss, dup $dup, corrupt $corrupt on ${#faulty_links[@]} links${restart_list:+, $restarts restarts of each of $restart_list}) in ${elapsed} s"
+  echo "topo: ok: ${#leaves[@]} leaves x $barriers barriers through ${#switches[@]} switches (${#is_xdp[@]} XDP; fanout $fanout, loss $loss, dup $dup, corrupt $corrupt on ${#faulty_links[@]} links${restart_list:+, $restarts restarts of each of $restart_list}) in ${elapsed} s"
 else
   records_checked=1
   fail "leaf records show incomplete barriers or an early release"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Link faults for veth links in the namespace test bed: a tc classifier for clsact egress that
- * drops, duplicates and corrupts frames at set rates. The kernels of the development machines
+/* Link faults for veth links in the namespace test bed: a tc classifier for clsact egress (or,
+ * built with -DINGRESS=1, clsact ingress) that drops, duplicates and corrupts frames at set rates. The kernels of the development machines
  * lack netem, so this program stands in for `tc qdisc ... netem loss/duplicate/corrupt`.
  *
  * Rates are compile-time constants (per million frames), one object per rate set, built by
@@ -9,6 +9,9 @@
  *         -DDROP_PPM=200000 -c linkfault.bpf.c -o linkfault.o
  * Attach:
  *   tc qdisc add dev X clsact; tc filter add dev X egress bpf da obj linkfault.o sec tc
+ * The ingress variant (-DINGRESS=1, `tc filter add dev X ingress ...`) is for the frames an XDP
+ * program sends into X's peer: they bypass the qdisc layer on the sending side, so no egress
+ * hook sees them (docs/faults.md, "Faults on a link with an XDP switch").
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -48,6 +51,12 @@
  * (veth scrubs it when crossing namespaces) and the original's mark is restored. */
 #ifndef DUP_MARK
 #define DUP_MARK 0x4e42d0f5
+#endif
+/* 0: the program sits on clsact egress; 1: on clsact ingress, where a duplicate is re-injected
+ * into the same device's receive path (BPF_F_INGRESS) rather than sent out again. The mark
+ * survives that (the device does not change namespace), so the duplicate passes untouched. */
+#ifndef INGRESS
+#define INGRESS 0
 #endif
 
 /* How a dropped frame leaves: TC_ACT_STOLEN frees it and reports success to the sender, as a
@@ -109,8 +118,9 @@ int linkfault(struct __sk_buff *skb)
 	if (chance(DUP_PPM)) {
 		__u32 mark = skb->mark;
 		skb->mark = DUP_MARK;
-		/* flags 0: the clone goes out through the same device's egress path again. */
-		bpf_clone_redirect(skb, skb->ifindex, 0);
+		/* Egress: the clone goes out through the same device's egress path again. Ingress:
+		 * it enters the same device's receive path again (behind the original). */
+		bpf_clone_redirect(skb, skb->ifindex, INGRESS ? BPF_F_INGRESS : 0);
 		skb->mark = mark;
 	}
 	return TC_ACT_OK;

@@ -12,7 +12,10 @@
 #   nb_netns_add NAME                create namespace <prefix>-NAME, loopback up
 #   nb_veth NS_A IF_A NS_B IF_B [MTU] veth pair; NS "" is the host namespace; both ends up
 #   nb_fault_attach NS IF DROP DUP CORRUPT [build.sh options]   rates per million, on IF egress
+#                                    (on IF ingress with the build.sh option --ingress)
 #   nb_fault_detach NS IF
+#   nb_xdp_pass NS IF                an XDP_PASS program on IF (driver mode): the peer of an XDP
+#                                    program's port, so that what the program sends arrives
 #   nb_spawn NS LOG CMD...           run CMD in NS in the background; pid in NB_LAST_PID
 #   nb_in NS CMD...                  run CMD in NS (or the host when NS is "")
 #   nb_ppm FRACTION                  0.05 -> 50000
@@ -109,15 +112,34 @@ nb_fault_object() {
 }
 
 # nb_fault_attach NS IF DROP DUP CORRUPT [build.sh options]: faults on frames leaving IF
-# (egress). A link gets faults in both directions by attaching to both of its ends.
+# (egress), or, with the option --ingress, on frames IF receives (clsact ingress: the variant of
+# the program built for it). A link gets faults in both directions by attaching to both of its
+# ends; an end whose peer is an XDP program's port gets both directions on itself (ingress sees
+# the frames the program sends, which skip the qdisc layer on the program's side).
 nb_fault_attach() {
   local ns=$1 ifn=$2 drop=$3 dup=$4 corrupt=$5; shift 5
-  local obj
+  local obj hook=egress a
+  for a in "$@"; do [ "$a" = --ingress ] && hook=ingress; done
   obj=$(nb_fault_object "$drop" "$dup" "$corrupt" "$@") || exit 1
   nb_in "$ns" tc qdisc replace dev "$ifn" clsact || nb_die "clsact on $ns/$ifn failed"
   _NB_FAULTS+=("$ns|$ifn")
-  nb_in "$ns" tc filter replace dev "$ifn" egress pref 1 handle 1 bpf da obj "$obj" sec tc \
-    || nb_die "attaching $obj to $ns/$ifn egress failed"
+  nb_in "$ns" tc filter replace dev "$ifn" "$hook" pref 1 handle 1 bpf da obj "$obj" sec tc \
+    || nb_die "attaching $obj to $ns/$ifn $hook failed"
+}
+
+# nb_xdp_pass NS IF: attach scripts/bpf/xdp_pass.bpf.c (built once per run) to IF in driver
+# mode. A veth end whose peer runs an XDP program that sends frames (XDP_REDIRECT, XDP_TX) needs
+# an XDP receive path, and GRO alone is not enough for XDP_TX (the comment in xdp_pass.bpf.c).
+nb_xdp_pass() {
+  local ns=$1 ifn=$2 obj=$NB_STATE_DIR/bpf/xdp_pass.o multiarch
+  if [ ! -f "$obj" ]; then
+    mkdir -p "$NB_STATE_DIR/bpf"
+    command -v clang >/dev/null || nb_die "clang not found (Debian package clang)"
+    multiarch=$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
+    clang -O2 -g -target bpf -I"/usr/include/$multiarch" -c "$NB_SCRIPTS_DIR/bpf/xdp_pass.bpf.c" -o "$obj" \
+      || nb_die "building scripts/bpf/xdp_pass.bpf.c failed"
+  fi
+  nb_in "$ns" ip link set dev "$ifn" xdpdrv obj "$obj" sec xdp || nb_die "attaching XDP_PASS to $ns/$ifn failed"
 }
 
 nb_fault_detach() {
@@ -206,23 +228,31 @@ nb_stale() {
 # nb_topo_case NAME OK_TEXT [topo.sh args...]: one run of scripts/topo.sh with the real programs
 # as a test case named NAME: the run must pass, and it must leave no topo.sh namespace (nbt*)
 # behind. Prints "NAME: ok|FAIL ..." lines and "NAME: P passed, F failed"; returns non-zero on
-# a failure. Without built barrier-switch/barrier-leaf (or BARRIER_SWITCH/BARRIER_LEAF) the case
-# is skipped, or fails when NB_REQUIRE_BINARIES=1.
+# a failure. Without built barrier-switch/barrier-leaf (or BARRIER_SWITCH/BARRIER_LEAF), and
+# barrier-xdp (or BARRIER_XDP) when the arguments have --xdp, the case is skipped, or fails
+# when NB_REQUIRE_BINARIES=1.
 nb_topo_case() {
-  local name=$1 ok_text=$2 switch leaf msg before after rc=0 passed=0 failed=0
+  local name=$1 ok_text=$2 switch leaf xdp="" a msg before after rc=0 passed=0 failed=0 xdp_args=()
   shift 2
   switch=${BARRIER_SWITCH:-$(nb_find_program barrier-switch || true)}
   leaf=${BARRIER_LEAF:-$(nb_find_program barrier-leaf || true)}
-  if [ -z "$switch" ] || [ -z "$leaf" ]; then
-    msg="barrier-switch or barrier-leaf not built (switch '${switch}', leaf '${leaf}')"
+  for a in "$@"; do
+    if [ "$a" = --xdp ]; then
+      xdp=${BARRIER_XDP:-$(nb_find_program barrier-xdp || true)}
+      [ -n "$xdp" ] || xdp=missing
+    fi
+  done
+  if [ -z "$switch" ] || [ -z "$leaf" ] || [ "$xdp" = missing ]; then
+    msg="barrier-switch, barrier-leaf or barrier-xdp not built (switch '${switch}', leaf '${leaf}'${xdp:+, xdp '$xdp'})"
     if [ "${NB_REQUIRE_BINARIES:-0}" = 1 ]; then
       echo "$name: FAIL $msg"; echo "$name: 0 passed, 1 failed"; return 1
     fi
     echo "$name: skipped: $msg"; return 0
   fi
+  [ -n "$xdp" ] && xdp_args=(--xdp-cmd "$xdp")
   # Only topo.sh's own namespaces: other tests may create theirs meanwhile.
   before=$(ip netns list | awk '$1 ~ /^nbt/ {print $1}' | sort)
-  bash "$NB_SCRIPTS_DIR/topo.sh" --switch "$switch" --leaf "$leaf" "$@" || rc=$?
+  bash "$NB_SCRIPTS_DIR/topo.sh" --switch "$switch" --leaf "$leaf" "${xdp_args[@]}" "$@" || rc=$?
   if [ $rc -eq 0 ]; then
     passed=$((passed + 1)); echo "$name: ok   $ok_text"
   else

@@ -25,12 +25,20 @@ nb_veth "$tx" ftx "$rx" frx
 
 # measure NAME DROP DUP CORRUPT [build.sh options]: attach, send, count; the receiver's JSON is
 # left in $NB_STATE_DIR/NAME.json. ETHERTYPE (default 0x88B5) and WAIT (seconds the receiver
-# waits when no frame comes at all) from the environment.
+# waits when no frame comes at all) from the environment; INGRESS=1: the program on the
+# receiver's ingress instead (built with --ingress, as topo.sh puts it for an XDP link).
 measure() {
   local name=$1 drop=$2 dup=$3 corrupt=$4; shift 4
   local ready="$NB_STATE_DIR/$name.ready" out="$NB_STATE_DIR/$name.json" pid i
   nb_fault_detach "$tx" ftx
-  if [ "$drop$dup$corrupt" != 000 ]; then nb_fault_attach "$tx" ftx "$drop" "$dup" "$corrupt" "$@"; fi
+  nb_fault_detach "$rx" frx
+  if [ "$drop$dup$corrupt" != 000 ]; then
+    if [ "${INGRESS:-0}" = 1 ]; then
+      nb_fault_attach "$rx" frx "$drop" "$dup" "$corrupt" "$@" --ingress
+    else
+      nb_fault_attach "$tx" ftx "$drop" "$dup" "$corrupt" "$@"
+    fi
+  fi
   nb_spawn "$rx" "$out" python3 "$rawframes" count --iface frx --idle 1 \
     --timeout "${WAIT:-120}" --ethertype "${ETHERTYPE:-0x88B5}" --ready-file "$ready"
   pid=$NB_LAST_PID
@@ -93,6 +101,11 @@ check corrupt_seq 'r["corrupted"] == n' 'r["corrupted_offsets"] == {"29": n}' 'r
 # All three at once, as topo.sh applies them.
 measure mixed 100000 100000 100000
 check mixed 'near(r["unique"], 0.9)' 'near(r["duplicates"], 0.09)' 'near(r["corrupted"], 0.09 + 0.009)'
+
+# The ingress variant on the receiving end (scripts/topo.sh's faults for frames from an XDP
+# switch): the same rates, a duplicate re-enters the receive path once.
+INGRESS=1 measure ingress_mixed 100000 100000 100000
+check ingress_mixed 'near(r["unique"], 0.9)' 'near(r["duplicates"], 0.09)' 'near(r["corrupted"], 0.09 + 0.009)'
 
 # Only barrier frames are touched unless the object is built with --all-frames.
 ETHERTYPE=0x88B6 measure other_ethertype 1000000 0 0
