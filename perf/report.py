@@ -596,6 +596,28 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
                     bool(xd) and xd["map_bytes_at_2_20_groups"] <= 16 << 20,
                     "%d MiB (slot %d bytes)" % (xd["map_bytes_at_2_20_groups"] >> 20, xd["slot_bytes_per_group"]) if xd else "n/a"))
 
+    # Issue 24: a 2,2 tree of XDP switches against the same tree of DPDK switches (step 3e).
+    xt = load(d, "xdptree.json")
+    if xt:
+        w("## A 2,2 tree of XDP switches against the same tree of DPDK switches (issue 24)")
+        w("")
+        w("`scripts/topo.sh --fanout 2,2`: three switches and four `barrier-leaf` processes in "
+          "network namespaces on veth, the DPDK tree (barrier-switch on `net_af_packet`, idle "
+          "policy chosen by topo.sh) and the XDP tree (`--xdp all`) alternated %d times; the "
+          "round is the last leaf's arrival to the last leaf's release (check_records). Medians: "
+          "DPDK p50 %.1f us, p99 %.1f us; XDP p50 %.1f us, p99 %.1f us; XDP / DPDK: p50 **%s**, "
+          "p99 **%s**; early releases %d." % (
+              len(xt["reps"]["xdp"]), xt["dpdk_p50_us"], xt["dpdk_p99_us"], xt["xdp_p50_us"],
+              xt["xdp_p99_us"], fr(xt["xdp_p50_us"] / xt["dpdk_p50_us"]),
+              fr(xt["xdp_p99_us"] / xt["dpdk_p99_us"]), xt["early_releases"]))
+        w("")
+        summary.append(("2,2 tree of XDP switches, barrier round p50 / p99 (veth, real leaves)",
+                        "the same tree of DPDK switches on net_af_packet",
+                        "%.0f / %.0f us vs %.0f / %.0f us: **%s** / **%s**" % (
+                            xt["xdp_p50_us"], xt["xdp_p99_us"], xt["dpdk_p50_us"], xt["dpdk_p99_us"],
+                            fr(xt["xdp_p50_us"] / xt["dpdk_p50_us"]),
+                            fr(xt["xdp_p99_us"] / xt["dpdk_p99_us"]))))
+
     # Targets.
     w("## Targets")
     w("")

@@ -10,7 +10,7 @@
 #   --out DIR    write the results here instead of perf/results/<timestamp>
 #   --no-docs    do not touch docs/performance.md
 #   --only LIST  run only these steps (comma-separated): alone,testpmd,latency,txonly,scale,tree,gen,
-#                twoproc,xdp,mpi,pmu,kernel,micro,sim,profile (the report is written from whatever is there)
+#                twoproc,xdp,xdptree,mpi,pmu,kernel,micro,sim,profile (the report is written from whatever is there)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,11 +41,11 @@ want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 if [ $quick = 1 ]; then
   SECS=1 REPS=3 SCALE_SECS=0.6 LAT_SAMPLES=50000 TREE_COUNT=50000 GEN_SECS=2
   MPI_ITERS=10000 KERNEL_BARRIERS=5000 SIM_LEAVES="8 64 512 4096" SIM_BARRIERS=10 TP_SECS=4
-  MICRO_M=1
+  MICRO_M=1 TOPO_BARRIERS=2000
 else
   SECS=4 REPS=5 SCALE_SECS=3 LAT_SAMPLES=300000 TREE_COUNT=300000 GEN_SECS=8
   MPI_ITERS=100000 KERNEL_BARRIERS=30000 SIM_LEAVES="8 64 512 4096 32768 65536" SIM_BARRIERS=10 TP_SECS=8
-  MICRO_M=2
+  MICRO_M=2 TOPO_BARRIERS=10000
 fi
 NP=4   # participants in the MPI / kernel-socket / in-process comparison
 
@@ -55,7 +55,7 @@ log "results in $out (quick=$quick); load average at start: $(cut -d' ' -f1-3 /p
 export CARGO_INCREMENTAL=0
 log "building (release)"
 (cd "$root" && cargo build --release -q -p barrier-perf -p barrier-gen -p barrier-sim \
-  -p barrier-switchd -p barrier-leaf --bins)
+  -p barrier-switchd -p barrier-leaf -p barrier-xdp --bins)
 bin=$root/target/release
 eal_flags() { echo "--no-huge -m ${2:-512} --no-shconf --file-prefix perf-$1-$$ --no-pci --iova-mode=va --no-telemetry --log-level=*:warning"; }
 
@@ -251,6 +251,39 @@ if want xdp; then
   log "3d. XDP switch vs XDP reflector (BPF_PROG_RUN live frames, veth), $REPS x $SECS s each"
   "$bin/barrier-perf" xdp --out "$out" --secs "$SECS" --reps "$REPS" 2>"$out/xdp.log" \
     || { cat "$out/xdp.log" >&2; exit 1; }
+fi
+
+# 3e. Barrier round latency through a 2,2 tree of XDP switches against the same tree of DPDK
+# switches (barrier-switch on net_af_packet), the real leaves in network namespaces on veth
+# (scripts/topo.sh), the two trees alternated REPS times (issue 24).
+if want xdptree; then
+  log "3e. 2,2 tree: XDP switches vs DPDK switches on veth (topo.sh), $REPS x $TOPO_BARRIERS barriers each"
+  : > "$out/xdptree.txt"
+  for r in $(seq 1 "$REPS"); do
+    for kind in dpdk xdp; do
+      extra=(); [ $kind = xdp ] && extra=(--xdp all)
+      line=$(bash "$root/scripts/topo.sh" --fanout 2,2 --barriers "$TOPO_BARRIERS" \
+        --switch "$bin/barrier-switch" --leaf "$bin/barrier-leaf" --xdp-cmd "$bin/barrier-xdp" \
+        "${extra[@]}" 2>&1 | tee -a "$out/xdptree.log" | grep '^check_records: .*early releases' || true)
+      [ -n "$line" ] || { tail -20 "$out/xdptree.log" >&2; exit 1; }
+      echo "$kind $r $line" >> "$out/xdptree.txt"
+    done
+  done
+  python3 - "$out" <<'EOF2'
+import json, re, statistics, sys
+d = sys.argv[1]
+rows = {"dpdk": [], "xdp": []}
+for l in open(d + "/xdptree.txt"):
+    kind, rep, rest = l.split(" ", 2)
+    g = re.search(r"(\d+) early releases; last arrival to last release: p50 ([\d.]+) us, p99 ([\d.]+) us", rest)
+    rows[kind].append({"rep": int(rep), "early": int(g.group(1)), "p50_us": float(g.group(2)), "p99_us": float(g.group(3))})
+med = lambda k, f: statistics.median(r[f] for r in rows[k])
+json.dump({"reps": rows,
+           "dpdk_p50_us": med("dpdk", "p50_us"), "dpdk_p99_us": med("dpdk", "p99_us"),
+           "xdp_p50_us": med("xdp", "p50_us"), "xdp_p99_us": med("xdp", "p99_us"),
+           "early_releases": sum(r["early"] for k in rows for r in rows[k])},
+          open(d + "/xdptree.json", "w"), indent=1)
+EOF2
 fi
 
 # 4. What a user would pick instead: Open MPI (shared memory, TCP loopback), MPICH if present,
