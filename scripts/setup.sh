@@ -16,8 +16,9 @@ PACKAGES=(
   bpftool xdp-tools
   # kill and sysctl, used by tests and the namespace scripts (absent from minimal images)
   procps
-  # ordinary traffic across a switch's AF_XDP ports (dataplane/switchd/tests/af_xdp.rs)
-  iputils-ping
+  # ordinary traffic across a switch's AF_XDP ports (dataplane/switchd/tests/af_xdp.rs): ping
+  # (ARP, ICMP, IPv6 neighbour discovery) and TCP with iperf3
+  iputils-ping iperf3
   # the shipped unit (scripts/systemd) is tested under a systemd booted in namespaces
   # (scripts/tests/systemd_unit.sh: systemd, systemctl, journalctl; unshare and nsenter)
   systemd util-linux

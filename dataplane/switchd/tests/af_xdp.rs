@@ -296,3 +296,143 @@ fn check_refuses_af_xdp_ports_that_cannot_work() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("no interface \"nosuch0\""), "{err}");
 }
+
+/// The switch's two ports bridged by Linux (`br0` in the switch's namespace), the two hosts in
+/// one subnet through it: TCP (iperf3), ARP and IPv6 neighbour discovery cross the switch's
+/// interfaces as if it were not there, while the hosts' barriers complete through the same
+/// ports with no early release.
+#[test]
+fn hosts_exchange_tcp_across_the_bridged_ports_while_barriers_run() {
+    if !can_create() {
+        eprintln!("SKIP: needs root and iproute2 to create network namespaces");
+        return;
+    }
+    for tool in ["iperf3", "ping"] {
+        let found = Command::new(tool).arg("--version").output().is_ok()
+            || Command::new(tool).arg("-V").output().is_ok();
+        assert!(found, "{tool} not installed: run scripts/setup.sh");
+    }
+    let hosts = Hosts::new();
+    let ns = hosts.bed.netns.clone();
+    ip(&["-n", &ns, "link", "add", "br0", "type", "bridge"]);
+    for (i, (a, b)) in hosts.bed.pairs.iter().enumerate() {
+        ip(&["-n", &ns, "addr", "flush", "dev", a]);
+        ip(&["-n", &ns, "link", "set", a, "master", "br0"]);
+        // Both hosts in 10.77.9.0/24 and fd77::/64, through the bridge.
+        let h = &hosts.hosts[i];
+        ip(&[
+            "-n",
+            h,
+            "addr",
+            "add",
+            &format!("10.77.9.{}/24", i + 1),
+            "dev",
+            b,
+        ]);
+        let _ = Command::new("ip")
+            .args(["netns", "exec", h, "sysctl", "-q", "-w"])
+            .arg(format!("net.ipv6.conf.{b}.disable_ipv6=0"))
+            .status();
+        ip(&[
+            "-n",
+            h,
+            "addr",
+            "add",
+            &format!("fd77::{}/64", i + 1),
+            "dev",
+            b,
+            "nodad",
+        ]);
+    }
+    ip(&["-n", &ns, "link", "set", "br0", "up"]);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = hosts.config(dir.path(), 1);
+    let (l0, l1) = (hosts.leaf(0), hosts.leaf(1));
+    let mut switch = SwitchProc::spawn(&hosts.bed, &cfg);
+    switch.wait_ready();
+
+    let in_host = |i: usize, args: &[&str]| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &hosts.hosts[i]]).args(args);
+        c
+    };
+    for target in ["10.77.9.2", "fd77::2"] {
+        let out = in_host(0, &["ping", "-c", "2", "-i", "0.2", "-W", "2", target])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ping {target} across the bridged ports: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let mut server = in_host(1, &["iperf3", "-s", "-1", "-B", "10.77.9.2"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = std::thread::scope(|s| {
+        let client = s.spawn(|| {
+            in_host(0, &["iperf3", "-c", "10.77.9.2", "-t", "2", "-J"])
+                .output()
+                .unwrap()
+        });
+        // Barriers through the same ports while TCP runs, the leaves re-sending a reduce whose
+        // release does not come in 100 ms, as barrier-leaf does (a frame may be lost under
+        // load: the AF_XDP ring, the raw socket's buffer). Every 50th barrier, leaf 0 reduces
+        // alone first and must get nothing: no early release under load.
+        let (mut seq, mut resent) = (0u32, 0u32);
+        while !client.is_finished() {
+            l0.send(&reduce(l0.mac(), 7, seq)).unwrap();
+            if seq % 50 == 0 {
+                assert!(
+                    next_frame(&l0, Duration::from_millis(50)).is_none(),
+                    "a release of {seq} before leaf 1 reduced"
+                );
+            }
+            l1.send(&reduce(l1.mac(), 7, seq)).unwrap();
+            for (i, sock) in [&l0, &l1].into_iter().enumerate() {
+                let mut tries = 0;
+                let r = loop {
+                    match next_frame(sock, Duration::from_millis(100)) {
+                        Some(r) if r.seq == Seq(seq) => break r,
+                        Some(_) => {} // the answer to an earlier re-send
+                        None => {
+                            tries += 1;
+                            assert!(tries < 50, "leaf{i}: no release of {seq} in 5 s");
+                            sock.send(&reduce(sock.mac(), 7, seq)).unwrap();
+                            resent += 1;
+                        }
+                    }
+                };
+                assert_eq!(r.kind, Kind::Release, "leaf{i}");
+            }
+            seq += 1;
+        }
+        assert!(seq > 10, "only {seq} barriers during the TCP run");
+        eprintln!("{seq} barriers during the TCP run, {resent} reduces re-sent");
+        client.join().unwrap()
+    });
+    let _ = server.wait();
+    let json = String::from_utf8_lossy(&client.stdout);
+    assert!(client.status.success(), "iperf3: {json}");
+    let bps: f64 = json
+        .split("\"sum_received\"")
+        .nth(1)
+        .and_then(|t| t.split("\"bits_per_second\":").nth(1))
+        .and_then(|t| t.split([',', '}']).next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no received rate in {json}"));
+    assert!(bps > 1e6, "iperf3 received {bps} bit/s");
+    let (status, out) = switch.stop();
+    assert!(status.success(), "{status:?}\n{out}");
+    eprintln!(
+        "TCP across the switch's bridged AF_XDP ports: {:.0} Mbit/s",
+        bps / 1e6
+    );
+    let steer = out
+        .lines()
+        .find(|l| l.starts_with("port leaf0 steering:"))
+        .unwrap_or_else(|| panic!("no steering counters in\n{out}"));
+    eprintln!("{steer}");
+}
