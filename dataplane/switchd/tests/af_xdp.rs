@@ -23,7 +23,12 @@ struct Hosts {
 }
 
 impl Hosts {
-    fn new() -> Hosts {
+    /// The bed, or `None` (said) where this run cannot create namespaces (`can_create`).
+    fn new() -> Option<Hosts> {
+        if !can_create() {
+            eprintln!("SKIP: needs root and iproute2 to create network namespaces");
+            return None;
+        }
         let bed = VethNetns::with_pairs(2).unwrap();
         let mut hosts = Vec::new();
         for (i, (a, b)) in bed.pairs.iter().enumerate() {
@@ -51,7 +56,7 @@ impl Hosts {
                 a,
             ]);
         }
-        Hosts { bed, hosts }
+        Some(Hosts { bed, hosts })
     }
 
     fn leaf(&self, i: usize) -> RawSocket {
@@ -180,11 +185,9 @@ fn check(bed: &VethNetns, config: &std::path::Path) -> (bool, String) {
 
 #[test]
 fn barrier_frames_reach_the_switch_and_the_rest_the_kernel() {
-    if !can_create() {
-        eprintln!("SKIP: needs root and iproute2 to create network namespaces");
+    let Some(hosts) = Hosts::new() else {
         return;
-    }
-    let hosts = Hosts::new();
+    };
     let dir = tempfile::tempdir().unwrap();
     let cfg = hosts.config(dir.path(), 1);
     let (ok, text) = check(&hosts.bed, &cfg);
@@ -228,11 +231,9 @@ fn barrier_frames_reach_the_switch_and_the_rest_the_kernel() {
 
 #[test]
 fn a_killed_switch_leaves_the_interfaces_to_the_kernel_and_a_new_one_starts() {
-    if !can_create() {
-        eprintln!("SKIP: needs root and iproute2 to create network namespaces");
+    let Some(hosts) = Hosts::new() else {
         return;
-    }
-    let hosts = Hosts::new();
+    };
     let dir = tempfile::tempdir().unwrap();
     let cfg = hosts.config(dir.path(), 1);
     let (l0, l1) = (hosts.leaf(0), hosts.leaf(1));
@@ -258,11 +259,9 @@ fn a_killed_switch_leaves_the_interfaces_to_the_kernel_and_a_new_one_starts() {
 
 #[test]
 fn check_refuses_af_xdp_ports_that_cannot_work() {
-    if !can_create() {
-        eprintln!("SKIP: needs root and iproute2 to create network namespaces");
+    let Some(hosts) = Hosts::new() else {
         return;
-    }
-    let hosts = Hosts::new();
+    };
     let dir = tempfile::tempdir().unwrap();
     let cfg = hosts.config(dir.path(), 2);
     let (ok, text) = check(&hosts.bed, &cfg);
@@ -303,16 +302,14 @@ fn check_refuses_af_xdp_ports_that_cannot_work() {
 /// ports with no early release.
 #[test]
 fn hosts_exchange_tcp_across_the_bridged_ports_while_barriers_run() {
-    if !can_create() {
-        eprintln!("SKIP: needs root and iproute2 to create network namespaces");
+    let Some(hosts) = Hosts::new() else {
         return;
-    }
+    };
     for tool in ["iperf3", "ping"] {
         let found = Command::new(tool).arg("--version").output().is_ok()
             || Command::new(tool).arg("-V").output().is_ok();
         assert!(found, "{tool} not installed: run scripts/setup.sh");
     }
-    let hosts = Hosts::new();
     let ns = hosts.bed.netns.clone();
     ip(&["-n", &ns, "link", "add", "br0", "type", "bridge"]);
     for (i, (a, b)) in hosts.bed.pairs.iter().enumerate() {

@@ -534,33 +534,17 @@ fn generic_mode_runs_when_the_file_asks() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("generic.toml");
     let sock = dir.path().join("generic.sock");
-    let (a0, b0) = bed.pairs[0].clone();
-    let (a1, b1) = bed.pairs[1].clone();
-    std::fs::write(
-        &config,
-        format!(
-            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[xdp]\nmode = \"generic\"\n\n\
-             [[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
-             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n\
-             [[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf0\", \"leaf1\"]\n\n\
-             [control]\nsocket = \"{}\"\n",
-            sock.display()
-        ),
-    )
-    .expect("write the config");
-    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
-    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    let config = root_of_two(
+        &bed,
+        &dir.path().join("generic.toml"),
+        &format!("[xdp]\nmode = \"generic\"\n\n"),
+        &format!("\n[control]\nsocket = \"{}\"\n", sock.display()),
+    );
+    let (leaf0, leaf1) = two_leaves(&bed);
     barrier_bpf::in_netns(&bed.netns, || {
         let pass = XdpSwitch::load(1).expect("load the pass program");
-        let _peers: Vec<_> = [&b0, &b1]
-            .iter()
-            .map(|n| {
-                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
-                    .expect("attach the pass program")
-            })
-            .collect();
+        let _peers = pass_on_peers(&pass, &bed, 2);
         let daemon = Daemon::start(&bed.netns, &config, &dir.path().join("s.json"));
         let ready = daemon.wait_ready();
         assert!(ready.contains("attached Generic"), "{ready}");
@@ -662,30 +646,12 @@ fn a_killed_switch_leaves_nothing_attached_and_starts_again() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("killed.toml");
-    let (a0, b0) = bed.pairs[0].clone();
-    let (a1, b1) = bed.pairs[1].clone();
-    std::fs::write(
-        &config,
-        format!(
-            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n\
-             [[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
-             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n\
-             [[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf0\", \"leaf1\"]\n"
-        ),
-    )
-    .expect("write the config");
-    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
-    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    let config = root_of_two(&bed, &dir.path().join("killed.toml"), "", "");
+    let (a0, a1) = (bed.pairs[0].0.clone(), bed.pairs[1].0.clone());
+    let (leaf0, leaf1) = two_leaves(&bed);
     barrier_bpf::in_netns(&bed.netns, || {
         let pass = XdpSwitch::load(1).expect("load the pass program");
-        let _peers: Vec<_> = [&b0, &b1]
-            .iter()
-            .map(|n| {
-                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
-                    .expect("attach the pass program")
-            })
-            .collect();
+        let _peers = pass_on_peers(&pass, &bed, 2);
         let mut daemon = Daemon::start(&bed.netns, &config, &dir.path().join("s.json"));
         daemon.wait_ready();
         barrier([&leaf0, &leaf1], 1, 1, 0);
@@ -714,4 +680,50 @@ fn a_killed_switch_leaves_nothing_attached_and_starts_again() {
         assert!(status.success(), "{status}: {out}");
     })
     .expect("enter the namespace");
+}
+
+/// Writes a root switch's file at `path`: ports `leaf0`/`leaf1` on the first two pairs' `a`
+/// ends, group 1 over both; `head` goes before the ports, `tail` after the group.
+fn root_of_two(
+    bed: &barrier_testbed::netns::VethNetns,
+    path: &Path,
+    head: &str,
+    tail: &str,
+) -> std::path::PathBuf {
+    let (a0, a1) = (&bed.pairs[0].0, &bed.pairs[1].0);
+    std::fs::write(
+        path,
+        format!(
+            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n{head}\
+             [[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
+             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n\
+             [[groups]]\nnumber = 1\nrole = \"root\"\nchildren = [\"leaf0\", \"leaf1\"]\n{tail}"
+        ),
+    )
+    .expect("write the config");
+    path.to_path_buf()
+}
+
+/// Raw sockets on the first two pairs' `b` ends: the two leaves.
+fn two_leaves(bed: &barrier_testbed::netns::VethNetns) -> (RawSocket, RawSocket) {
+    let open = |i: usize| {
+        RawSocket::open_in_netns(&bed.netns, &bed.pairs[i].1, ETHERTYPE).expect("leaf socket")
+    };
+    (open(0), open(1))
+}
+
+/// The pass program on the first `n` pairs' `b` ends (a veth peer needs an XDP program to take
+/// frames the switch redirects), attached while the result lives.
+fn pass_on_peers(
+    pass: &XdpSwitch,
+    bed: &barrier_testbed::netns::VethNetns,
+    n: usize,
+) -> Vec<barrier_bpf::XdpAttachment> {
+    bed.pairs[..n]
+        .iter()
+        .map(|(_, b)| {
+            pass.attach_pass(barrier_bpf::ifindex(b).expect("ifindex"))
+                .expect("attach the pass program")
+        })
+        .collect()
 }
