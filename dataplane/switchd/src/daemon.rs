@@ -148,9 +148,11 @@ pub fn run_config(
         reason,
     };
     let mut steer_file = None;
-    let mut specs = Vec::new();
     for pc in &cfg.ports {
-        specs.push(match &pc.device {
+        let af_xdp_spec;
+        let device = match &pc.device {
+            Device::Vdev(spec) => PortDevice::Vdev(spec),
+            Device::Pci(addr) => PortDevice::Existing(addr),
             Device::AfXdp { iface, name } => {
                 crate::af_xdp::check_port(iface, pc.rx_queues)
                     .map_err(|e| af_xdp_err(&pc.name, e))?;
@@ -160,17 +162,9 @@ pub fn run_config(
                     })?);
                 }
                 let file = steer_file.as_ref().expect("written above");
-                Some(file.vdev(name, iface, pc.rx_queues))
+                af_xdp_spec = file.vdev(name, iface, pc.rx_queues);
+                PortDevice::Vdev(&af_xdp_spec)
             }
-            _ => None,
-        });
-    }
-    for (pc, spec) in cfg.ports.iter().zip(&specs) {
-        let device = match (&pc.device, spec) {
-            (_, Some(spec)) => PortDevice::Vdev(spec),
-            (Device::Vdev(spec), None) => PortDevice::Vdev(spec),
-            (Device::Pci(addr), None) => PortDevice::Existing(addr),
-            (Device::AfXdp { .. }, None) => unreachable!("every AF_XDP port has its vdev"),
         };
         let setup = PortSetup {
             rx_queues: pc.rx_queues,
