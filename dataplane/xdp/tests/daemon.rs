@@ -133,12 +133,20 @@ impl Daemon {
         );
     }
 
-    /// SIGTERM; the exit status and stdout.
+    /// SIGTERM; the exit status and stdout (and, when the exit status is not 0, stderr after
+    /// it, so that an assertion on the status shows why).
     fn stop(mut self) -> (std::process::ExitStatus, String) {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let status = self.child.wait().expect("wait");
-        let out: Vec<String> = self.stdout.try_iter().collect();
+        let mut out: Vec<String> = self.stdout.try_iter().collect();
+        if !status.success() {
+            // The reader threads see EOF once the process is gone; give them a moment.
+            std::thread::sleep(Duration::from_millis(100));
+            out.extend(self.stdout.try_iter());
+            out.push("---- stderr".into());
+            out.extend(self.stderr.try_iter());
+        }
         (status, out.join("\n"))
     }
 }
