@@ -546,7 +546,7 @@ fn generic_mode_runs_when_the_file_asks() {
     let config = root_of_two(
         &bed,
         &dir.path().join("generic.toml"),
-        &format!("[xdp]\nmode = \"generic\"\n\n"),
+        "[xdp]\nmode = \"generic\"\n\n",
         &format!("\n[control]\nsocket = \"{}\"\n", sock.display()),
     );
     let (leaf0, leaf1) = two_leaves(&bed);
