@@ -19,6 +19,8 @@ PACKAGES=(
   # ordinary traffic across a switch's AF_XDP ports (dataplane/switchd/tests/af_xdp.rs): ping
   # (ARP, ICMP, IPv6 neighbour discovery) and TCP with iperf3
   iputils-ping iperf3
+  # the TAP exception path's tests turn off the veth hosts' offloads (tests/exception.rs)
+  ethtool
   # the shipped unit (scripts/systemd) is tested under a systemd booted in namespaces
   # (scripts/tests/systemd_unit.sh: systemd, systemctl, journalctl; unshare and nsenter)
   systemd util-linux

@@ -76,6 +76,7 @@ const FUNCTIONS: &[&str] = &[
     "rte_eth_promiscuous_enable",
     "rte_eth_promiscuous_disable",
     "rte_eth_promiscuous_get",
+    "rte_eth_dev_set_link_up",
     "rte_eth_link_get_nowait",
     "rte_eth_stats_get",
     "rte_eth_stats_reset",

@@ -4,7 +4,7 @@
 
 use crate::policer::PolicerSpec;
 use crate::poll::{Idle, IdleMode};
-use crate::spec::{Device, LcoreSpec, MempoolSpec, PortSpec, RxLcore, SwitchSpec};
+use crate::spec::{Device, Exception, LcoreSpec, MempoolSpec, PortSpec, RxLcore, SwitchSpec};
 use barrier_ctl::group::GroupSpec;
 use barrier_mgmt::config::{
     parse_toml, ManagementSpec, RawControl, RawManagement, RawMetrics, RawStragglers, Sections,
@@ -117,6 +117,10 @@ struct RawPort {
     policer_rate: Option<i64>,
     /// The policer's burst in frames (needs `policer_rate`).
     policer_burst: Option<i64>,
+    /// The port's exception path for frames that are not barrier frames (`"tap"`).
+    exception: Option<String>,
+    /// The exception path's kernel interface (default: `nb-` and the port's name).
+    exception_iface: Option<String>,
 }
 
 fn one() -> u16 {
@@ -450,6 +454,7 @@ fn validate_ports(
             }
         }
         let policer = validate_policer(&key, p)?;
+        let exception = validate_exception(&key, i, p, &device)?;
         let peer_mac = match &p.peer_mac {
             Some(m) => parse_mac(&format!("{key}.peer_mac"), m)?,
             None => [0xff; 6],
@@ -467,7 +472,23 @@ fn validate_ports(
                 None => mac,
             },
             policer,
+            exception,
         });
+    }
+    // Two exception paths on one kernel interface would both create it.
+    let mut ifaces: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in ports.iter().enumerate() {
+        if let Some(e) = &p.exception {
+            if let Some(prev) = ifaces.insert(e.iface(), i) {
+                return Err(ConfigError::new(
+                    format!("ports[{i}].exception_iface"),
+                    format!(
+                        "interface {:?} already the exception path of ports[{prev}]",
+                        e.iface()
+                    ),
+                ));
+            }
+        }
     }
     // Two ports on one device would fight over its queues.
     let mut devs: HashMap<&str, usize> = HashMap::new();
@@ -483,6 +504,65 @@ fn validate_ports(
         }
     }
     Ok((ports, names))
+}
+
+/// `ports[i].exception` and `exception_iface`: `"tap"` (the only kind this machine's kernel
+/// can serve without vhost-net, docs/operations.md), on a port the switch owns.
+fn validate_exception(
+    key: &str,
+    i: usize,
+    p: &RawPort,
+    device: &Device,
+) -> Result<Option<Exception>, ConfigError> {
+    let kind = match (&p.exception, &p.exception_iface) {
+        (None, None) => return Ok(None),
+        (None, Some(_)) => {
+            return Err(ConfigError::new(
+                format!("{key}.exception_iface"),
+                "an interface for an exception path needs exception = \"tap\" too",
+            ))
+        }
+        (Some(kind), _) => kind,
+    };
+    if kind != "tap" {
+        return Err(ConfigError::new(
+            format!("{key}.exception"),
+            format!("{kind:?} is not an exception path: give \"tap\" (a TAP interface)"),
+        ));
+    }
+    if let Device::AfXdp { .. } = device {
+        return Err(ConfigError::new(
+            format!("{key}.exception"),
+            "an AF_XDP port already leaves every frame that is not a barrier frame to the \
+             kernel on its own interface: no exception path",
+        ));
+    }
+    let iface = match &p.exception_iface {
+        Some(iface) => iface.clone(),
+        None => format!("nb-{}", p.name),
+    };
+    if iface.is_empty() || iface.len() > 15 || iface.contains(['/', ',', ' ', '=']) {
+        let field = if p.exception_iface.is_some() {
+            "exception_iface"
+        } else {
+            "name"
+        };
+        return Err(ConfigError::new(
+            format!("{key}.{field}"),
+            format!(
+                "{iface:?} is not an interface name (1-15 bytes, no '/', ',', '=' or space){}",
+                if p.exception_iface.is_none() {
+                    ": give exception_iface"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    Ok(Some(Exception::Tap {
+        iface,
+        name: format!("net_tap_exc{i}"),
+    }))
 }
 
 /// `ports[i].policer_rate` and `policer_burst`: a rate in frames/s, a burst in frames.
@@ -1337,6 +1417,85 @@ children = ["d0", "d1", "up"]
         );
         assert_eq!(c.ports[1].device.dpdk_name(), "net_af_xdp1");
         assert_eq!(c.port_descs()[1].device, "af_xdp:eth1");
+    }
+
+    #[test]
+    fn an_exception_path_is_a_tap_interface() {
+        let c = parse(&GOOD.replacen(
+            "vdev = \"net_ring1\"",
+            "vdev = \"net_ring1\"\nexception = \"tap\"",
+            1,
+        ))
+        .unwrap();
+        assert_eq!(
+            c.ports[1].exception,
+            Some(Exception::Tap {
+                iface: "nb-d0".into(),
+                name: "net_tap_exc1".into()
+            })
+        );
+        assert_eq!(c.ports[0].exception, None);
+        let c = parse(&GOOD.replacen(
+            "vdev = \"net_ring1\"",
+            "vdev = \"net_ring1\"\nexception = \"tap\"\nexception_iface = \"ex1\"",
+            1,
+        ))
+        .unwrap();
+        assert_eq!(
+            c.ports[1].exception.as_ref().map(Exception::iface),
+            Some("ex1")
+        );
+    }
+
+    #[test]
+    fn exception_path_rules() {
+        refused(
+            "vdev = \"net_ring0\"",
+            "vdev = \"net_ring0\"\nexception = \"kni\"",
+            "ports[0].exception",
+            "\"kni\" is not an exception path: give \"tap\"",
+        );
+        refused(
+            "vdev = \"net_ring0\"",
+            "af_xdp = \"eth1\"\nexception = \"tap\"",
+            "ports[0].exception",
+            "AF_XDP port already leaves",
+        );
+        refused(
+            "vdev = \"net_ring0\"",
+            "vdev = \"net_ring0\"\nexception_iface = \"ex0\"",
+            "ports[0].exception_iface",
+            "needs exception = \"tap\"",
+        );
+        refused(
+            "vdev = \"net_ring0\"",
+            "vdev = \"net_ring0\"\nexception = \"tap\"\nexception_iface = \"a-name-far-too-long\"",
+            "ports[0].exception_iface",
+            "not an interface name",
+        );
+        refused(
+            "name = \"up\"\nvdev = \"net_ring0\"",
+            "name = \"uplink-to-the-core\"\nvdev = \"net_ring0\"\nexception = \"tap\"",
+            "ports[0].name",
+            "give exception_iface",
+        );
+        let tap = "\nexception = \"tap\"\nexception_iface = \"ex\"";
+        let e = err(&GOOD
+            .replacen(
+                "vdev = \"net_ring1\"",
+                &format!("vdev = \"net_ring1\"{tap}"),
+                1,
+            )
+            .replacen(
+                "vdev = \"net_ring2\"",
+                &format!("vdev = \"net_ring2\"{tap}"),
+                1,
+            ));
+        assert_eq!(e.key, "ports[2].exception_iface", "{e}");
+        assert!(
+            e.reason.contains("already the exception path of ports[1]"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -37,6 +37,23 @@ pub struct RxCounters {
     pub ring_full_waits: AtomicU64,
     /// Barrier frames over the port's policer rate (`crate::policer`), dropped before the table.
     pub drop_policed: AtomicU64,
+    /// Frames that are not barrier frames handed to the port's exception path
+    /// (`crate::exception`), and their bytes; on a port without one they are
+    /// `drop_not_barrier`.
+    pub exception_to_kernel: AtomicU64,
+    pub exception_to_kernel_bytes: AtomicU64,
+    /// Frames for the exception path its TX did not take (the kernel interface is backed up):
+    /// freed.
+    pub exception_drop_full: AtomicU64,
+    /// Frames the kernel sent on the exception interface, sent out of the port, and their
+    /// bytes. Written by the port's kernel poller (`crate::exception::KernelPoller`), not by
+    /// the RX poller: these cells are in the port's first queue's set, each still with one
+    /// writer.
+    pub exception_from_kernel: AtomicU64,
+    pub exception_from_kernel_bytes: AtomicU64,
+    /// Passes on which the port's extra TX queue was full, so the kernel's frames waited in
+    /// the TAP interface's queue (the kernel counts what it drops there).
+    pub exception_from_kernel_waits: AtomicU64,
 }
 
 /// Where a printed RX counter lives.
@@ -52,6 +69,12 @@ enum RxCell {
     UnknownGroup,
     RingFullWaits,
     Policed,
+    ToKernel,
+    ToKernelBytes,
+    ExceptionDropFull,
+    FromKernel,
+    FromKernelBytes,
+    FromKernelWaits,
 }
 
 /// The RX counters as printed: name and cell, in the order they have always been printed.
@@ -59,7 +82,7 @@ enum RxCell {
 /// than taken from `Outcome::name` (`completions` for `Completed`, `drop_not_a_child` for
 /// `Rejected(NotAChild)`, ...); a parse error is `drop_` and its `ParseError::reason`. A test
 /// checks that every outcome and every parse error is listed exactly once.
-const RX_LAYOUT: [(&str, RxCell); 29] = [
+const RX_LAYOUT: [(&str, RxCell); 35] = [
     ("discarded_at_start", RxCell::DiscardedAtStart),
     ("frames", RxCell::Frames),
     ("reduce_in", RxCell::ReduceIn),
@@ -104,6 +127,12 @@ const RX_LAYOUT: [(&str, RxCell); 29] = [
     ),
     ("ring_full_waits", RxCell::RingFullWaits),
     ("drop_policed", RxCell::Policed),
+    ("exception_to_kernel", RxCell::ToKernel),
+    ("exception_to_kernel_bytes", RxCell::ToKernelBytes),
+    ("exception_drop_full", RxCell::ExceptionDropFull),
+    ("exception_from_kernel", RxCell::FromKernel),
+    ("exception_from_kernel_bytes", RxCell::FromKernelBytes),
+    ("exception_from_kernel_waits", RxCell::FromKernelWaits),
 ];
 
 impl RxCounters {
@@ -131,6 +160,12 @@ impl RxCounters {
             RxCell::UnknownGroup => &self.drop_unknown_group,
             RxCell::RingFullWaits => &self.ring_full_waits,
             RxCell::Policed => &self.drop_policed,
+            RxCell::ToKernel => &self.exception_to_kernel,
+            RxCell::ToKernelBytes => &self.exception_to_kernel_bytes,
+            RxCell::ExceptionDropFull => &self.exception_drop_full,
+            RxCell::FromKernel => &self.exception_from_kernel,
+            RxCell::FromKernelBytes => &self.exception_from_kernel_bytes,
+            RxCell::FromKernelWaits => &self.exception_from_kernel_waits,
         }
     }
 
@@ -278,6 +313,12 @@ mod tests {
                 "drop_other_epoch",
                 "ring_full_waits",
                 "drop_policed",
+                "exception_to_kernel",
+                "exception_to_kernel_bytes",
+                "exception_drop_full",
+                "exception_from_kernel",
+                "exception_from_kernel_bytes",
+                "exception_from_kernel_waits",
             ]
         );
         for o in Outcome::ALL {

@@ -4,6 +4,7 @@
 //! pollers run (which lcore, shared or not) is the caller's choice.
 
 use crate::counters::{GroupCounters, RxCounters, SchedCounters, TxCounters};
+use crate::exception::{ExceptionIo, KernelPoller, ToKernel};
 use crate::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
 use crate::link::Link;
 use crate::policer::{PolicerRegister, PolicerSpec, QueuePolicer};
@@ -206,6 +207,10 @@ pub struct SwitchPollers {
     /// One per RX queue: (port index, queue index, poller).
     pub rx: Vec<(usize, usize, Box<dyn Poller>)>,
     pub sched: Box<dyn Poller>,
+    /// One per port with an exception path (`crate::exception`): (port index, the poller that
+    /// sends the kernel's frames out of the port). Its counters are in the port's first RX
+    /// queue's set; placing it on that queue's lcore keeps them on one core's cache.
+    pub kernel: Vec<(usize, Box<dyn Poller>)>,
     pub stats: SwitchStats,
 }
 
@@ -272,13 +277,29 @@ impl<'a> SwitchBuilder<'a> {
         R: RxQueue + 'static,
         T: TxQueue<Frame = R::Frame> + 'static,
     {
+        self.build_with(ports, Vec::new(), table, now_ns)
+    }
+
+    /// `build` with exception paths (`crate::exception`): `exceptions[i]` is port `i`'s (a
+    /// missing entry or `None`: none), with one `to_kernel` queue per RX queue of the port.
+    pub fn build_with<R, T>(
+        self,
+        ports: Vec<PortIo<R, T>>,
+        exceptions: Vec<Option<ExceptionIo<R, T>>>,
+        table: Arc<GroupTable>,
+        now_ns: u64,
+    ) -> SwitchPollers
+    where
+        R: RxQueue + 'static,
+        T: TxQueue<Frame = R::Frame> + 'static,
+    {
         let SwitchBuilder {
             name,
             mac,
             watch,
             policers,
         } = self;
-        assemble(name, mac, ports, table, now_ns, watch, policers)
+        assemble(name, mac, ports, exceptions, table, now_ns, watch, policers)
     }
 }
 
@@ -287,6 +308,7 @@ fn assemble<R, T>(
     name: &str,
     mac: [u8; 6],
     ports: Vec<PortIo<R, T>>,
+    mut exceptions: Vec<Option<ExceptionIo<R, T>>>,
     table: Arc<GroupTable>,
     now_ns: u64,
     watch: Option<Arc<barrier_mgmt::straggler::Watch>>,
@@ -322,19 +344,43 @@ where
     // The RX pollers build sends from the scheduler's templates: the same bytes either way.
     let templates = templates(&tx_ports);
     let mut rx = Vec::new();
-    for (i, queues, register) in rx_queues {
+    let mut kernel = Vec::new();
+    exceptions.resize_with(rx_queues.len().max(exceptions.len()), || None);
+    for ((i, queues, register), exception) in rx_queues.into_iter().zip(exceptions) {
         let idx = PortIdx::new(i as u8).expect("at most 64 ports");
         let nq = u16::try_from(queues.len()).unwrap_or(u16::MAX);
+        let (mut to_kernel, from_kernel) = match exception {
+            Some(x) => {
+                assert_eq!(
+                    x.to_kernel.len(),
+                    queues.len(),
+                    "port {i}: one exception TX queue per RX queue"
+                );
+                (x.to_kernel.into_iter(), Some((x.from_kernel, x.out)))
+            }
+            None => (Vec::new().into_iter(), None),
+        };
+        let mut first = None;
         for (qi, q) in queues.into_iter().enumerate() {
             let link = Arc::new(Link::default());
             let c = Arc::new(RxCounters::default());
             links.push(link.clone());
             rx_stats.push((i, c.clone()));
+            first.get_or_insert_with(|| c.clone());
             let poller = RxPoller::new(idx, q, table.clone(), link, c)
                 .with_templates(Some(templates.clone()))
                 .with_watch(watch.clone())
-                .with_policer(Some(QueuePolicer::new(register.clone(), nq, now_ns)));
+                .with_policer(Some(QueuePolicer::new(register.clone(), nq, now_ns)))
+                .with_exception(
+                    to_kernel
+                        .next()
+                        .map(|t| Box::new(t) as Box<dyn ToKernel<R::Frame>>),
+                );
             rx.push((i, qi, Box::new(poller) as Box<dyn Poller>));
+        }
+        if let (Some((from, out)), Some(c)) = (from_kernel, first) {
+            let poller = KernelPoller::new(from, out, c);
+            kernel.push((i, Box::new(poller) as Box<dyn Poller>));
         }
     }
     let sched = SchedPoller::new(
@@ -347,6 +393,7 @@ where
     SwitchPollers {
         rx,
         sched: Box::new(sched),
+        kernel,
         stats: SwitchStats {
             name: name.to_string(),
             port_names,

@@ -9,6 +9,7 @@
 //! | `config` | TOML file -> `SwitchSpec`, section by section (the management sections through `barrier_mgmt::config`), every refusal naming its key and line |
 //! | `policer` | per-port token bucket for barrier frames, checked on the RX lcore before the table |
 //! | `rx` | RX poller: parse, apply a burst to the shared group table (one update per group), build sends in the received buffers |
+//! | `exception` | a port's exception path: frames that are not barrier frames to a kernel interface (TAP) and the kernel's frames out of the port |
 //! | `burst` | a burst's frames grouped by group, one table update per group (pure logic) |
 //! | `link` | RX poller to scheduler: one batch of actions per burst, built frames with them |
 //! | `scheduler` | the scheduler poller: batches in, timers, frames sent with backpressure; over pure logic in `scheduler::round_robin` (per-port round-robin across groups) and the runtime's timer wheel (`barrier_runtime::wheel`, the re-send timers) |
@@ -30,6 +31,7 @@ pub mod burst;
 pub mod config;
 pub mod counters;
 pub mod engine;
+pub mod exception;
 pub mod link;
 pub mod policer;
 pub mod rx;

@@ -8,19 +8,24 @@
 //! sends it as it is unless that port is backed up. The other frames of the burst are freed in
 //! bulk.
 //!
+//! A frame that is not a barrier frame (by its EtherType) goes to the port's exception path
+//! when it has one (`crate::exception`): it is queued, as it is, on the exception interface's
+//! TX queue, flushed once per burst; otherwise it is freed as `drop_not_barrier`.
+//!
 //! A port's policer (`crate::policer`), when configured, drops barrier frames over its rate
 //! between the parse and the table; a port that no group names refuses every barrier frame
 //! there too (`GroupTable::port_in_use`).
 
 use crate::burst::BurstApply;
 use crate::counters::{bump, RxCounters};
+use crate::exception::ToKernel;
 use crate::io::{RxFrame, RxQueue, BURST};
 use crate::link::{Batch, Link, Out};
 use crate::policer::QueuePolicer;
 use crate::poll::Poller;
 use barrier_protocol::switch::{Action, Actions, Event, Outcome, Reject};
 use barrier_protocol::table::{GroupTable, TableError};
-use barrier_protocol::wire::{Flags, FrameRepr, FrameTemplate, Kind, FRAME_LEN};
+use barrier_protocol::wire::{Flags, FrameRepr, FrameTemplate, Kind, ParseError, FRAME_LEN};
 use barrier_protocol::{GroupId, PortIdx};
 use std::sync::Arc;
 
@@ -37,6 +42,8 @@ struct Parsed {
 
 /// No frame: `RxPoller::reuse`'s mark for a frame that is freed, not sent on.
 const FREED: u8 = u8::MAX;
+/// `RxPoller::reuse`'s mark for a frame for the exception path.
+const TO_KERNEL: u8 = u8::MAX - 1;
 
 pub struct RxPoller<Q: RxQueue> {
     port: PortIdx,
@@ -67,6 +74,9 @@ pub struct RxPoller<Q: RxQueue> {
     /// This queue's share of the port's policer (`crate::policer`), following the port's
     /// register; `None`: never policed (no register).
     policer: Option<QueuePolicer>,
+    /// The port's exception path for this queue (`crate::exception`); `None`: frames that are
+    /// not barrier frames are dropped.
+    exception: Option<Box<dyn ToKernel<Q::Frame>>>,
 }
 
 impl<Q: RxQueue> RxPoller<Q> {
@@ -93,7 +103,15 @@ impl<Q: RxQueue> RxPoller<Q> {
             counters,
             watch: None,
             policer: None,
+            exception: None,
         }
+    }
+
+    /// Hand the frames that are not barrier frames to `to_kernel` (the port's exception path,
+    /// `crate::exception`) instead of dropping them.
+    pub fn with_exception(mut self, to_kernel: Option<Box<dyn ToKernel<Q::Frame>>>) -> Self {
+        self.exception = to_kernel;
+        self
     }
 
     /// Build sends in the buffers of the frames that caused them, from `templates` (every
@@ -117,15 +135,20 @@ impl<Q: RxQueue> RxPoller<Q> {
         self
     }
 
-    /// Parse one frame and count it; `None` when it goes no further (malformed, over the
-    /// policer's rate, or on a port that no group names). `port_in_use`: whether any group
-    /// names this port, read once per burst.
+    /// Parse frame `i` of the burst and count it; `None` when it goes no further (malformed,
+    /// over the policer's rate, on a port that no group names, or not a barrier frame: marked
+    /// for the exception path if the port has one). `port_in_use`: whether any group names
+    /// this port, read once per burst.
     #[inline]
-    fn parse(&mut self, bytes: &[u8], now_ns: u64, port_in_use: bool) -> Option<Parsed> {
+    fn parse(&mut self, i: usize, bytes: &[u8], now_ns: u64, port_in_use: bool) -> Option<Parsed> {
         let c = &*self.counters;
         bump(&c.frames, 1);
         let repr = match FrameRepr::parse(bytes) {
             Ok(r) => r,
+            Err(ParseError::NotBarrier) if self.exception.is_some() => {
+                self.reuse[i] = TO_KERNEL;
+                return None;
+            }
             Err(e) => {
                 c.parse_drops.bump(e);
                 return None;
@@ -166,6 +189,30 @@ impl<Q: RxQueue> RxPoller<Q> {
     }
 }
 
+impl<Q: RxQueue> RxPoller<Q> {
+    /// Queue a frame that is not a barrier frame on the exception path, counted; when the
+    /// exception interface is backed up it goes to `freed`, counted `exception_drop_full`.
+    fn hand_to_kernel(&mut self, f: Q::Frame, freed: &mut Vec<Q::Frame>) {
+        let c = &*self.counters;
+        let len = f.as_ref().len() as u64;
+        let Some(x) = &mut self.exception else {
+            c.parse_drops.bump(ParseError::NotBarrier);
+            freed.push(f);
+            return;
+        };
+        match x.offer_to_kernel(f) {
+            Ok(()) => {
+                bump(&c.exception_to_kernel, 1);
+                bump(&c.exception_to_kernel_bytes, len);
+            }
+            Err(f) => {
+                bump(&c.exception_drop_full, 1);
+                freed.push(f);
+            }
+        }
+    }
+}
+
 impl<Q: RxQueue> Poller for RxPoller<Q> {
     fn poll(&mut self, now_ns: u64) -> bool {
         if let Some(batch) = self.pending.take() {
@@ -179,6 +226,10 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
         self.queue.rx_burst(&mut frames, BURST);
         if frames.is_empty() {
             self.frames = frames;
+            // What the exception interface did not take last time, once more.
+            if let Some(x) = self.exception.as_mut().filter(|x| x.waiting() > 0) {
+                x.flush_to_kernel();
+            }
             return false;
         }
         // Once per burst: a policer management changed (one load when nothing did).
@@ -199,7 +250,7 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
         // The same for every frame of the burst: one read of the table's port count per burst.
         let port_in_use = self.table.port_in_use(self.port);
         for (i, f) in frames.iter().enumerate() {
-            if let Some(mut p) = self.parse(f.as_ref(), now_ns, port_in_use) {
+            if let Some(mut p) = self.parse(i, f.as_ref(), now_ns, port_in_use) {
                 if let Some(line) = self.table.slot_line(p.group) {
                     prefetch(line);
                 }
@@ -225,10 +276,20 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
         self.parsed = parsed;
         // The frames a send was built in go with the batch; the others back to the pool.
         let mut freed = std::mem::take(&mut self.freed);
+        let mut to_kernel = false;
         for (i, f) in frames.drain(..).enumerate() {
             match std::mem::replace(&mut self.reuse[i], FREED) {
                 FREED => freed.push(f),
+                TO_KERNEL => {
+                    to_kernel = true;
+                    self.hand_to_kernel(f, &mut freed);
+                }
                 k => batch[k as usize].frame = Some(f),
+            }
+        }
+        if to_kernel {
+            if let Some(x) = &mut self.exception {
+                x.flush_to_kernel();
             }
         }
         self.queue.recycle(&mut freed);
@@ -245,6 +306,12 @@ impl<Q: RxQueue> Poller for RxPoller<Q> {
             }
         }
         true
+    }
+
+    fn finish(&mut self) {
+        if let Some(x) = &mut self.exception {
+            x.flush_to_kernel();
+        }
     }
 
     fn drain(&mut self) -> usize {
@@ -619,5 +686,90 @@ mod tests {
             table.state(GroupId(2)).unwrap().arrived,
             PortSet::single(p3)
         );
+    }
+
+    /// An IPv4 frame to broadcast, `len` bytes.
+    fn ordinary(len: usize, tag: u8) -> Vec<u8> {
+        let mut b = vec![tag; len];
+        b[..6].copy_from_slice(&[0xff; 6]);
+        b[12..14].copy_from_slice(&[0x08, 0x00]);
+        b
+    }
+
+    /// With an exception path, frames that are not barrier frames go to it as they are, and
+    /// barrier frames, malformed ones included, never do; a backed-up exception interface
+    /// costs counted drops, not the barrier path. Without one they are `drop_not_barrier`.
+    #[test]
+    fn ordinary_frames_take_the_exception_path_and_barrier_frames_never_do() {
+        let port = PortIdx::new(0).unwrap();
+        let mut bad_sum = reduce(0, 1);
+        bad_sum[28] ^= 0xff;
+        let burst: Vec<Vec<u8>> = vec![
+            ordinary(60, 1),
+            reduce(0, 0),
+            ordinary(1514, 2),
+            bad_sum,
+            ordinary(98, 3),
+        ];
+        for with in [true, false] {
+            let (table, _) = root_of_two();
+            let (mut wire_tx, wire_rx) = mem_wire(64);
+            let (tap_tx, mut tap_rx) = mem_wire(64);
+            let link = Arc::new(Link::new(4));
+            let c = Arc::new(RxCounters::default());
+            let mut rx = RxPoller::new(port, wire_rx, table.clone(), link.clone(), c.clone())
+                .with_exception(with.then(|| Box::new(tap_tx) as Box<dyn ToKernel<Vec<u8>>>));
+            for f in &burst {
+                wire_tx.offer(f).unwrap();
+            }
+            wire_tx.flush();
+            rx.poll(0);
+            let mut got = Vec::new();
+            tap_rx.rx_burst(&mut got, 64);
+            assert_eq!(c.frames.load(Relaxed), 5);
+            assert_eq!(
+                c.outcomes.get(Outcome::Recorded),
+                1,
+                "the barrier path as before"
+            );
+            assert_eq!(c.parse_drops.get(ParseError::BadChecksum), 1);
+            if with {
+                assert_eq!(got, [ordinary(60, 1), ordinary(1514, 2), ordinary(98, 3)]);
+                assert_eq!(c.exception_to_kernel.load(Relaxed), 3);
+                assert_eq!(c.exception_to_kernel_bytes.load(Relaxed), 60 + 1514 + 98);
+                assert_eq!(c.parse_drops.get(ParseError::NotBarrier), 0);
+            } else {
+                assert!(got.is_empty());
+                assert_eq!(c.exception_to_kernel.load(Relaxed), 0);
+                assert_eq!(c.parse_drops.get(ParseError::NotBarrier), 3);
+            }
+        }
+        // An exception interface that takes one frame at a time: the first burst waits in
+        // its buffer, the second finds no room and is dropped, counted; once the interface
+        // takes frames again (idle polls flush) they flow.
+        let (mut wire_tx, wire_rx) = mem_wire(256);
+        let (tap_tx, mut tap_rx) = mem_wire(1);
+        let c = Arc::new(RxCounters::default());
+        let link = Arc::new(Link::new(4));
+        let (table, _) = root_of_two();
+        let mut rx = RxPoller::new(port, wire_rx, table, link, c.clone())
+            .with_exception(Some(Box::new(tap_tx)));
+        for round in 0..2u8 {
+            for i in 0..BURST as u8 {
+                wire_tx.offer(&ordinary(64, round * 100 + i)).unwrap();
+            }
+            wire_tx.flush();
+            rx.poll(0);
+        }
+        assert_eq!(c.exception_to_kernel.load(Relaxed), BURST as u64 + 1);
+        assert_eq!(c.exception_drop_full.load(Relaxed), BURST as u64 - 1);
+        let mut got = Vec::new();
+        for _ in 0..2 * BURST {
+            tap_rx.rx_burst(&mut got, 1);
+            rx.poll(0);
+        }
+        assert_eq!(got.len(), BURST + 1, "every frame taken went to the kernel");
+        assert_eq!(got[0], ordinary(64, 0));
+        assert_eq!(got[BURST], ordinary(64, 100));
     }
 }

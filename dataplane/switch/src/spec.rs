@@ -82,6 +82,27 @@ pub struct PortSpec {
     pub mac: [u8; 6],
     /// Barrier frames received on this port are policed to this rate (`crate::policer`).
     pub policer: Option<crate::policer::PolicerSpec>,
+    /// Where the port's frames that are not barrier frames go (`crate::exception`); `None`:
+    /// they are dropped, counted `drop_not_barrier`.
+    pub exception: Option<Exception>,
+}
+
+/// A port's exception path: a kernel interface that gets the port's ordinary frames and whose
+/// frames go out of the port, so the kernel bridges or routes as if it owned the NIC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exception {
+    /// DPDK's TAP PMD: a TAP interface called `iface`, created by the switch in its network
+    /// namespace, as DPDK device `name` (`net_tap_exc<port index>`).
+    Tap { iface: String, name: String },
+}
+
+impl Exception {
+    /// The kernel interface.
+    pub fn iface(&self) -> &str {
+        match self {
+            Exception::Tap { iface, .. } => iface,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

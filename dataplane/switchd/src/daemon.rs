@@ -18,7 +18,8 @@ use barrier_switch::config;
 use barrier_switch::engine::{
     build_table_for, BuildTableError, PortIo, SwitchBuilder, SwitchStats,
 };
-use barrier_switch::spec::{Device, SwitchSpec};
+use barrier_switch::exception::ExceptionIo;
+use barrier_switch::spec::{Device, Exception, SwitchSpec};
 use dpdk::{DpdkError, Eal, Mempool, QueueId};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -75,6 +76,8 @@ pub enum RunError {
     },
     #[error("port {port}: {reason}")]
     AfXdp { port: String, reason: String },
+    #[error("port {port}: {reason}")]
+    Tap { port: String, reason: String },
     #[error("port {port}: {source}")]
     Queue {
         port: String,
@@ -149,6 +152,12 @@ pub fn run_config(
     };
     let mut steer_file = None;
     for pc in &cfg.ports {
+        if let Some(x) = &pc.exception {
+            crate::tap::check_tap(x.iface()).map_err(|reason| RunError::Tap {
+                port: pc.name.clone(),
+                reason,
+            })?;
+        }
         let af_xdp_spec;
         let device = match &pc.device {
             Device::Vdev(spec) => PortDevice::Vdev(spec),
@@ -166,20 +175,80 @@ pub fn run_config(
                 PortDevice::Vdev(&af_xdp_spec)
             }
         };
+        // A port with an exception path has one TX queue more, the last: the kernel's frames
+        // go out on it (`KernelPoller`), beside the scheduler's queue 0.
         let setup = PortSetup {
             rx_queues: pc.rx_queues,
-            tx_queues: pc.tx_queues,
+            tx_queues: pc.tx_queues + u16::from(pc.exception.is_some()),
             rx_descriptors: pc.rx_descriptors,
             tx_descriptors: pc.tx_descriptors,
         };
-        ports.push(
-            open_port(&eal, device, setup, &pool).map_err(|source| RunError::Port {
-                port: pc.name.clone(),
-                source,
-            })?,
-        );
+        ports.push(open_port(&eal, device, setup, &pool).map_err(
+            |source| match &pc.exception {
+                Some(x) => RunError::Tap {
+                    port: pc.name.clone(),
+                    reason: format!(
+                        "{source} (with exception path {} the port has {} TX queues, one more \
+                         than tx_queues for the kernel's frames: the device must offer them; \
+                         net_af_packet: qpairs={}, and as many rx_queues, as its queues share \
+                         the interface's frames)",
+                        x.iface(),
+                        setup.tx_queues,
+                        setup.tx_queues.max(setup.rx_queues)
+                    ),
+                },
+                None => RunError::Port {
+                    port: pc.name.clone(),
+                    source,
+                },
+            },
+        )?);
     }
+    // The exception paths' TAP ports, after the switch's own (whose indices are the group
+    // registers' port numbers): one queue pair per RX queue of the port, the TAP interface
+    // with the port's MAC.
+    let mut taps = Vec::new();
+    for (pc, port) in cfg.ports.iter().zip(&ports) {
+        let Some(Exception::Tap { iface, name }) = &pc.exception else {
+            continue;
+        };
+        let tap_err = |reason: String| RunError::Tap {
+            port: pc.name.clone(),
+            reason,
+        };
+        let mac = port
+            .mac_address()
+            .map_err(|e| tap_err(format!("reading the port's MAC: {e}")))?;
+        let spec = crate::tap::vdev(name, iface, mac);
+        let setup = PortSetup {
+            rx_queues: pc.rx_queues,
+            tx_queues: pc.rx_queues,
+            rx_descriptors: pc.rx_descriptors,
+            tx_descriptors: pc.tx_descriptors,
+        };
+        let tap = open_port(&eal, PortDevice::Vdev(&spec), setup, &pool)
+            .map_err(|e| tap_err(format!("exception path {iface}: {e}")))?;
+        tracing::info!(
+            "port {}: exception path on TAP interface {iface} ({spec})",
+            pc.name
+        );
+        taps.push(tap);
+    }
+    let switch_ports = ports.len();
+    ports.extend(taps);
     let discarded = start_ports(&mut ports)?;
+    // The TAP interfaces up, as the NIC's interface would be: the kernel takes frames on them.
+    for (pc, tap) in cfg
+        .ports
+        .iter()
+        .filter(|p| p.exception.is_some())
+        .zip(&mut ports[switch_ports..])
+    {
+        tap.set_link_up().map_err(|e| RunError::Tap {
+            port: pc.name.clone(),
+            reason: format!("setting the exception interface up: {e}"),
+        })?;
+    }
     // The PMD attached the steering program through netlink, which would outlive a killed
     // switch: hold it as this process's link instead (crate::af_xdp), until just before the
     // ports close.
@@ -197,7 +266,10 @@ pub fn run_config(
     }
     drop(steer_file);
     let mut io = Vec::new();
-    for (pc, port) in cfg.ports.iter().zip(&mut ports) {
+    let mut exceptions = Vec::new();
+    let (own, taps) = ports.split_at_mut(switch_ports);
+    let mut taps = taps.iter();
+    for (pc, port) in cfg.ports.iter().zip(own.iter_mut()) {
         // Barrier frames go to the peer's MAC or broadcast: take everything and let the
         // parser decide. Virtual devices may not support it; that is fine for them.
         let _ = port.set_promiscuous(true);
@@ -210,6 +282,29 @@ pub fn run_config(
             rx.push(DpdkRx::new(port.rx_queue(QueueId(q)).map_err(queue_err)?));
         }
         let tx = DpdkTx::new(port.tx_queue(QueueId(0)).map_err(queue_err)?, pool.clone());
+        exceptions.push(match &pc.exception {
+            Some(_) => {
+                let tap = taps.next().expect("a TAP port per exception path");
+                let tap_err = |e: DpdkError| RunError::Tap {
+                    port: pc.name.clone(),
+                    reason: format!("exception path queue: {e}"),
+                };
+                let mut to_kernel = Vec::new();
+                let mut from_kernel = Vec::new();
+                for q in 0..pc.rx_queues {
+                    let t = tap.tx_queue(QueueId(q)).map_err(tap_err)?;
+                    to_kernel.push(DpdkTx::new(t, pool.clone()));
+                    from_kernel.push(DpdkRx::new(tap.rx_queue(QueueId(q)).map_err(tap_err)?));
+                }
+                let out = port.tx_queue(QueueId(pc.tx_queues)).map_err(queue_err)?;
+                Some(ExceptionIo {
+                    to_kernel,
+                    from_kernel,
+                    out: DpdkTx::new(out, pool.clone()),
+                })
+            }
+            None => None,
+        });
         io.push(PortIo {
             name: pc.name.clone(),
             rx,
@@ -230,14 +325,14 @@ pub fn run_config(
     let sw = SwitchBuilder::new(name, cfg.mac)
         .watch(watch)
         .policers(&policers)
-        .build(io, table, clock.now_ns());
+        .build_with(io, exceptions, table, clock.now_ns());
     let stats = sw.stats.clone();
     // Observability (barrier_mgmt::telemetry): /barrier/... telemetry commands and rte_pdump.
     let loops_cell = telemetry::LoopsCell::default();
     telemetry::register(
         &eal,
         Arc::new(stats.clone()),
-        ports.iter().map(|p| p.id()).collect(),
+        ports[..switch_ports].iter().map(|p| p.id()).collect(),
         loops_cell.clone(),
     )?;
     match telemetry::offer_capture(&eal, &eal_args(cfg, eal_overrides)) {
@@ -264,6 +359,21 @@ pub fn run_config(
                 placement.entry(r.lcore).or_default().push(poller);
             }
         }
+    }
+    // A port's kernel poller beside its first RX queue: it writes cells of that queue's
+    // counter set.
+    for (p, poller) in sw.kernel {
+        let lcore = cfg
+            .lcores
+            .rx
+            .iter()
+            .find(|r| {
+                r.polls
+                    .iter()
+                    .any(|&(port, q)| port.get() as usize == p && q == 0)
+            })
+            .map_or(cfg.lcores.scheduler, |r| r.lcore);
+        placement.entry(lcore).or_default().push(poller);
     }
     placement
         .entry(cfg.lcores.scheduler)

@@ -7,6 +7,7 @@
 
 mod af_xdp;
 mod daemon;
+mod tap;
 
 use crate::daemon::run_config;
 use barrier_runtime::launch::Signals;
@@ -219,6 +220,15 @@ fn main() -> ExitCode {
                 for p in &c.ports {
                     if let barrier_switch::spec::Device::AfXdp { iface, .. } = &p.device {
                         match af_xdp::check_port(iface, p.rx_queues) {
+                            Ok(plan) => println!("{}: port {}: {plan}", config.display(), p.name),
+                            Err(e) => {
+                                eprintln!("{}: port {}: {e}", config.display(), p.name);
+                                return ExitCode::from(2);
+                            }
+                        }
+                    }
+                    if let Some(x) = &p.exception {
+                        match tap::check_tap(x.iface()) {
                             Ok(plan) => println!("{}: port {}: {plan}", config.display(), p.name),
                             Err(e) => {
                                 eprintln!("{}: port {}: {e}", config.display(), p.name);

@@ -562,6 +562,15 @@ impl Port {
         Ok(a.addr_bytes)
     }
 
+    /// Sets the link up (`rte_eth_dev_set_link_up`): for a TAP port, the kernel interface
+    /// goes up, as `ip link set up` would.
+    pub fn set_link_up(&mut self) -> Result<(), DpdkError> {
+        // SAFETY: valid port.
+        let ret = unsafe { sys::rte_eth_dev_set_link_up(self.id().0) };
+        check("rte_eth_dev_set_link_up", ret)?;
+        Ok(())
+    }
+
     /// Turns promiscuous mode on or off.
     pub fn set_promiscuous(&mut self, on: bool) -> Result<(), DpdkError> {
         // SAFETY: valid port.
