@@ -6,7 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
+use barrier_switch::counters::RxCounters;
 use barrier_xdp::steer::{self, Steering};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// What `check` says about an AF_XDP port on `iface` with `rx_queues` queues, or why it cannot
 /// work here (no such interface in this network namespace, too few queues, an XDP program
@@ -93,4 +96,25 @@ impl Drop for ObjectFile {
 pub fn take_over(iface: &str) -> Result<Steering, String> {
     let ifindex = barrier_bpf::ifindex(iface).map_err(|e| format!("{iface}: {e}"))?;
     Steering::take_over(ifindex).map_err(|e| format!("{iface}: {e}"))
+}
+
+/// Copies each AF_XDP port's steering counters (frames and bytes the program handed to the
+/// kernel) into the port's first RX counter set as `exception_to_kernel` and
+/// `exception_to_kernel_bytes`, the names the TAP exception path counts under, so telemetry,
+/// Prometheus and the report show both kinds of shared port alike. This is those cells' only
+/// writer: an AF_XDP port has no TAP exception path (the file refuses both). Called by the
+/// management loop (every 50 ms) and once before the final report; a read that fails leaves
+/// the last values.
+pub fn sample_steering(steering: &[(usize, String, Steering)], rx: &[(usize, Arc<RxCounters>)]) {
+    for (port, _, s) in steering {
+        let Ok(c) = s.counts() else { continue };
+        if let Some((_, cells)) = rx.iter().find(|(p, _)| p == port) {
+            cells
+                .exception_to_kernel
+                .store(c.pass_frames, Ordering::Relaxed);
+            cells
+                .exception_to_kernel_bytes
+                .store(c.pass_bytes, Ordering::Relaxed);
+        }
+    }
 }

@@ -253,7 +253,7 @@ pub fn run_config(
     // switch: hold it as this process's link instead (crate::af_xdp), until just before the
     // ports close.
     let mut steering = Vec::new();
-    for pc in &cfg.ports {
+    for (i, pc) in cfg.ports.iter().enumerate() {
         if let Device::AfXdp { iface, .. } = &pc.device {
             let s = crate::af_xdp::take_over(iface).map_err(|e| af_xdp_err(&pc.name, e))?;
             tracing::info!(
@@ -261,9 +261,10 @@ pub fn run_config(
                 pc.name,
                 s.mode()
             );
-            steering.push((pc.name.clone(), s));
+            steering.push((i, pc.name.clone(), s));
         }
     }
+    let steering = Arc::new(steering);
     drop(steer_file);
     let mut io = Vec::new();
     let mut exceptions = Vec::new();
@@ -419,6 +420,7 @@ pub fn run_config(
     let quit = signals.quit.clone();
     let dump = signals.dump.clone();
     let mgmt_stats = stats.clone();
+    let mgmt_steering = steering.clone();
     let started = Instant::now();
     tracing::info!(
         "barrier-switch: {} ports, {} groups, lcores {:?}, idle: {}; SIGUSR1 prints counters, SIGINT/SIGTERM stops",
@@ -453,6 +455,7 @@ pub fn run_config(
                     );
                     notify::notify_logged("READY=1");
                 }
+                crate::af_xdp::sample_steering(&mgmt_steering, &mgmt_stats.rx);
                 if dump.swap(false, Ordering::Relaxed) {
                     println!("{}", mgmt_stats.report());
                 }
@@ -471,10 +474,11 @@ pub fn run_config(
         },
     )?;
     drop(metrics);
+    crate::af_xdp::sample_steering(&steering, &stats.rx);
     let mut report = stats.report();
     report += &loops_report(&loops);
     let _ = writeln!(report, "ran {:.3} s", started.elapsed().as_secs_f64());
-    for (name, s) in &steering {
+    for (_, name, s) in steering.iter() {
         match s.counts() {
             Ok(c) => {
                 let _ = writeln!(

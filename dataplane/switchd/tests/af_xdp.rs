@@ -10,7 +10,7 @@ mod common;
 use barrier_protocol::wire::{Kind, ETHERTYPE};
 use barrier_protocol::{GroupId, Seq};
 use barrier_testbed::netns::{can_create, VethNetns};
-use common::afp::{next_frame, reduce, SwitchProc};
+use common::afp::{next_frame, port_rx_counter, reduce, SwitchProc};
 use rawsock::RawSocket;
 use std::process::Command;
 use std::time::Duration;
@@ -225,6 +225,13 @@ fn barrier_frames_reach_the_switch_and_the_rest_the_kernel() {
     };
     assert!(n(" barrier frames (") >= 3, "{steer}");
     assert!(n(" other") >= 3, "{steer}");
+    // The same count in the switch's counters (what telemetry and Prometheus read), under the
+    // TAP exception path's names.
+    assert_eq!(
+        port_rx_counter(&out, "leaf0", "exception_to_kernel"),
+        n(" other"),
+        "{out}"
+    );
     assert_eq!(hosts.xdp_on(0), None, "the program stayed after SIGTERM");
     assert!(hosts.ping(0), "no ping after the switch stopped");
 }
