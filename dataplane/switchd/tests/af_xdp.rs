@@ -11,6 +11,7 @@ use barrier_protocol::wire::{Kind, ETHERTYPE};
 use barrier_protocol::{GroupId, Seq};
 use barrier_testbed::netns::{can_create, VethNetns};
 use common::afp::{next_frame, port_rx_counter, reduce, SwitchProc};
+use common::hosts::{barrier_resending, check, ip, iperf3_received_bps};
 use rawsock::RawSocket;
 use std::process::Command;
 use std::time::Duration;
@@ -138,15 +139,6 @@ impl Drop for Hosts {
     }
 }
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Barriers `seqs` of group 7: no release before both leaves reduced, then both get it.
 fn barriers(l0: &RawSocket, l1: &RawSocket, seqs: std::ops::Range<u32>) {
     for seq in seqs {
@@ -166,21 +158,6 @@ fn barriers(l0: &RawSocket, l1: &RawSocket, seqs: std::ops::Range<u32>) {
             );
         }
     }
-}
-
-fn check(bed: &VethNetns, config: &std::path::Path) -> (bool, String) {
-    let out = bed
-        .command(env!("CARGO_BIN_EXE_barrier-switch"))
-        .args(["check", "--config"])
-        .arg(config)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 #[test]
@@ -387,30 +364,7 @@ fn hosts_exchange_tcp_across_the_bridged_ports_while_barriers_run() {
         // alone first and must get nothing: no early release under load.
         let (mut seq, mut resent) = (0u32, 0u32);
         while !client.is_finished() {
-            l0.send(&reduce(l0.mac(), 7, seq)).unwrap();
-            if seq % 50 == 0 {
-                assert!(
-                    next_frame(&l0, Duration::from_millis(50)).is_none(),
-                    "a release of {seq} before leaf 1 reduced"
-                );
-            }
-            l1.send(&reduce(l1.mac(), 7, seq)).unwrap();
-            for (i, sock) in [&l0, &l1].into_iter().enumerate() {
-                let mut tries = 0;
-                let r = loop {
-                    match next_frame(sock, Duration::from_millis(100)) {
-                        Some(r) if r.seq == Seq(seq) => break r,
-                        Some(_) => {} // the answer to an earlier re-send
-                        None => {
-                            tries += 1;
-                            assert!(tries < 50, "leaf{i}: no release of {seq} in 5 s");
-                            sock.send(&reduce(sock.mac(), 7, seq)).unwrap();
-                            resent += 1;
-                        }
-                    }
-                };
-                assert_eq!(r.kind, Kind::Release, "leaf{i}");
-            }
+            resent += barrier_resending(&l0, &l1, seq, seq % 50 == 0);
             seq += 1;
         }
         assert!(seq > 10, "only {seq} barriers during the TCP run");
@@ -420,13 +374,7 @@ fn hosts_exchange_tcp_across_the_bridged_ports_while_barriers_run() {
     let _ = server.wait();
     let json = String::from_utf8_lossy(&client.stdout);
     assert!(client.status.success(), "iperf3: {json}");
-    let bps: f64 = json
-        .split("\"sum_received\"")
-        .nth(1)
-        .and_then(|t| t.split("\"bits_per_second\":").nth(1))
-        .and_then(|t| t.split([',', '}']).next())
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no received rate in {json}"));
+    let bps = iperf3_received_bps(&json);
     assert!(bps > 1e6, "iperf3 received {bps} bit/s");
     let (status, out) = switch.stop();
     assert!(status.success(), "{status:?}\n{out}");

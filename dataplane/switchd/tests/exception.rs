@@ -7,10 +7,10 @@
 
 mod common;
 
-use barrier_protocol::wire::{Kind, ETHERTYPE};
-use barrier_protocol::Seq;
+use barrier_protocol::wire::ETHERTYPE;
 use barrier_testbed::netns::{can_create, VethNetns};
-use common::afp::{next_frame, port_rx_counter, reduce, SwitchProc};
+use common::afp::{port_rx_counter, SwitchProc};
+use common::hosts::{barrier_resending, check, ip, iperf3_received_bps};
 use rawsock::RawSocket;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -137,63 +137,6 @@ impl Drop for Hosts {
     }
 }
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn run_check(bed: &VethNetns, config: &std::path::Path) -> (bool, String) {
-    let out = bed
-        .command(env!("CARGO_BIN_EXE_barrier-switch"))
-        .args(["check", "--config"])
-        .arg(config)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-/// One barrier of group 7 for `seq`, the leaves re-sending a reduce whose release does not
-/// come in 100 ms, as barrier-leaf does (a frame may be lost under load: af_packet's ring,
-/// the raw socket's buffer). With `alone_first`, leaf 0 reduces alone first and must get
-/// nothing: no early release. Returns the reduces re-sent.
-fn barrier(l0: &RawSocket, l1: &RawSocket, seq: u32, alone_first: bool) -> u32 {
-    let mut resent = 0;
-    l0.send(&reduce(l0.mac(), 7, seq)).unwrap();
-    if alone_first {
-        assert!(
-            next_frame(l0, Duration::from_millis(50)).is_none(),
-            "a release of {seq} before leaf 1 reduced"
-        );
-    }
-    l1.send(&reduce(l1.mac(), 7, seq)).unwrap();
-    for (i, sock) in [l0, l1].into_iter().enumerate() {
-        let mut tries = 0;
-        let r = loop {
-            match next_frame(sock, Duration::from_millis(100)) {
-                Some(r) if r.seq == Seq(seq) => break r,
-                Some(_) => {} // the answer to an earlier re-send
-                None => {
-                    tries += 1;
-                    assert!(tries < 50, "leaf{i}: no release of {seq} in 5 s");
-                    sock.send(&reduce(sock.mac(), 7, seq)).unwrap();
-                    resent += 1;
-                }
-            }
-        };
-        assert_eq!(r.kind, Kind::Release, "leaf{i}");
-    }
-    resent
-}
-
 /// Waits for the switch's TAP interfaces to exist in its namespace.
 fn wait_taps(bed: &VethNetns) {
     let until = Instant::now() + Duration::from_secs(10);
@@ -219,7 +162,7 @@ fn hosts_talk_through_the_kernel_on_the_switchs_ports_while_barriers_run() {
     let hosts = Hosts::new();
     let dir = tempfile::tempdir().unwrap();
     let cfg = hosts.config(dir.path(), true);
-    let (ok, text) = run_check(&hosts.bed, &cfg);
+    let (ok, text) = check(&hosts.bed, &cfg);
     assert!(ok, "{text}");
     assert!(
         text.contains("port leaf0: exception path: frames that are not barrier frames to TAP interface nbx-leaf0"),
@@ -230,7 +173,7 @@ fn hosts_talk_through_the_kernel_on_the_switchs_ports_while_barriers_run() {
     switch.wait_ready();
     wait_taps(&hosts.bed);
     // A second switch on the same interfaces is refused before DPDK: the TAP names are taken.
-    let (ok, text) = run_check(&hosts.bed, &cfg);
+    let (ok, text) = check(&hosts.bed, &cfg);
     assert!(!ok, "{text}");
     assert!(
         text.contains("an interface \"nbx-leaf0\" already exists"),
@@ -258,7 +201,7 @@ fn hosts_talk_through_the_kernel_on_the_switchs_ports_while_barriers_run() {
         });
         let (mut seq, mut resent) = (0u32, 0u32);
         while !client.is_finished() {
-            resent += barrier(&l0, &l1, seq, seq % 50 == 0);
+            resent += barrier_resending(&l0, &l1, seq, seq % 50 == 0);
             seq += 1;
         }
         assert!(seq > 10, "only {seq} barriers during the TCP run");
@@ -268,13 +211,7 @@ fn hosts_talk_through_the_kernel_on_the_switchs_ports_while_barriers_run() {
     let _ = server.wait();
     let json = String::from_utf8_lossy(&client.stdout);
     assert!(client.status.success(), "iperf3: {json}");
-    let bps: f64 = json
-        .split("\"sum_received\"")
-        .nth(1)
-        .and_then(|t| t.split("\"bits_per_second\":").nth(1))
-        .and_then(|t| t.split([',', '}']).next())
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no received rate in {json}"));
+    let bps = iperf3_received_bps(&json);
     assert!(bps > 1e6, "iperf3 received {bps} bit/s");
     eprintln!(
         "TCP across the switch's ports through their TAP exception paths: {:.0} Mbit/s",
@@ -341,7 +278,7 @@ fn barrier_frames_never_reach_the_tap_interface() {
     let barrier_on_tap = [on_tap(0, ETHERTYPE).unwrap(), on_tap(1, ETHERTYPE).unwrap()];
     let other_on_tap = on_tap(0, 0x88B6).unwrap();
     for seq in 0..20 {
-        barrier(&l0, &l1, seq, seq % 5 == 0);
+        barrier_resending(&l0, &l1, seq, seq % 5 == 0);
         // A malformed barrier frame (bad magic) and a frame of the next EtherType.
         let mut bad = frame(l0.mac(), ETHERTYPE, 0);
         bad[14] = 0x55;
