@@ -158,21 +158,6 @@ impl Drop for Daemon {
     }
 }
 
-fn next_from_switch(sock: &RawSocket, timeout: Duration) -> Option<FrameRepr> {
-    let end = Instant::now() + timeout;
-    let mut buf = [0u8; 2048];
-    while let Some(left) = end.checked_duration_since(Instant::now()) {
-        if let Ok(Some(n)) = sock.recv(&mut buf, Some(left)) {
-            if let Ok(f) = FrameRepr::parse(&buf[..n]) {
-                if f.src == common::ME {
-                    return Some(f);
-                }
-            }
-        }
-    }
-    None
-}
-
 fn reduce(sock: &RawSocket, group: u32, epoch: u32, seq: u32) {
     let ev = Event::Reduce {
         port: PortIdx::new(0).expect("port"),
@@ -187,12 +172,12 @@ fn reduce(sock: &RawSocket, group: u32, epoch: u32, seq: u32) {
 fn barrier(leaves: [&RawSocket; 2], group: u32, epoch: u32, seq: u32) {
     reduce(leaves[0], group, epoch, seq);
     assert!(
-        next_from_switch(leaves[0], Duration::from_millis(100)).is_none(),
+        common::next_from_switch(leaves[0], Duration::from_millis(100)).is_none(),
         "a release before leaf 1 reduced"
     );
     reduce(leaves[1], group, epoch, seq);
     for (i, s) in leaves.iter().enumerate() {
-        let f = next_from_switch(s, Duration::from_secs(2))
+        let f = common::next_from_switch(s, Duration::from_secs(2))
             .unwrap_or_else(|| panic!("leaf {i}: no release of group {group} seq {seq}"));
         assert_eq!(
             (f.kind, f.group, f.epoch, f.seq),
@@ -606,10 +591,11 @@ fn the_daemon_re_sends_an_intermediates_reduce_until_the_parent_answers() {
         // from here bounds the re-send's delay from below however late this thread reads.
         let sent = Instant::now();
         reduce(&leaf1, 3, 1, 0);
-        let first = next_from_switch(&parent, Duration::from_secs(2)).expect("the reduce up");
+        let first =
+            common::next_from_switch(&parent, Duration::from_secs(2)).expect("the reduce up");
         assert_eq!((first.kind, first.seq), (Kind::Reduce, Seq(0)));
         assert!(!first.flags.contains(Flags::RETRANSMIT), "{first:?}");
-        let again = next_from_switch(&parent, Duration::from_secs(2)).expect("a re-send");
+        let again = common::next_from_switch(&parent, Duration::from_secs(2)).expect("a re-send");
         let after = sent.elapsed();
         assert_eq!((again.kind, again.seq), (Kind::Reduce, Seq(0)));
         assert!(again.flags.contains(Flags::RETRANSMIT), "{again:?}");
@@ -627,15 +613,15 @@ fn the_daemon_re_sends_an_intermediates_reduce_until_the_parent_answers() {
             .send(&common::frame_for(GroupId(3), release, false))
             .expect("send the release");
         for (i, l) in [&leaf0, &leaf1].iter().enumerate() {
-            let f = next_from_switch(l, Duration::from_secs(2))
+            let f = common::next_from_switch(l, Duration::from_secs(2))
                 .unwrap_or_else(|| panic!("leaf {i}: no release"));
             assert_eq!((f.kind, f.seq), (Kind::Release, Seq(0)), "leaf {i}");
         }
         // Re-sends already on their way may arrive; none after 100 ms (five timeouts).
         std::thread::sleep(Duration::from_millis(30));
-        while next_from_switch(&parent, Duration::from_millis(1)).is_some() {}
+        while common::next_from_switch(&parent, Duration::from_millis(1)).is_some() {}
         assert!(
-            next_from_switch(&parent, Duration::from_millis(100)).is_none(),
+            common::next_from_switch(&parent, Duration::from_millis(100)).is_none(),
             "a re-send after the release"
         );
         let (status, out) = daemon.stop();
@@ -678,7 +664,7 @@ fn a_killed_switch_leaves_nothing_attached_and_starts_again() {
         reduce(&leaf0, 1, 1, 1);
         reduce(&leaf1, 1, 1, 1);
         assert!(
-            next_from_switch(&leaf0, Duration::from_millis(200)).is_none(),
+            common::next_from_switch(&leaf0, Duration::from_millis(200)).is_none(),
             "a release from a switch that was killed"
         );
         let daemon = Daemon::start(&bed.netns, &config, &dir.path().join("s2.json"));

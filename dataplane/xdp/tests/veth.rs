@@ -10,28 +10,12 @@ use std::time::{Duration, Instant};
 
 use barrier_bpf::XdpMode;
 use barrier_protocol::switch::{Event, GroupConfig, Phase};
-use barrier_protocol::wire::{FrameRepr, Kind, ETHERTYPE};
+use barrier_protocol::wire::{Kind, ETHERTYPE};
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 use barrier_xdp::SWITCH_OBJECT;
 use rawsock::RawSocket;
 
 const OTHER_ETHERTYPE: u16 = 0x88B6;
-
-/// The next barrier frame from this switch on `sock`, within `timeout`.
-fn next_from_switch(sock: &RawSocket, timeout: Duration) -> Option<FrameRepr> {
-    let end = Instant::now() + timeout;
-    let mut buf = [0u8; 2048];
-    while let Some(left) = end.checked_duration_since(Instant::now()) {
-        if let Ok(Some(n)) = sock.recv(&mut buf, Some(left)) {
-            if let Ok(f) = FrameRepr::parse(&buf[..n]) {
-                if f.src == common::ME {
-                    return Some(f);
-                }
-            }
-        }
-    }
-    None
-}
 
 #[test]
 fn attached_natively_it_passes_other_traffic_and_releases_a_barrier() {
@@ -116,7 +100,7 @@ fn attached_natively_it_passes_other_traffic_and_releases_a_barrier() {
                 .expect("send reduce");
         }
         for (sock, name) in [(&s0, "leaf 0"), (&s1, "leaf 1")] {
-            let f = next_from_switch(sock, Duration::from_secs(2))
+            let f = common::next_from_switch(sock, Duration::from_secs(2))
                 .unwrap_or_else(|| panic!("{name} got no release"));
             assert_eq!(
                 (f.kind, f.group, f.epoch, f.seq),

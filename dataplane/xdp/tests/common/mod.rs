@@ -358,3 +358,23 @@ pub fn fire_step(
     }
     Ok((next, want_outcome))
 }
+
+/// The next barrier frame from the switch under test (source [`ME`]) on `sock`, within
+/// `timeout`.
+pub fn next_from_switch(
+    sock: &rawsock::RawSocket,
+    timeout: std::time::Duration,
+) -> Option<FrameRepr> {
+    let end = std::time::Instant::now() + timeout;
+    let mut buf = [0u8; 2048];
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        if let Ok(Some(n)) = sock.recv(&mut buf, Some(left)) {
+            if let Ok(f) = FrameRepr::parse(&buf[..n]) {
+                if f.src == ME {
+                    return Some(f);
+                }
+            }
+        }
+    }
+    None
+}
