@@ -19,13 +19,16 @@
 #
 # usage: perf/gen_two_process.sh --out DIR [--duration S] [--groups N] [--switch-lcores L]
 #                                [--load-procs N] [--gen BIN] [--switch BIN] [--gen-args "..."]
+#                                [--switch-ports af_packet|af_xdp]
 #   defaults: 10 s per phase, 1024 groups, switch lcores "0", one busy loop per CPU,
+#   the switch's ports on net_af_packet (af_xdp: `af_xdp = "sw0"`, the interfaces shared
+#   with the kernel through the steering program; docs/operations.md),
 #   programs from the workspace's target directory (scripts/lib/netns.sh, nb_find_program)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../scripts/lib/netns.sh
 source "$here/../scripts/lib/netns.sh"
-out="" duration=10 groups=1024 sw_lcores=0 load_procs=$(nproc) gen="" switch="" gen_args=""
+out="" duration=10 groups=1024 sw_lcores=0 load_procs=$(nproc) gen="" switch="" gen_args="" sw_ports=af_packet
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=${2:?}; shift 2 ;;
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
     --gen) gen=${2:?}; shift 2 ;;
     --switch) switch=${2:?}; shift 2 ;;
     --gen-args) gen_args=${2?}; shift 2 ;;
+    --switch-ports) sw_ports=${2:?}; shift 2 ;;
     -h|--help) awk 'NR >= 20 && !/^#/ { exit } NR >= 20 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "gen_two_process.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
@@ -45,6 +49,7 @@ for v in groups load_procs; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gen_two_process.sh: --${v//_/-} wants a whole number" >&2; exit 2; }
 done
 [[ $duration =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "gen_two_process.sh: --duration wants seconds" >&2; exit 2; }
+case $sw_ports in af_packet|af_xdp) ;; *) echo "gen_two_process.sh: --switch-ports wants af_packet or af_xdp" >&2; exit 2 ;; esac
 [ "$groups" -ge 1 ] || { echo "gen_two_process.sh: --groups wants 1 or more" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "gen_two_process.sh: needs root (namespaces, DPDK)" >&2; exit 1; }
 [ -n "$gen" ] || gen=$(nb_find_program barrier-gen) || { echo "gen_two_process.sh: barrier-gen not built" >&2; exit 2; }
@@ -66,14 +71,11 @@ phase() {
 [eal]
 args = ["--lcores", "$sw_lcores", "--no-huge", "-m", "256", "--no-shconf", "--file-prefix", "${NB_PREFIX}sw", "--no-pci", "--iova-mode=va", "--no-telemetry", "--log-level=*:warning"]
 
-[[ports]]
-name = "p0"
-vdev = "net_af_packet0,iface=sw0,qdisc_bypass=0"
-
-[[ports]]
-name = "p1"
-vdev = "net_af_packet1,iface=sw1,qdisc_bypass=0"
-
+$(for i in 0 1; do
+  printf '[[ports]]\nname = "p%d"\n' "$i"
+  if [ "$sw_ports" = af_xdp ]; then printf 'af_xdp = "sw%d"\n\n' "$i"
+  else printf 'vdev = "net_af_packet%d,iface=sw%d,qdisc_bypass=0"\n\n' "$i" "$i"; fi
+done)
 [lcores]
 scheduler = 0
 shared = true
@@ -121,9 +123,9 @@ END
 phase quiet 0
 phase loaded 1
 
-python3 - "$out" "$duration" "$groups" "$load_procs" <<'PY'
+python3 - "$out" "$duration" "$groups" "$load_procs" "$sw_ports" <<'PY'
 import json, re, sys
-out, duration, groups, load_procs = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+out, duration, groups, load_procs, sw_ports = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 
 def per_second(log):
     """barriers/s of each whole second in the progress lines ('barriers 53.7k/s')."""
@@ -161,7 +163,7 @@ def ratio(k):
     return l / q if q else None
 
 result = {
-    "duration_s": duration, "groups": groups, "load_procs": load_procs,
+    "duration_s": duration, "groups": groups, "load_procs": load_procs, "switch_ports": sw_ports,
     "phases": phases,
     "ratio_loaded_over_quiet": {k: ratio(k) for k in
         ("barriers_per_s", "leaf_p50_ns", "leaf_p99_ns", "slowest_second_barriers_per_s")},
@@ -183,7 +185,7 @@ for name, p in phases.items():
                 f"{' / '.join(p['loadavg'])} |")
 r = result["ratio_loaded_over_quiet"]
 text = (f"# barrier-gen against a barrier-switch process, quiet and loaded\n\n"
-        f"{groups} groups x 2 ports over net_af_packet on veth, closed loop, {duration:g} s per phase; "
+        f"{groups} groups x 2 ports on veth (generator net_af_packet, switch {sw_ports}), closed loop, {duration:g} s per phase; "
         f"loaded: {load_procs} busy shell loops.\n\n" + "\n".join(rows) +
         f"\n\nloaded / quiet: barriers/s {fmt_r(r['barriers_per_s'])}, slowest second "
         f"{fmt_r(r['slowest_second_barriers_per_s'])}, leaf p50 {fmt_r(r['leaf_p50_ns'])}, "

@@ -618,6 +618,38 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
                             fr(xt["xdp_p50_us"] / xt["dpdk_p50_us"]),
                             fr(xt["xdp_p99_us"] / xt["dpdk_p99_us"]))))
 
+    # Issue 25: links shared with ordinary traffic (step 3f, perf/shared_link.sh).
+    sl = load(d, "shared_link.json")
+    if sl:
+        md = sl["modes"]
+        br = md.get("bridge", {}).get("tcp_mbps")
+        w("## Links shared with ordinary traffic (issue 25)")
+        w("")
+        w("Two host namespaces exchange TCP (`iperf3`, offloads off) through a plain Linux bridge "
+          "(the baseline), through barrier-switch's AF_XDP ports (the ports bridged by the kernel) "
+          "and through its TAP exception path (`net_af_packet` ports, the TAP interfaces "
+          "bridged); with a switch, `barrier-leaf` in both hosts runs barriers of group 7 quiet "
+          "and while `iperf3` runs. Medians of %d sitting(s):" % (
+              len([r for r in sl["rows"] if r[1] == "bridge"])))
+        w("")
+        w("| mode | TCP Mbit/s | TCP / bridge | barrier p50 / p99 quiet (us) | under TCP (us) | p99 under TCP / quiet |")
+        w("| --- | --- | --- | --- | --- | --- |")
+        for mode in ("bridge", "af_xdp", "tap"):
+            x = md.get(mode) or {}
+            t = x.get("tcp_mbps")
+            q50, q99, l50, l99 = (x.get(k) for k in ("quiet_p50_us", "quiet_p99_us", "loaded_p50_us", "loaded_p99_us"))
+            w("| %s | %s | %s | %s | %s | %s |" % (
+                mode, "%.0f" % t if t else "n/a", fr(t / br) if t and br else "n/a",
+                "%.0f / %.0f" % (q50, q99) if q50 else "-", "%.0f / %.0f" % (l50, l99) if l50 else "-",
+                fr(l99 / q99) if l99 and q99 else "-"))
+            if mode != "bridge" and t and br:
+                summary.append(("TCP through the switch's %s ports (iperf3, veth)" % mode,
+                                "a plain Linux bridge, same bed", "%.0f vs %.0f Mbit/s: **%s**" % (t, br, fr(t / br))))
+            if mode != "bridge" and l99 and q99:
+                summary.append(("barrier round p50 / p99 under TCP, %s ports" % mode, "the same, quiet",
+                                "%.0f / %.0f us vs %.0f / %.0f us" % (l50, l99, q50, q99)))
+        w("")
+
     # Targets.
     w("## Targets")
     w("")

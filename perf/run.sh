@@ -10,7 +10,7 @@
 #   --out DIR    write the results here instead of perf/results/<timestamp>
 #   --no-docs    do not touch docs/performance.md
 #   --only LIST  run only these steps (comma-separated): alone,testpmd,latency,txonly,scale,tree,gen,
-#                twoproc,xdp,xdptree,mpi,pmu,kernel,micro,sim,profile (the report is written from whatever is there)
+#                twoproc,xdp,xdptree,sharedlink,mpi,pmu,kernel,micro,sim,profile (the report is written from whatever is there)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,11 +41,11 @@ want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 if [ $quick = 1 ]; then
   SECS=1 REPS=3 SCALE_SECS=0.6 LAT_SAMPLES=50000 TREE_COUNT=50000 GEN_SECS=2
   MPI_ITERS=10000 KERNEL_BARRIERS=5000 SIM_LEAVES="8 64 512 4096" SIM_BARRIERS=10 TP_SECS=4
-  MICRO_M=1 TOPO_BARRIERS=2000
+  MICRO_M=1 TOPO_BARRIERS=2000 SL_SECS=3 SL_BARRIERS=2000 SL_REPS=1
 else
   SECS=4 REPS=5 SCALE_SECS=3 LAT_SAMPLES=300000 TREE_COUNT=300000 GEN_SECS=8
   MPI_ITERS=100000 KERNEL_BARRIERS=30000 SIM_LEAVES="8 64 512 4096 32768 65536" SIM_BARRIERS=10 TP_SECS=8
-  MICRO_M=2 TOPO_BARRIERS=10000
+  MICRO_M=2 TOPO_BARRIERS=10000 SL_SECS=8 SL_BARRIERS=10000 SL_REPS=3
 fi
 NP=4   # participants in the MPI / kernel-socket / in-process comparison
 
@@ -284,6 +284,15 @@ json.dump({"reps": rows,
            "early_releases": sum(r["early"] for k in rows for r in rows[k])},
           open(d + "/xdptree.json", "w"), indent=1)
 EOF2
+fi
+
+# 3f. Links shared with ordinary traffic (issue 25, perf/shared_link.sh): TCP (iperf3) between
+# two host namespaces through a plain Linux bridge, through barrier-switch's AF_XDP ports and
+# through its TAP exception path; the barrier round quiet and under that TCP, per mode.
+if want sharedlink; then
+  log "3f. shared links: bridge / AF_XDP ports / TAP exception path, $SL_REPS x (iperf3 $SL_SECS s, $SL_BARRIERS barriers quiet and loaded)"
+  bash "$here/shared_link.sh" "$out" "$SL_SECS" "$SL_BARRIERS" "$SL_REPS" >"$out/shared_link.log" 2>&1 \
+    || { tail -30 "$out/shared_link.log" >&2; exit 1; }
 fi
 
 # 4. What a user would pick instead: Open MPI (shared memory, TCP loopback), MPICH if present,

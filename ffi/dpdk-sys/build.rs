@@ -38,6 +38,7 @@ const FUNCTIONS: &[&str] = &[
     "rte_mempool_lookup",
     "rte_mempool_avail_count",
     "rte_mempool_in_use_count",
+    "rte_mempool_obj_iter",
     // mbuf
     "rte_pktmbuf_alloc",
     "rte_pktmbuf_alloc_bulk",
@@ -221,6 +222,9 @@ fn main() {
         .include(manifest_dir.join("csrc"))
         .include(&manifest_dir)
         .warnings(false)
+        // A call without a prototype (a header not included) returns a truncated int: an
+        // error, not a crash at run time.
+        .flag("-Werror=implicit-function-declaration")
         .opt_level(2);
     for f in &cflags {
         build.flag(f);

@@ -659,7 +659,7 @@ impl Wiring {
 
     /// Stops and closes every port; then every mbuf must be back in the pool.
     pub fn close(self) -> Result<String, WiringError> {
-        Ok(close_ports(self.ports, &self.pool)?)
+        Ok(close_ports(self.ports, &[&self.pool])?)
     }
 }
 

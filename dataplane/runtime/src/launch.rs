@@ -283,10 +283,10 @@ fn pmd_held_after_close(p: &Port) -> u32 {
 }
 
 #[cfg(feature = "dpdk")]
-/// Stop and close every port, then check that every mbuf came back to `pool` (also used by
-/// barrier-gen's wirings), less what a PMD is known to keep
-/// (`pmd_held_after_close`).
-pub fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, CloseError> {
+/// Stop and close every port, then check that every mbuf came back to `pools` (the ports' RX
+/// pools and the one frames were built from; also used by barrier-gen's wirings), less what a
+/// PMD is known to keep (`pmd_held_after_close`). One line per pool.
+pub fn close_ports(ports: Vec<Port>, pools: &[&Mempool]) -> Result<String, CloseError> {
     let mut errs = Vec::new();
     let held: u32 = ports.iter().map(pmd_held_after_close).sum();
     for mut p in ports {
@@ -301,24 +301,32 @@ pub fn close_ports(ports: Vec<Port>, pool: &Mempool) -> Result<String, CloseErro
     if !errs.is_empty() {
         return Err(CloseError::Ports(errs));
     }
-    let in_use = pool.in_use_count();
-    if in_use == 0 {
-        Ok(format!(
-            "mempool {}: all {} mbufs back",
-            pool.name(),
-            pool.avail_count()
-        ))
-    } else if in_use <= held {
-        Ok(format!(
-            "mempool {}: {} mbufs back, {in_use} still out: within the {held} that net_af_xdp \
-             keeps after close (DPDK 22.11 does not empty its fill and TX rings)",
-            pool.name(),
-            pool.avail_count()
-        ))
-    } else {
-        Err(CloseError::MbufsNotReturned {
+    let out: u32 = pools.iter().map(|p| p.in_use_count()).sum();
+    if out > held {
+        let pool = pools
+            .iter()
+            .find(|p| p.in_use_count() > 0)
+            .expect("some pool has mbufs out");
+        return Err(CloseError::MbufsNotReturned {
             pool: pool.name().to_string(),
-            in_use,
-        })
+            in_use: pool.in_use_count(),
+        });
     }
+    let lines: Vec<String> = pools
+        .iter()
+        .map(|pool| match pool.in_use_count() {
+            0 => format!(
+                "mempool {}: all {} mbufs back",
+                pool.name(),
+                pool.avail_count()
+            ),
+            in_use => format!(
+                "mempool {}: {} mbufs back, {in_use} still out: within the {held} that \
+                 net_af_xdp keeps after close (DPDK 22.11 does not empty its fill and TX rings)",
+                pool.name(),
+                pool.avail_count()
+            ),
+        })
+        .collect();
+    Ok(lines.join("\n"))
 }

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use barrier_switch::counters::RxCounters;
+use barrier_switch::spec::{Device, SwitchSpec};
 use barrier_xdp::steer::{self, Steering};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -89,6 +90,42 @@ impl Drop for ObjectFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Fill-ring and TX-ring entries of one AF_XDP queue (`XSK_RING_*__DEFAULT_NUM_DESCS`): the
+/// PMD puts 2,048 mbufs in a queue's fill ring when it sets the queue up, and as many can wait
+/// in its TX ring for completion.
+const RING: u32 = 2048;
+
+/// The pool AF_XDP ports receive into, when the switch has any: DPDK 22.11's `net_af_xdp` maps
+/// its RX pool as the socket's UMEM assuming the mbufs lie back to back from the first
+/// (`populated_size` times the object size), which a plain pool on 4 KiB pages breaks: an mbuf
+/// past the UMEM, put in the fill ring, is dropped by the kernel with its slot, until the ring
+/// is empty and the port receives nothing more, while the kernel keeps passing the interface's
+/// other traffic (found under TCP load: `perf/shared_link.sh`, docs/operations.md). So the
+/// pool is packed (`Mempool::new_pktmbuf_packed`), and large enough for every queue's fill
+/// and TX rings besides the frames in flight: `mempool.mbufs`, and at least 4,096 per AF_XDP
+/// queue plus 2,047.
+pub fn pool(eal: &dpdk::Eal, cfg: &SwitchSpec) -> Result<Option<dpdk::Mempool>, dpdk::DpdkError> {
+    let queues: u32 = cfg
+        .ports
+        .iter()
+        .filter(|p| matches!(p.device, Device::AfXdp { .. }))
+        .map(|p| u32::from(p.rx_queues))
+        .sum();
+    if queues == 0 {
+        return Ok(None);
+    }
+    let mbufs = cfg.mempool.mbufs.max(queues * 2 * RING + RING - 1);
+    let pool = dpdk::Mempool::new_pktmbuf_packed(
+        eal,
+        "switch-af-xdp",
+        mbufs,
+        cfg.mempool.cache,
+        dpdk::MBUF_DEFAULT_BUF_SIZE,
+    )?;
+    tracing::info!("AF_XDP ports: {mbufs} mbufs of their own, packed for the UMEM");
+    Ok(Some(pool))
 }
 
 /// Takes the steering program the PMD attached to `iface` over as this process's own

@@ -131,6 +131,8 @@ pub fn run_config(
         dpdk::MBUF_DEFAULT_BUF_SIZE,
     )
     .map_err(RunError::Mempool)?;
+    // AF_XDP ports receive into a pool of their own, packed (crate::af_xdp::pool).
+    let xdp_pool = crate::af_xdp::pool(&eal, cfg).map_err(RunError::Mempool)?;
     let lcores: Vec<u32> = std::iter::once(eal.main_lcore().0)
         .chain(eal.worker_lcores().into_iter().map(|l| l.0))
         .collect();
@@ -183,7 +185,11 @@ pub fn run_config(
             rx_descriptors: pc.rx_descriptors,
             tx_descriptors: pc.tx_descriptors,
         };
-        ports.push(open_port(&eal, device, setup, &pool).map_err(
+        let rx_pool = match (&pc.device, &xdp_pool) {
+            (Device::AfXdp { .. }, Some(p)) => p,
+            _ => &pool,
+        };
+        ports.push(open_port(&eal, device, setup, rx_pool).map_err(
             |source| match &pc.exception {
                 Some(x) => RunError::Tap {
                     port: pc.name.clone(),
@@ -496,7 +502,9 @@ pub fn run_config(
     // Detach the steering programs before the PMD closes the ports (it would try to detach
     // them through netlink and fail on a link).
     drop(steering);
-    let closed = close_ports(ports, &pool);
+    let pools: Vec<&Mempool> = std::iter::once(&pool).chain(&xdp_pool).collect();
+    let closed = close_ports(ports, &pools);
+    drop(xdp_pool);
     drop(pool);
     drop(eal);
     match closed {

@@ -354,11 +354,13 @@ fn hosts_exchange_tcp_across_the_bridged_ports_while_barriers_run() {
     std::thread::sleep(Duration::from_millis(300));
     let client = std::thread::scope(|s| {
         let client = s.spawn(|| {
-            in_host(0, &["iperf3", "-c", "10.77.9.2", "-t", "2", "-J"])
+            in_host(0, &["iperf3", "-c", "10.77.9.2", "-t", "10", "-J"])
                 .output()
                 .unwrap()
         });
-        // Barriers through the same ports while TCP runs, the leaves re-sending a reduce whose
+        // Barriers through the same ports while TCP runs (10 s: with the PMD's UMEM over a
+        // plain pool the ports wedged after 5-10 s of this under load, docs/operations.md),
+        // the leaves re-sending a reduce whose
         // release does not come in 100 ms, as barrier-leaf does (a frame may be lost under
         // load: the AF_XDP ring, the raw socket's buffer). Every 50th barrier, leaf 0 reduces
         // alone first and must get nothing: no early release under load.

@@ -194,7 +194,7 @@ pub fn run_demo_on(
         .ok_or(DemoError::NoReport)?;
     let mut text = stats_report(&switches);
     text += &loops_report(&loops);
-    let closed = close_ports(ports, &pool);
+    let closed = close_ports(ports, &[&pool]);
     drop(pool);
     match closed {
         Ok(line) => text += &format!("{line}\n"),

@@ -139,13 +139,19 @@ impl Daemon {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let status = self.child.wait().expect("wait");
-        let mut out: Vec<String> = self.stdout.try_iter().collect();
+        // Everything the process wrote: the reader threads end (and their channels close) at
+        // EOF, which may come a while after the exit on a loaded machine.
+        let drain = |rx: &std::sync::mpsc::Receiver<String>| {
+            let mut lines = Vec::new();
+            while let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) {
+                lines.push(l);
+            }
+            lines
+        };
+        let mut out = drain(&self.stdout);
         if !status.success() {
-            // The reader threads see EOF once the process is gone; give them a moment.
-            std::thread::sleep(Duration::from_millis(100));
-            out.extend(self.stdout.try_iter());
             out.push("---- stderr".into());
-            out.extend(self.stderr.try_iter());
+            out.extend(drain(&self.stderr));
         }
         (status, out.join("\n"))
     }

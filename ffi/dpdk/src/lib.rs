@@ -38,7 +38,7 @@ pub use error::DpdkError;
 pub use ids::{LcoreId, PortId, QueueId};
 pub use lcore::{current_lcore, launch_on, LcoreError, LcoreJoin, ThreadRegistration};
 pub use mbuf::{Mbuf, MbufBatch, DEFAULT_BURST};
-pub use mempool::Mempool;
+pub use mempool::{Mempool, MempoolSpan};
 pub use port::{LinkStatus, Port, PortStats, RxQueue, TxQueue};
 pub use telemetry::TelemetryValue;
 pub use time::{tsc, tsc_hz};

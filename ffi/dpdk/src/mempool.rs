@@ -52,33 +52,77 @@ impl Mempool {
         cache: u32,
         data_room: u16,
     ) -> Result<Mempool, DpdkError> {
-        const OP: &str = "rte_pktmbuf_pool_create";
+        Self::create(eal, name, n, cache, data_room, false)
+    }
+
+    /// Like [`Mempool::new_pktmbuf`], but the mbufs lie back to back in one piece of virtual
+    /// memory, each object right after the last, as DPDK 22.11's `net_af_xdp` assumes when it
+    /// maps a pool as its UMEM (`dpdk_sys_pktmbuf_pool_create_packed` in dpdk-sys's shim says
+    /// why the plain pool breaks that on 4 KiB pages). Objects may cross pages, so the pool is
+    /// for devices that address buffers virtually (AF_XDP, virtual devices), not for a PCI NIC
+    /// in IOVA-as-PA mode. Fails (EFBIG) when EAL's memory could not give one piece: more
+    /// memory (`-m`) or hugepages.
+    #[cold]
+    pub fn new_pktmbuf_packed(
+        eal: &Eal,
+        name: &str,
+        n: u32,
+        cache: u32,
+        data_room: u16,
+    ) -> Result<Mempool, DpdkError> {
+        Self::create(eal, name, n, cache, data_room, true)
+    }
+
+    fn create(
+        eal: &Eal,
+        name: &str,
+        n: u32,
+        cache: u32,
+        data_room: u16,
+        packed: bool,
+    ) -> Result<Mempool, DpdkError> {
+        let op = if packed {
+            "dpdk_sys_pktmbuf_pool_create_packed"
+        } else {
+            "rte_pktmbuf_pool_create"
+        };
         if n == 0 {
-            return Err(DpdkError::invalid(OP, "a pool needs at least one mbuf"));
+            return Err(DpdkError::invalid(op, "a pool needs at least one mbuf"));
         }
         if data_room < sys::RTE_PKTMBUF_HEADROOM as u16 {
             return Err(DpdkError::invalid(
-                OP,
+                op,
                 format!(
                     "data_room {data_room} is smaller than the headroom {}",
                     sys::RTE_PKTMBUF_HEADROOM
                 ),
             ));
         }
-        let c_name = CString::new(name).map_err(|_| DpdkError::invalid(OP, "name contains NUL"))?;
+        let c_name = CString::new(name).map_err(|_| DpdkError::invalid(op, "name contains NUL"))?;
         // SAFETY: EAL is initialised (we hold an `Eal`); the name is a valid C string that DPDK
         // copies; sizes are plain integers it validates.
         let ptr = unsafe {
-            sys::rte_pktmbuf_pool_create(
-                c_name.as_ptr(),
-                n,
-                cache,
-                0,
-                data_room,
-                sys::SOCKET_ID_ANY,
-            )
+            if packed {
+                sys::dpdk_sys_pktmbuf_pool_create_packed(
+                    c_name.as_ptr(),
+                    n,
+                    cache,
+                    0,
+                    data_room,
+                    sys::SOCKET_ID_ANY,
+                )
+            } else {
+                sys::rte_pktmbuf_pool_create(
+                    c_name.as_ptr(),
+                    n,
+                    cache,
+                    0,
+                    data_room,
+                    sys::SOCKET_ID_ANY,
+                )
+            }
         };
-        let ptr = NonNull::new(ptr).ok_or_else(|| DpdkError::from_rte_errno(OP))?;
+        let ptr = NonNull::new(ptr).ok_or_else(|| DpdkError::from_rte_errno(op))?;
         Ok(Mempool {
             inner: Arc::new(PoolInner {
                 ptr,
@@ -86,6 +130,29 @@ impl Mempool {
                 _eal: ManuallyDrop::new(eal.clone()),
             }),
         })
+    }
+
+    /// The pool's span of virtual memory, first object to the end of the last, and whether it
+    /// is one piece (the objects of a pool that is not may lie anywhere between).
+    pub fn span(&self) -> MempoolSpan {
+        let mut span = MempoolSpan {
+            start: usize::MAX,
+            end: 0,
+            objects: 0,
+            chunks: 0,
+        };
+        // SAFETY: the pool is valid while `inner` lives; the callback only reads the object's
+        // address and writes through the `MempoolSpan` pointer it is given, which outlives the
+        // call (rte_mempool_obj_iter is synchronous).
+        unsafe {
+            span.chunks = (*self.inner.ptr.as_ptr()).nb_mem_chunks;
+            sys::rte_mempool_obj_iter(
+                self.inner.ptr.as_ptr(),
+                Some(span_one),
+                (&mut span as *mut MempoolSpan).cast(),
+            );
+        }
+        span
     }
 
     /// The pool's name.
@@ -114,6 +181,37 @@ impl Mempool {
     /// The raw pool pointer, for calls the safe layer does not wrap yet.
     pub fn as_ptr(&self) -> *mut sys::rte_mempool {
         self.inner.ptr.as_ptr()
+    }
+}
+
+/// Where a pool's objects lie ([`Mempool::span`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MempoolSpan {
+    /// Address of the lowest object (its mempool header).
+    pub start: usize,
+    /// One past the end of the highest object (`elt_size` after its start, header included).
+    pub end: usize,
+    /// Objects seen.
+    pub objects: u32,
+    /// Memory chunks the pool was populated from.
+    pub chunks: u32,
+}
+
+unsafe extern "C" fn span_one(
+    mp: *mut sys::rte_mempool,
+    arg: *mut std::ffi::c_void,
+    obj: *mut std::ffi::c_void,
+    _idx: u32,
+) {
+    // SAFETY: called by rte_mempool_obj_iter from `Mempool::span` with `arg` pointing at its
+    // live `MempoolSpan` and `mp` its pool.
+    unsafe {
+        let span = &mut *arg.cast::<MempoolSpan>();
+        let total = ((*mp).header_size + (*mp).elt_size + (*mp).trailer_size) as usize;
+        let start = obj as usize - (*mp).header_size as usize;
+        span.start = span.start.min(start);
+        span.end = span.end.max(start + total);
+        span.objects += 1;
     }
 }
 
