@@ -9,7 +9,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ok=0 bad=0
 for t in check_records netns_cleanup fault_rates topo_mock observe dumpcap topo_tree topo_restarts topo_xdp leaf_kill_records fault_matrix_short \
-  topo_new_job install systemd_unit doc_walkthroughs; do
+  topo_new_job install systemd_unit doc_walkthroughs slurm_job; do
   echo "== $t"
   if bash "$here/$t.sh"; then ok=$((ok + 1)); else bad=$((bad + 1)); echo "== $t FAILED"; fi
 done

@@ -1,0 +1,666 @@
+//! `barrierctl job` end to end: the three switches of `tests/tree.rs` in process (a root and
+//! two intermediates, four leaves played by this test; the harness is that file's, with the
+//! group number as a parameter), and the `barrierctl` program wrapping commands. A job gets a
+//! number of its range that no switch of the tree has, in an epoch no earlier run of the
+//! number used (also after every switch restarted, which makes the switches forget: the
+//! reused-number case, kept by the state file), its command sees NETBARRIER_GROUP/EPOCH/IFACE
+//! and its barriers complete in that epoch; whatever way the command ends (exit status,
+//! signal forwarded from barrierctl, a command that cannot run) the group is deleted from
+//! every switch and barrierctl returns the command's status; a barrierctl killed with SIGKILL
+//! leaves a run that `--cleanup` removes; `--start`/`--stop ID` are the halves a Slurm prolog
+//! and epilog call.
+
+use barrier_mgmt::{Control, ControlServer, PortDesc};
+use barrier_protocol::leaf::LeafSend;
+use barrier_protocol::table::GroupTable;
+use barrier_protocol::wire::{FrameRepr, Kind, MacAddr};
+use barrier_protocol::{Epoch, GroupId, Seq};
+use barrier_runtime::clock::Clock;
+use barrier_runtime::counters::LoopCounters;
+use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
+use barrier_runtime::poll::{run_loop, Idle, Poller};
+use barrier_switch::engine::{build_switch, mem_port, PortIo};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const HOSTS: [&str; 4] = ["h1", "h2", "h3", "h4"];
+
+/// root d0 -- s1 up, root d1 -- s2 up; h1, h2 on s1 d0, d1; h3, h4 on s2 d0, d1.
+const TOPOLOGY: &str = r#"
+[[switches]]
+name = "root"
+[[switches]]
+name = "s1"
+[[switches]]
+name = "s2"
+[[hosts]]
+name = "h1"
+[[hosts]]
+name = "h2"
+[[hosts]]
+name = "h3"
+[[hosts]]
+name = "h4"
+[[links]]
+a = "s1:up"
+b = "root:d0"
+[[links]]
+a = "s2:up"
+b = "root:d1"
+[[links]]
+a = "h1"
+b = "s1:d0"
+[[links]]
+a = "h2"
+b = "s1:d1"
+[[links]]
+a = "h3"
+b = "s2:d0"
+[[links]]
+a = "h4"
+b = "s2:d1"
+"#;
+
+fn ctl(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_barrierctl"))
+        .args(args)
+        .output()
+        .unwrap();
+    println!(
+        "$ barrierctl {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn ctl_ok(args: &[&str]) -> String {
+    let out = ctl(args);
+    assert!(
+        out.status.success(),
+        "barrierctl {args:?}: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn reduce(group: u32, epoch: u32, seq: u32) -> Vec<u8> {
+    LeafSend {
+        group: GroupId(group),
+        epoch: Epoch::new(epoch),
+        seq: Seq(seq),
+        retransmit: false,
+    }
+    .frame(MacAddr([2, 0, 0, 0, 0, 9]), MacAddr::BROADCAST, None)
+    .to_bytes()
+    .to_vec()
+}
+
+/// The three switches, running, and the leaves' ends of the host ports.
+struct Tree {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    tables: HashMap<&'static str, Arc<GroupTable>>,
+    sockets: HashMap<&'static str, PathBuf>,
+    to_switch: Vec<MemTx>,
+    from_switch: Vec<MemRx>,
+    /// The sockets' folder, removed with the switches.
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+type Port = PortIo<MemRx, MemTx>;
+
+fn start() -> Tree {
+    // The switch-to-switch links: two one-way wires each.
+    let link = || {
+        let (down_tx, down_rx) = mem_wire(1024);
+        let (up_tx, up_rx) = mem_wire(1024);
+        // (the upper switch's port, the lower switch's "up")
+        (
+            PortIo::new("d", up_rx, down_tx),
+            PortIo::new("up", down_rx, up_tx),
+        )
+    };
+    let rename = |mut p: Port, name: &str| {
+        p.name = name.to_string();
+        p
+    };
+    let (root_d0, s1_up) = link();
+    let (root_d1, s2_up) = link();
+    let mut to_switch = Vec::new();
+    let mut from_switch = Vec::new();
+    let mut host_port = |name: &str| {
+        let (port, tx, rx) = mem_port(name, 1024);
+        to_switch.push(tx);
+        from_switch.push(rx);
+        port
+    };
+    let h1 = host_port("d0");
+    let h2 = host_port("d1");
+    let h3 = host_port("d0");
+    let h4 = host_port("d1");
+    let switches: Vec<(&'static str, Vec<Port>)> = vec![
+        ("root", vec![rename(root_d0, "d0"), rename(root_d1, "d1")]),
+        ("s1", vec![s1_up, h1, h2]),
+        ("s2", vec![s2_up, h3, h4]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::new();
+    let mut pollers: Vec<Box<dyn Poller>> = Vec::new();
+    let mut servers = Vec::new();
+    let mut tables = HashMap::new();
+    let mut sockets = HashMap::new();
+    for (i, (name, ports)) in switches.into_iter().enumerate() {
+        let descs: Vec<PortDesc> = ports
+            .iter()
+            .map(|p| PortDesc {
+                name: p.name.clone(),
+                device: "vdev:net_ring0".into(),
+                peer_mac: [0xff; 6],
+            })
+            .collect();
+        let table = Arc::new(GroupTable::new(512));
+        let sw = build_switch(
+            name,
+            [2, 0, 0, 0, 0, i as u8 + 1],
+            ports,
+            table.clone(),
+            clock.now_ns(),
+        );
+        let path = dir.path().join(format!("{name}.sock"));
+        servers
+            .push(ControlServer::bind(&path, Control::new(sw.stats.clone(), descs, None)).unwrap());
+        pollers.extend(sw.rx.into_iter().map(|(_, _, p)| p));
+        pollers.push(sw.sched);
+        tables.insert(name, table);
+        sockets.insert(name, path);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let dataplane = std::thread::spawn(move || {
+        let counters = LoopCounters::default();
+        run_loop(pollers, &s, clock, &counters, Idle::Yield { after: 100 });
+    });
+    let s = stop.clone();
+    let management = std::thread::spawn(move || {
+        while !s.load(Relaxed) {
+            for sv in &mut servers {
+                sv.serve(Duration::from_millis(2));
+            }
+        }
+    });
+    Tree {
+        stop,
+        threads: vec![dataplane, management],
+        tables,
+        sockets,
+        to_switch,
+        from_switch,
+        _dir: dir,
+    }
+}
+
+impl Tree {
+    fn socket(&self, name: &str) -> &str {
+        self.sockets[name].to_str().unwrap()
+    }
+    /// `--sockets` for the three switches.
+    fn sockets_arg(&self) -> String {
+        format!(
+            "root={},s1={},s2={}",
+            self.socket("root"),
+            self.socket("s1"),
+            self.socket("s2")
+        )
+    }
+    fn epochs(&self, group: u32) -> Vec<Option<u32>> {
+        ["root", "s1", "s2"]
+            .iter()
+            .map(|n| self.tables[n].config(GroupId(group)).map(|c| c.epoch.get()))
+            .collect()
+    }
+    fn send(&mut self, host: usize, group: u32, epoch: u32, seq: u32) {
+        self.to_switch[host]
+            .offer(&reduce(group, epoch, seq))
+            .unwrap();
+        self.to_switch[host].flush();
+    }
+    /// The epoch of a release for `seq` to `host` within `wait` (releases of other barriers,
+    /// sent again for a re-sent reduce, are passed over).
+    fn release(&mut self, host: usize, seq: u32, wait: Duration) -> Option<u32> {
+        let deadline = Instant::now() + wait;
+        let mut v = Vec::new();
+        loop {
+            self.from_switch[host].rx_burst(&mut v, 16);
+            for f in v.drain(..) {
+                let r = FrameRepr::parse(&f).unwrap();
+                assert_eq!(r.kind, Kind::Release);
+                if r.seq == Seq(seq) {
+                    return Some(r.epoch.get());
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    /// One barrier of the group in `epoch`: h1..h3 reduce, nobody is released; h4 reduces,
+    /// all four are, in that epoch.
+    fn barrier(&mut self, group: u32, epoch: u32, seq: u32) {
+        let mut v = Vec::new();
+        for rx in &mut self.from_switch {
+            rx.rx_burst(&mut v, 1024);
+        }
+        for h in 0..3 {
+            self.send(h, group, epoch, seq);
+        }
+        for (h, name) in HOSTS.iter().enumerate().take(3) {
+            assert_eq!(
+                self.release(h, seq, Duration::from_millis(30)),
+                None,
+                "{name} released before h4 arrived"
+            );
+        }
+        self.send(3, group, epoch, seq);
+        for (h, name) in HOSTS.iter().enumerate() {
+            assert_eq!(
+                self.release(h, seq, Duration::from_secs(10)),
+                Some(epoch),
+                "{name}: barrier {seq} of epoch {epoch}"
+            );
+        }
+    }
+}
+
+/// A job's files: the topology, the state file and a scratch folder, outside the switches'
+/// (they restart; these stay).
+struct Site {
+    dir: tempfile::TempDir,
+}
+
+impl Site {
+    fn new() -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("topo.toml"), TOPOLOGY).unwrap();
+        Site { dir }
+    }
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_string()
+    }
+    /// `barrierctl job` with the site's flags, then `extra` (a mode, or `--` and a command).
+    fn job_args(&self, t: &Tree, groups: &str, extra: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = [
+            "job",
+            "--topology",
+            &self.path("topo.toml"),
+            "--members",
+            "h1,h2,h3,h4",
+            "--sockets",
+            &t.sockets_arg(),
+            "--groups",
+            groups,
+            "--iface",
+            "eth0,eth1",
+            "--state",
+            &self.path("state.json"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    }
+    fn spawn(&self, t: &Tree, groups: &str, cmd: &[&str]) -> Child {
+        let mut args = self.job_args(t, groups, &["--"]);
+        args.extend(cmd.iter().map(|s| s.to_string()));
+        Command::new(env!("CARGO_BIN_EXE_barrierctl"))
+            .args(&args)
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap()
+    }
+    fn state(&self) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(self.path("state.json")).unwrap()).unwrap()
+    }
+}
+
+/// Waits for a file the command of `child` writes, returns its text.
+fn wait_file(path: &str, child: &mut Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            if s.ends_with('\n') {
+                return s;
+            }
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("barrierctl job ended ({st}) before its command wrote {path}");
+        }
+        assert!(Instant::now() < deadline, "{path} not written");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "barrierctl job did not end");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A command that writes its environment to `env`, waits for `go` and exits with `code`.
+fn waiting_command(site: &Site, code: u32) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "echo \"$NETBARRIER_GROUP $NETBARRIER_EPOCH $NETBARRIER_IFACE $$\" > {env}.tmp && mv {env}.tmp {env}; \
+             while [ ! -e {go} ]; do sleep 0.01; done; exit {code}",
+            env = site.path("env"),
+            go = site.path("go"),
+        ),
+    ]
+}
+
+/// The (group, epoch, iface, pid) the command saw.
+fn read_env(site: &Site, child: &mut Child) -> (u32, u32, String, u32) {
+    let s = wait_file(&site.path("env"), child);
+    let f: Vec<&str> = s.split_whitespace().collect();
+    assert_eq!(f.len(), 4, "{s:?}");
+    (
+        f[0].parse().unwrap(),
+        f[1].parse().unwrap(),
+        f[2].to_string(),
+        f[3].parse().unwrap(),
+    )
+}
+
+fn reset_files(site: &Site) {
+    let _ = std::fs::remove_file(site.path("env"));
+    let _ = std::fs::remove_file(site.path("go"));
+}
+
+/// One job: the command sees its run, its barriers complete in the run's epoch, it exits with
+/// `code`; barrierctl returns `code` and the group is gone from every switch. Returns the
+/// group and the epoch.
+fn one_job(t: &mut Tree, site: &Site, groups: &str, code: u32) -> (u32, u32) {
+    reset_files(site);
+    let cmd = waiting_command(site, code);
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let mut child = site.spawn(t, groups, &cmd);
+    let (group, epoch, iface, _) = read_env(site, &mut child);
+    assert_eq!(iface, "eth0,eth1");
+    assert_eq!(
+        t.epochs(group),
+        [Some(epoch); 3],
+        "group {group} on every switch"
+    );
+    t.barrier(group, epoch, 0);
+    t.barrier(group, epoch, 1);
+    // The run is in the state file while the command runs.
+    let st = site.state();
+    assert_eq!(st["runs"][format!("job-{}", child.id())]["group"], group);
+    std::fs::write(site.path("go"), "").unwrap();
+    let status = wait_exit(&mut child);
+    assert_eq!(
+        status.code(),
+        Some(code as i32),
+        "the command's exit status"
+    );
+    assert_eq!(
+        t.epochs(group),
+        [None; 3],
+        "group {group} deleted everywhere"
+    );
+    assert_eq!(site.state()["runs"], serde_json::json!({}));
+    (group, epoch)
+}
+
+#[test]
+fn a_job_gets_a_number_free_on_the_tree_and_a_fresh_epoch_and_leaves_nothing() {
+    let mut t = start();
+    let site = Site::new();
+    // Group 100 is taken on s2 (by someone else): the job passes over it.
+    ctl_ok(&[
+        "--socket",
+        t.socket("s2"),
+        "group",
+        "create",
+        "100",
+        "--children",
+        "d0",
+        "--parent",
+        "up",
+    ]);
+    let (g1, e1) = one_job(&mut t, &site, "100-102", 0);
+    assert_eq!(g1, 101);
+    assert!(e1 >= 1_700_000_000, "the clock's floor: {e1}");
+    // The next job: the same number (free again), a new epoch; a failing command's status.
+    let (g2, e2) = one_job(&mut t, &site, "100-102", 3);
+    assert_eq!(g2, 101);
+    assert!(e2 > e1, "epoch {e2} after {e1}");
+    assert_eq!(site.state()["epochs"]["101"], e2);
+    // Untouched: the other user's group.
+    assert_eq!(t.epochs(100)[2], Some(1));
+    // No number free: said, nothing created.
+    let out = ctl(&site
+        .job_args(&t, "100", &["--", "true"])
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(
+            "no group of 100-100 is free on every switch of the tree (100: configured on s2)"
+        ),
+        "{e}"
+    );
+}
+
+/// The reused group number: every switch restarts between two jobs of the same number, so no
+/// switch remembers the first job's epoch. Without the state file's memory the second job
+/// took the first one's epoch again (two jobs within one second: the clock alone gives both
+/// the same); with it, the second run's epoch is after the first's.
+#[test]
+fn a_reused_number_after_the_switches_restart_gets_a_new_epoch() {
+    let site = Site::new();
+    let mut t = start();
+    let (g1, e1) = one_job(&mut t, &site, "7", 0);
+    drop(t);
+    let mut t = start();
+    let (g2, e2) = one_job(&mut t, &site, "7", 0);
+    assert_eq!((g1, g2), (7, 7));
+    assert!(
+        e2 > e1,
+        "the second run of group 7 took epoch {e2}, the first {e1}"
+    );
+    // A switch that remembers a later epoch than the state file (an operator's run): the
+    // job takes the next after it.
+    ctl_ok(&[
+        "--socket",
+        t.socket("s1"),
+        "group",
+        "create",
+        "7",
+        "--children",
+        "d0,d1",
+        "--parent",
+        "up",
+        "--epoch",
+        &(e2 + 1000).to_string(),
+    ]);
+    ctl_ok(&["--socket", t.socket("s1"), "group", "delete", "7"]);
+    let (_, e3) = one_job(&mut t, &site, "7", 0);
+    assert_eq!(e3, e2 + 1001);
+}
+
+#[test]
+fn a_signal_to_barrierctl_goes_to_the_command_and_the_group_is_deleted() {
+    let t = start();
+    let site = Site::new();
+    for (sig, name) in [(15, "TERM"), (2, "INT")] {
+        reset_files(&site);
+        // The command: its environment written, then sleep in its place (a shell waiting for
+        // a child may outlive a SIGINT; sleep dies of it).
+        let cmd = format!(
+            "echo \"$NETBARRIER_GROUP $NETBARRIER_EPOCH $NETBARRIER_IFACE $$\" > {env}.tmp && mv {env}.tmp {env}; exec sleep 30",
+            env = site.path("env")
+        );
+        let mut child = site.spawn(&t, "50-59", &["sh", "-c", &cmd]);
+        let (group, epoch, _, _) = read_env(&site, &mut child);
+        assert_eq!(t.epochs(group), [Some(epoch); 3]);
+        Command::new("kill")
+            .args([&format!("-{name}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        let status = wait_exit(&mut child);
+        // The command dies of the signal: barrierctl returns 128 + N, as a shell would.
+        assert_eq!(status.code(), Some(128 + sig), "SIG{name}");
+        assert_eq!(t.epochs(group), [None; 3]);
+    }
+    // A command that cannot run: 127, nothing left.
+    let out = ctl(&site
+        .job_args(&t, "50-59", &["--", "/nonexistent/prog"])
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(127));
+    for g in 50..60 {
+        assert_eq!(t.epochs(g), [None; 3]);
+    }
+    assert_eq!(site.state()["runs"], serde_json::json!({}));
+}
+
+#[test]
+fn a_barrierctl_killed_with_sigkill_leaves_a_run_that_cleanup_removes() {
+    let t = start();
+    let site = Site::new();
+    let cmd = waiting_command(&site, 0);
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let mut child = site.spawn(&t, "60", &cmd);
+    let (group, epoch, _, sh_pid) = read_env(&site, &mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The command outlives it (SIGKILL cannot be forwarded); the group stays.
+    std::fs::write(site.path("go"), "").unwrap();
+    assert_eq!(t.epochs(group), [Some(epoch); 3]);
+    let state = site.path("state.json");
+    let list = ctl_ok(&["job", "--state", &state, "--list"]);
+    assert!(
+        list.contains(&format!("group {group}  epoch {epoch}")),
+        "{list}"
+    );
+    assert!(list.contains("(gone: --cleanup removes it)"), "{list}");
+    let out = ctl_ok(&["job", "--state", &state, "--cleanup"]);
+    assert!(
+        out.contains(&format!(
+            "group {group} (epoch {epoch}) deleted: its barrierctl is gone"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("1 leftover run(s) cleaned up, 0 failed\n"),
+        "{out}"
+    );
+    assert_eq!(t.epochs(group), [None; 3]);
+    // Nothing more to do.
+    let out = ctl_ok(&["job", "--state", &state, "--cleanup"]);
+    assert_eq!(out, "0 leftover run(s) cleaned up, 0 failed\n");
+    let _ = sh_pid;
+}
+
+#[test]
+fn start_and_stop_by_id_are_the_launcher_halves() {
+    let mut t = start();
+    let site = Site::new();
+    let args = site.job_args(&t, "200-201", &["--start", "4242"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = ctl_ok(&args);
+    let mut env = HashMap::new();
+    for l in out.lines() {
+        let (k, v) = l.split_once('=').unwrap();
+        env.insert(k.to_string(), v.to_string());
+    }
+    assert_eq!(env["NETBARRIER_GROUP"], "200");
+    assert_eq!(env["NETBARRIER_IFACE"], "eth0,eth1");
+    let epoch: u32 = env["NETBARRIER_EPOCH"].parse().unwrap();
+    assert_eq!(t.epochs(200), [Some(epoch); 3]);
+    t.barrier(200, epoch, 0);
+    // The same id twice: refused, nothing created.
+    let out = ctl(&args);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("job \"4242\" has a group already (group 200)"));
+    assert_eq!(t.epochs(201), [None; 3]);
+    // Another job meanwhile takes the next number.
+    let args2 = site.job_args(&t, "200-201", &["--start", "4243"]);
+    let out = ctl_ok(&args2.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.starts_with("NETBARRIER_GROUP=201\n"), "{out}");
+    let state = site.path("state.json");
+    let out = ctl_ok(&["job", "--state", &state, "--stop", "4242"]);
+    assert!(
+        out.ends_with(&format!(
+            "job 4242: group 200 (epoch {epoch}) deleted on every switch of its tree\n"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.starts_with(&format!("root: deleted (epoch {epoch})\n")),
+        "{out}"
+    );
+    assert_eq!(t.epochs(200), [None; 3]);
+    let out = ctl(&["job", "--state", &state, "--stop", "4242"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no open run of job \"4242\""));
+    // A run stopped by id is never "stale".
+    let out = ctl_ok(&["job", "--state", &state, "--cleanup"]);
+    assert_eq!(out, "0 leftover run(s) cleaned up, 0 failed\n");
+    ctl_ok(&["job", "--state", &state, "--stop", "4243"]);
+    assert_eq!(t.epochs(201), [None; 3]);
+}
+
+#[test]
+fn usage_errors_name_the_flag() {
+    let t = start();
+    let site = Site::new();
+    let state = site.path("state.json");
+    let out = ctl(&["job", "--state", &state, "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--topology is required"));
+    let args = site.job_args(&t, "9-3", &["--", "true"]);
+    let out = ctl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("--groups \"9-3\": the range ends before it starts"));
+    let out = ctl(&["job", "--state", &state]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give the command after `--`"));
+    let mut args = site.job_args(&t, "1", &["--", "true"]);
+    let i = args.iter().position(|a| a == "h1,h2,h3,h4").unwrap();
+    args[i] = "h1,h9".into();
+    let out = ctl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown member \"h9\""));
+}
