@@ -34,7 +34,8 @@ inside() {
   node=$(hostname -s)
   pass() { ok=$((ok + 1)); echo "  ok: $1"; }
   fail() { bad=$((bad + 1)); echo "  FAILED: $1"; }
-  local pids=()
+  # (global: the EXIT trap runs after this function has returned)
+  pids=()
   cleanup() {
     local p
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
@@ -244,10 +245,11 @@ EOF
 
   # --- (d) barrierctl job -- CMD, without Slurm ---
   local W=$T/wrap.json
-  job() { "$ctl" job --topology "$T/topo.toml" --members h0,h1 --sockets "root=$S" --groups 310-311 \
-    --iface nbsh0,nbsh1 --state "$W" -- "$@"; }
+  # (an array, not a function: `job ... &` would put a subshell between $! and barrierctl)
+  local job=("$ctl" job --topology "$T/topo.toml" --members h0,h1 --sockets "root=$S" --groups 310-311
+    --iface nbsh0,nbsh1 --state "$W" --)
   # shellcheck disable=SC2016
-  job bash -c 'IFS=, read -r a b <<< "$NETBARRIER_IFACE"; echo "$NETBARRIER_GROUP $NETBARRIER_EPOCH" > '"$T"'/d.env
+  "${job[@]}" bash -c 'IFS=, read -r a b <<< "$NETBARRIER_IFACE"; echo "$NETBARRIER_GROUP $NETBARRIER_EPOCH" > '"$T"'/d.env
     "$0" --iface "$a" --group "$NETBARRIER_GROUP" --epoch "$NETBARRIER_EPOCH" --count 200 --quiet > /dev/null & p=$!
     "$0" --iface "$b" --group "$NETBARRIER_GROUP" --epoch "$NETBARRIER_EPOCH" --count 200 --quiet > /dev/null; r=$?
     wait $p && exit $r' "$leaf" > "$T/d1.out" 2>&1
@@ -255,7 +257,7 @@ EOF
   read -r group epoch < "$T/d.env"
   if [ "$rc" -eq 0 ] && gone "$group" && no_groups; then pass "(d) barrierctl job: two leaves, 200 barriers in group $group epoch $epoch; group gone"; else
     fail "(d) barrierctl job: exit $rc: $(cat "$T/d1.out")"; fi
-  job bash -c 'echo "$NETBARRIER_GROUP $NETBARRIER_EPOCH" > '"$T"'/d.env; exit 7' > "$T/d2.out" 2>&1
+  "${job[@]}" bash -c 'echo "$NETBARRIER_GROUP $NETBARRIER_EPOCH" > '"$T"'/d.env; exit 7' > "$T/d2.out" 2>&1
   rc=$?
   local e_prev=$epoch
   read -r group epoch < "$T/d.env"
@@ -263,7 +265,7 @@ EOF
     pass "(d) a failing command: its status 7, a new epoch ($epoch), group gone"
   else fail "(d) failing command: exit $rc epoch $epoch: $(cat "$T/d2.out")"; fi
   rm -f "$T/d.env"
-  job bash -c 'echo "$NETBARRIER_GROUP $NETBARRIER_EPOCH" > '"$T"'/d.env; exec sleep 300' > "$T/d3.out" 2>&1 &
+  "${job[@]}" bash -c 'echo "$NETBARRIER_GROUP $NETBARRIER_EPOCH" > '"$T"'/d.env; exec sleep 300' > "$T/d3.out" 2>&1 &
   local jp=$!
   for ((i = 0; i < 100; i++)); do [ -s "$T/d.env" ] && break; sleep 0.1; done
   read -r group epoch < "$T/d.env"
@@ -274,7 +276,7 @@ EOF
     pass "(d) SIGTERM to barrierctl: forwarded (the command's 143), group gone"
   else fail "(d) SIGTERM: exit $rc: $(cat "$T/d3.out")"; fi
   rm -f "$T/d.env"
-  job bash -c 'echo "$NETBARRIER_GROUP $NETBARRIER_EPOCH" > '"$T"'/d.env; exec sleep 300' > "$T/d4.out" 2>&1 &
+  "${job[@]}" bash -c 'echo "$NETBARRIER_GROUP $NETBARRIER_EPOCH" > '"$T"'/d.env; exec sleep 300' > "$T/d4.out" 2>&1 &
   jp=$!
   for ((i = 0; i < 100; i++)); do [ -s "$T/d.env" ] && break; sleep 0.1; done
   read -r group epoch < "$T/d.env"
