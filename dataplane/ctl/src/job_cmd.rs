@@ -31,23 +31,27 @@ pub fn main(a: JobArgs, json: bool) -> Result<ExitCode, Fail> {
     }
     if a.command.is_empty() {
         return Err(Fail(
-            "barrierctl job: give the command after `--` (or --start ID, --stop ID, --cleanup, --list)".into(),
+            "job: give the command after `--` (or --start ID, --stop ID, --cleanup, --list)".into(),
+            2,
+        ));
+    }
+    required(&a)?;
+    if a.iface.is_none() {
+        return Err(Fail(
+            "job: --iface is required (NETBARRIER_IFACE for the ranks: the leaf's interface, or a comma list indexed by node-local rank)".into(),
             2,
         ));
     }
     run_command(&a, json)
 }
 
-/// The job's request from the flags; a missing one is a usage error naming it.
-fn start(a: &JobArgs, id: String, owner: Option<Owner>) -> Result<Run, Fail> {
+/// The flags a start needs; a missing one is a usage error naming it.
+fn required(a: &JobArgs) -> Result<(), Fail> {
     let need = |ok: bool, flag: &str, what: &str| {
         if ok {
             Ok(())
         } else {
-            Err(Fail(
-                format!("barrierctl job: {flag} is required ({what})"),
-                2,
-            ))
+            Err(Fail(format!("job: {flag} is required ({what})"), 2))
         }
     };
     need(
@@ -69,7 +73,12 @@ fn start(a: &JobArgs, id: String, owner: Option<Owner>) -> Result<Run, Fail> {
         a.groups.is_some(),
         "--groups",
         "N or FIRST-LAST to allocate from",
-    )?;
+    )
+}
+
+/// The job's request from the flags, allocated.
+fn start(a: &JobArgs, id: String, owner: Option<Owner>) -> Result<Run, Fail> {
+    required(a)?;
     let topology = a.topology.as_ref().expect("checked");
     let text = std::fs::read_to_string(topology)
         .map_err(|e| Fail(format!("{}: {e}", topology.display()), 2))?;

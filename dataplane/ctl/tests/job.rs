@@ -658,6 +658,12 @@ fn usage_errors_name_the_flag() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("give the command after `--`"));
     let mut args = site.job_args(&t, "1", &["--", "true"]);
+    let i = args.iter().position(|a| a == "--iface").unwrap();
+    args.drain(i..i + 2);
+    let out = ctl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--iface is required"));
+    let mut args = site.job_args(&t, "1", &["--", "true"]);
     let i = args.iter().position(|a| a == "h1,h2,h3,h4").unwrap();
     args[i] = "h1,h9".into();
     let out = ctl(&args.iter().map(String::as_str).collect::<Vec<_>>());
