@@ -27,11 +27,16 @@ nb_wanted || exit 0
 # its --cleanup's) that are not pending or running any more.
 while read -r id _; do
   [[ $id =~ ^[0-9]+$ ]] && [ "$id" != "$SLURM_JOB_ID" ] || continue
-  state=$(squeue -h -j "$id" -o %T 2>/dev/null)
-  if [ -z "$state" ]; then
-    nb_say "job $id is gone but its group is open: deleting it"
-    "$NB_BARRIERCTL" job --state "$NB_STATE" --stop "$id" >&2 || true
-  fi
+  # Ended: unknown to slurmctld (purged), or in a final state whose epilog did not delete it.
+  # Anything else (pending, running, completing: its epilog is under way; squeue failing for
+  # another reason) is left alone.
+  state=$(squeue -h -j "$id" -o %T 2>&1)
+  case "$state" in
+    *'Invalid job id'* | COMPLETED | CANCELLED | FAILED | TIMEOUT | NODE_FAIL | PREEMPTED | BOOT_FAIL | DEADLINE | OUT_OF_MEMORY)
+      nb_say "job $id has ended (${state}) but its group is open: deleting it"
+      "$NB_BARRIERCTL" job --state "$NB_STATE" --stop "$id" >&2 || true
+      ;;
+  esac
 done < <("$NB_BARRIERCTL" job --state "$NB_STATE" --list | sed '$d')
 
 info=$(scontrol show job -o "$SLURM_JOB_ID") || { nb_say "scontrol show job failed"; exit 1; }

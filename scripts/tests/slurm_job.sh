@@ -18,7 +18,9 @@
 #      gone, no leaf is left running, the state file has no open run;
 #  (d) barrierctl job -- CMD without Slurm: two leaves complete; a failing command's status is
 #      returned (7); a command ended by SIGTERM to barrierctl gives 143; each time the group is
-#      gone; a barrierctl killed with SIGKILL leaves the group, and `--cleanup` removes it.
+#      gone; a barrierctl killed with SIGKILL leaves the group, and `--cleanup` removes it;
+#  (e) a run left open by a job whose epilog never ran (a job id Slurm does not know) is deleted
+#      by the next job's prolog, which then gets that number.
 #
 # Needs root, slurmctld/slurmd (scripts/setup.sh installs slurm-wlm), and built barrier-switch,
 # barrier-leaf and barrierctl (target/, or BARRIER_SWITCH, BARRIER_LEAF, BARRIERCTL); without
@@ -242,6 +244,17 @@ EOF
   if gone "$group" && no_groups && [ "$(open_runs "$T/slurm-jobs.json")" = "0 open run(s)" ]; then
     pass "(c) scancel: group $group gone, no open run"
   else fail "(c) after scancel: group $group or a run left: $(open_runs "$T/slurm-jobs.json")"; tail -n 20 "$T/slurm/slurmctld.log"; fi
+
+  # --- (e) a group whose epilog never ran (a job Slurm no longer knows): the next prolog deletes it ---
+  "$ctl" job --start 99999 --state "$T/slurm-jobs.json" --topology "$T/topo.toml" --members h0,h1 \
+    --sockets "root=$S" --groups 300-301 > /dev/null
+  if "$ctl" --socket "$S" group show 300 > /dev/null 2>&1; then
+    run_job e 20
+    if [ "$rc" -eq 0 ] && [ "$group" = 300 ] && gone 300 && no_groups \
+      && [ "$(open_runs "$T/slurm-jobs.json")" = "0 open run(s)" ]; then
+      pass "(e) the prolog deleted ended job 99999's group 300; the new job got 300 and left nothing"
+    else fail "(e) leftover of job 99999: exit $rc group $group; $(open_runs "$T/slurm-jobs.json")"; fi
+  else fail "(e) barrierctl job --start 99999 did not create group 300"; fi
 
   # --- (d) barrierctl job -- CMD, without Slurm ---
   local W=$T/wrap.json
