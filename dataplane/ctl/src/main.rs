@@ -1,7 +1,8 @@
 //! barrierctl: manage a running barrier-switch's groups over its control socket, plan a
 //! group's barrier tree over a topology, and create (`apply`), reset or delete it on every
-//! switch of the tree. Exit codes: 0 done, 1 the switch was not reachable or
-//! refused, 2 a usage error (clap's, or a file that cannot be read as asked).
+//! switch of the tree; give a job its own run of a group (`job`, `src/job_cmd.rs`). Exit codes:
+//! 0 done, 1 the switch was not reachable or refused, 2 a usage error (clap's, or a file that
+//! cannot be read as asked); `job -- CMD` exits with CMD's status.
 
 use barrier_ctl::apply::apply;
 use barrier_ctl::client::Client;
