@@ -8,7 +8,8 @@
 //! signal forwarded from barrierctl, a command that cannot run) the group is deleted from
 //! every switch and barrierctl returns the command's status; a barrierctl killed with SIGKILL
 //! leaves a run that `--cleanup` removes; `--start`/`--stop ID` are the halves a Slurm prolog
-//! and epilog call.
+//! and epilog call; two starts at once take two numbers; a stop that cannot reach a switch keeps
+//! the run.
 
 use barrier_mgmt::{Control, ControlServer, PortDesc};
 use barrier_protocol::leaf::LeafSend;
@@ -669,4 +670,62 @@ fn usage_errors_name_the_flag() {
     let out = ctl(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown member \"h9\""));
+}
+
+/// Two launchers at once on one range (the state file's lock): two numbers, never one twice.
+#[test]
+fn concurrent_starts_take_different_numbers() {
+    let t = start();
+    let site = Site::new();
+    let spawn = |id: &str| {
+        Command::new(env!("CARGO_BIN_EXE_barrierctl"))
+            .args(site.job_args(&t, "200-201", &["--start", id]))
+            .output()
+            .unwrap()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| spawn("1"));
+        let b = s.spawn(|| spawn("2"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let group = |o: &Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let mut got = [group(&a), group(&b)];
+    got.sort();
+    assert_eq!(got, ["NETBARRIER_GROUP=200", "NETBARRIER_GROUP=201"]);
+    assert!(t.epochs(200)[0].is_some() && t.epochs(201)[0].is_some());
+}
+
+/// A stop that cannot reach a switch says so and keeps the run, so that it can be finished.
+#[test]
+fn a_stop_that_fails_keeps_the_run() {
+    let t = start();
+    let site = Site::new();
+    let args = site.job_args(&t, "5", &["--start", "77"]);
+    ctl_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    drop(t);
+    let state = site.path("state.json");
+    let out = ctl(&["job", "--state", &state, "--stop", "77"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("job \"77\" (group 5): switch \"root\": ")
+            && e.contains("no switch is running there"),
+        "{e}"
+    );
+    assert!(
+        e.contains("the run stays in the state file: run `barrierctl job --stop 77` again"),
+        "{e}"
+    );
+    let list = ctl_ok(&["job", "--state", &state, "--list"]);
+    assert!(
+        list.starts_with("77  group 5  epoch ") && list.ends_with("1 open run(s)\n"),
+        "{list}"
+    );
 }
