@@ -3,7 +3,13 @@
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 NB_SLURM_CONF=${NETBARRIER_SLURM_CONF:-/etc/netbarrier/slurm.conf}
 
-nb_say() { echo "netbarrier slurm ${NB_WHO:-script} (job ${SLURM_JOB_ID:-?}): $*" >&2; }
+# A line on stderr (Slurm drops the controller scripts' output) and, with NB_LOG set in the site
+# configuration, appended to that file with the time.
+nb_say() {
+  local line="netbarrier slurm ${NB_WHO:-script} (job ${SLURM_JOB_ID:-?}): $*"
+  echo "$line" >&2
+  [ -z "${NB_LOG:-}" ] || echo "$(date -u '+%Y-%m-%dT%H:%M:%SZ') $line" >> "$NB_LOG" 2>/dev/null || true
+}
 
 # nb_load KEY...: source the site configuration; every KEY named must be set.
 nb_load() {

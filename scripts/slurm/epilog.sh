@@ -16,4 +16,9 @@ nb_load NB_BARRIERCTL NB_STATE || exit 1
 if ! "$NB_BARRIERCTL" job --state "$NB_STATE" --list | grep -q "^$SLURM_JOB_ID "; then
   exit 0
 fi
-"$NB_BARRIERCTL" job --state "$NB_STATE" --stop "$SLURM_JOB_ID" >&2
+if out=$("$NB_BARRIERCTL" job --state "$NB_STATE" --stop "$SLURM_JOB_ID" 2>&1); then
+  nb_say "$(tail -n 1 <<< "$out")"
+else
+  nb_say "barrierctl job --stop failed: $out"
+  exit 1
+fi

@@ -34,7 +34,7 @@ while read -r id _; do
   case "$state" in
     *'Invalid job id'* | COMPLETED | CANCELLED | FAILED | TIMEOUT | NODE_FAIL | PREEMPTED | BOOT_FAIL | DEADLINE | OUT_OF_MEMORY)
       nb_say "job $id has ended (${state}) but its group is open: deleting it"
-      "$NB_BARRIERCTL" job --state "$NB_STATE" --stop "$id" >&2 || true
+      nb_say "$("$NB_BARRIERCTL" job --state "$NB_STATE" --stop "$id" 2>&1 | tail -n 1)"
       ;;
   esac
 done < <("$NB_BARRIERCTL" job --state "$NB_STATE" --list | sed '$d')
@@ -67,14 +67,16 @@ for n in "${nodes[@]}"; do
 done
 memlist=$(IFS=,; echo "${members[*]}")
 
-out=$("$NB_BARRIERCTL" job --start "$SLURM_JOB_ID" --state "$NB_STATE" --topology "$NB_TOPOLOGY" \
-  --members "$memlist" --sockets "$NB_SOCKETS" --groups "$NB_GROUPS") \
-  || { nb_say "barrierctl job --start failed (members $memlist)"; exit 1; }
+if ! out=$("$NB_BARRIERCTL" job --start "$SLURM_JOB_ID" --state "$NB_STATE" --topology "$NB_TOPOLOGY" \
+  --members "$memlist" --sockets "$NB_SOCKETS" --groups "$NB_GROUPS" 2>&1); then
+  nb_say "barrierctl job --start failed (members $memlist): $out"
+  exit 1
+fi
 group=$(sed -n 's/^NETBARRIER_GROUP=//p' <<< "$out")
 epoch=$(sed -n 's/^NETBARRIER_EPOCH=//p' <<< "$out")
 if ! scontrol update JobId="$SLURM_JOB_ID" AdminComment="netbarrier:group=$group:epoch=$epoch"; then
   nb_say "cannot set the job's AdminComment: deleting group $group again"
-  "$NB_BARRIERCTL" job --state "$NB_STATE" --stop "$SLURM_JOB_ID" >&2
+  nb_say "$("$NB_BARRIERCTL" job --state "$NB_STATE" --stop "$SLURM_JOB_ID" 2>&1 | tail -n 1)"
   exit 1
 fi
 nb_say "group $group epoch $epoch for members $memlist"

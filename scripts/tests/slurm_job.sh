@@ -118,6 +118,7 @@ NB_SOCKETS=root=$S
 NB_GROUPS=300-301
 NB_STATE=$T/slurm-jobs.json
 NB_PARTITIONS=""
+NB_LOG=$T/netbarrier-slurm.log
 NB_NODES="$node=h0:nbsh0,h1:nbsh1"
 EOF
   cat > /etc/slurm/slurm.conf <<EOF
@@ -206,6 +207,10 @@ EOF
     pass "(a) records: 300 barriers, no early release"
   else fail "(a) records: $(tail -n 5 "$T/check-a.txt")"; fi
   if gone "$group" && no_groups; then pass "(a) group $group gone after the job"; else fail "(a) group $group left on the switch"; fi
+  if grep -q "prolog (job 1): group $group epoch $epoch for members h0,h1" "$T/netbarrier-slurm.log" \
+    && grep -q "epilog (job 1): job 1: group $group (epoch $epoch) deleted on every switch of its tree" "$T/netbarrier-slurm.log"; then
+    pass "(a) NB_LOG has the prolog's and the epilog's lines"
+  else fail "(a) NB_LOG: $(cat "$T/netbarrier-slurm.log")"; fi
   g1=$group e1=$epoch
 
   # --- (b) the next job: a new, later epoch ---
