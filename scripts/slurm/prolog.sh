@@ -39,6 +39,13 @@ while read -r id _; do
   esac
 done < <("$NB_BARRIERCTL" job --state "$NB_STATE" --list | sed '$d')
 
+# A run of this job id open already: a requeued job whose epilog did not delete its group.
+# The new run gets a new group run (a new epoch), so the old one goes first.
+if "$NB_BARRIERCTL" job --state "$NB_STATE" --list | grep -q "^$SLURM_JOB_ID "; then
+  nb_say "an earlier run of this job (requeued) is open: deleting it"
+  nb_say "$("$NB_BARRIERCTL" job --state "$NB_STATE" --stop "$SLURM_JOB_ID" 2>&1 | tail -n 1)"
+fi
+
 info=$(scontrol show job -o "$SLURM_JOB_ID") || { nb_say "scontrol show job failed"; exit 1; }
 field() { grep -o "\b$1=[^ ]*" <<< "$info" | head -n1 | cut -d= -f2; }
 ntasks=$(field NumTasks)
