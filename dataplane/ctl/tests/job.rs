@@ -561,7 +561,7 @@ fn a_barrierctl_killed_with_sigkill_leaves_a_run_that_cleanup_removes() {
     let cmd = waiting_command(&site, 0);
     let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
     let mut child = site.spawn(&t, "60", &cmd);
-    let (group, epoch, _, sh_pid) = read_env(&site, &mut child);
+    let (group, epoch, _, _) = read_env(&site, &mut child);
     child.kill().unwrap();
     child.wait().unwrap();
     // The command outlives it (SIGKILL cannot be forwarded); the group stays.
@@ -589,7 +589,6 @@ fn a_barrierctl_killed_with_sigkill_leaves_a_run_that_cleanup_removes() {
     // Nothing more to do.
     let out = ctl_ok(&["job", "--state", &state, "--cleanup"]);
     assert_eq!(out, "0 leftover run(s) cleaned up, 0 failed\n");
-    let _ = sh_pid;
 }
 
 #[test]
