@@ -320,7 +320,10 @@ if [ "${1:-}" = --inside ]; then
   exit $?
 fi
 
-if [ "$(id -u)" -ne 0 ]; then echo "slurm_job: skipped: needs root"; exit 0; fi
+if [ "$(id -u)" -ne 0 ]; then
+  if [ "${NB_REQUIRE_ROOT:-0}" = 1 ]; then echo "slurm_job: 0 passed, 1 failed (needs root)"; exit 1; fi
+  echo "slurm_job: skipped: needs root"; exit 0
+fi
 skip() {
   if [ "${NB_REQUIRE_BINARIES:-0}" = 1 ]; then echo "slurm_job: 0 passed, 1 failed ($1)"; exit 1; fi
   echo "slurm_job: skipped: $1"; exit 0
