@@ -368,6 +368,21 @@ fn start_and_stop_by_id_are_the_launcher_halves() {
     assert_eq!(out, "0 leftover run(s) cleaned up, 0 failed\n");
     ctl_ok(&["job", "--state", &state, "--stop", "4243"]);
     assert_eq!(t.epochs(201), [None; 3]);
+    // --json: one object with the environment.
+    let mut args = site.job_args(&t, "200-201", &["--start", "4244"]);
+    args.insert(0, "--json".into());
+    let out = ctl_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let epoch = v["epoch"].as_u64().unwrap() as u32;
+    assert_eq!(v["group"], 200);
+    assert_eq!(v["env"]["NETBARRIER_GROUP"], "200");
+    assert_eq!(v["env"]["NETBARRIER_EPOCH"], epoch.to_string());
+    assert_eq!(v["switches"], serde_json::json!(["s1", "s2", "root"]));
+    assert_eq!(t.epochs(200), [Some(epoch); 3]);
+    let out = ctl_ok(&["--json", "job", "--state", &state, "--stop", "4244"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["switches"][0]["action"], "deleted");
+    assert_eq!(t.epochs(200), [None; 3]);
 }
 
 #[test]
