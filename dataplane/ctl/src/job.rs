@@ -5,7 +5,7 @@
 //! and an epoch that no earlier run of that number used on any switch of the tree. The
 //! switches alone cannot promise the second: each remembers the highest epoch it has had per
 //! group number after a delete, but forgets it when its process restarts, so a switch
-//! restarted between two jobs would take the old epoch again. So the launcher keeps a
+//! restarted between two jobs would accept the old epoch again. So the launcher keeps a
 //! **state file** (JSON, locked while it is read and written): per group number the highest
 //! epoch it has given, and the runs it has open (the job's id, group, epoch, plan, sockets,
 //! and for `barrierctl job -- CMD` the pid and start time of the barrierctl that owns it).
