@@ -34,6 +34,7 @@ PACKAGES=(
   # the performance suite (perf/run.sh, docs/performance.md): Open MPI for the MPI_Barrier
   # comparison (mpicc, mpirun), gnuplot for the plots
   openmpi-bin libopenmpi-dev gnuplot-nox
+  slurm-wlm # a job's own run of a group through a real Slurm (scripts/slurm, scripts/tests/slurm_job.sh)
 )
 
 need=()

@@ -173,6 +173,15 @@ pub fn admit(a: &Admission) -> Result<u32, EpochRefusal> {
     Ok(epoch)
 }
 
+/// The highest epoch named in a switch's refusal of a used epoch (the text of
+/// [`EpochRefusal::Used`]: `... is not ahead of epoch H, the highest this switch has had ...`),
+/// for a client that only has the text: `barrierctl job` takes the next after it.
+pub fn highest_in_refusal(text: &str) -> Option<u32> {
+    let (_, rest) = text.split_once(" is not ahead of epoch ")?;
+    let (h, _) = rest.split_once(", the highest this switch has had")?;
+    h.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +265,21 @@ mod tests {
         assert_eq!(e, "group 7: epoch 1 is not ahead of epoch 4, the highest this switch has had for the group (deleted since): a new run needs an epoch no earlier run used; give one ahead of 4 (--epoch 5), or --force to reuse 1 (only when no frame of its earlier run can still arrive)");
         assert!(create(Some(4), Some(4), false).is_err());
         assert_eq!(create(Some(4), Some(4), true), Ok(4));
+    }
+
+    #[test]
+    fn the_highest_is_read_back_from_a_used_refusal() {
+        let r = admit(&Admission {
+            group: 7,
+            change: Change::Create,
+            current: None,
+            highest: Some(1_800_000_123),
+            asked: Some(4),
+            default: 1,
+            force: false,
+        })
+        .unwrap_err();
+        assert_eq!(highest_in_refusal(&r.to_string()), Some(1_800_000_123));
+        assert_eq!(highest_in_refusal("group 7 is not configured"), None);
     }
 }

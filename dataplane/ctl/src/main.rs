@@ -1,7 +1,8 @@
 //! barrierctl: manage a running barrier-switch's groups over its control socket, plan a
 //! group's barrier tree over a topology, and create (`apply`), reset or delete it on every
-//! switch of the tree. Exit codes: 0 done, 1 the switch was not reachable or
-//! refused, 2 a usage error (clap's, or a file that cannot be read as asked).
+//! switch of the tree; give a job its own run of a group (`job`, `src/job_cmd.rs`). Exit codes:
+//! 0 done, 1 the switch was not reachable or refused, 2 a usage error (clap's, or a file that
+//! cannot be read as asked); `job -- CMD` exits with CMD's status.
 
 use barrier_ctl::apply::apply;
 use barrier_ctl::client::Client;
@@ -14,6 +15,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+mod job_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -94,6 +97,12 @@ enum Cmd {
         #[arg(long)]
         force: bool,
     },
+    /// A job's own run of a group: a number of --groups free on every switch of the tree,
+    /// created with a fresh epoch, NETBARRIER_GROUP/EPOCH/IFACE exported to the command after
+    /// `--`, deleted when it exits (its exit status is barrierctl's). --start/--stop ID do the
+    /// halves for a launcher (a Slurm prolog and epilog); --cleanup removes the runs of a
+    /// barrierctl that was killed; --list shows the open runs.
+    Job(JobArgs),
     /// Delete a planned group on every switch of its tree, root first, once every switch is
     /// reached; a switch without the group is passed over.
     Delete {
@@ -103,6 +112,47 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', required = true)]
         sockets: Vec<String>,
     },
+}
+
+#[derive(clap::Args)]
+struct JobArgs {
+    /// The topology file (as `plan` takes).
+    #[arg(long)]
+    topology: Option<PathBuf>,
+    /// The job's member hosts (topology names, one per rank's leaf), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    members: Vec<String>,
+    /// Each switch's control socket: SWITCH=PATH, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    sockets: Vec<String>,
+    /// Group numbers to allocate from: N or FIRST-LAST (both included).
+    #[arg(long)]
+    groups: Option<String>,
+    /// NETBARRIER_IFACE for the ranks: the leaf's interface, or a comma list indexed by
+    /// node-local rank (passed as given).
+    #[arg(long)]
+    iface: Option<String>,
+    /// Re-send timeout of every intermediate, µs.
+    #[arg(long, default_value_t = 1000)]
+    resend_timeout_us: u64,
+    /// The state file: highest epoch given per group number, open runs (locked while used).
+    #[arg(long, default_value = barrier_ctl::job::DEFAULT_STATE)]
+    state: PathBuf,
+    /// Only allocate, for job ID (a Slurm job id): print NETBARRIER_GROUP=... lines.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["stop", "cleanup", "list", "command"])]
+    start: Option<String>,
+    /// Only delete job ID's group on every switch and forget the run.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["cleanup", "list", "command"])]
+    stop: Option<String>,
+    /// Delete the groups of runs whose barrierctl is gone (killed with SIGKILL).
+    #[arg(long, conflicts_with_all = ["list", "command"])]
+    cleanup: bool,
+    /// The open runs.
+    #[arg(long, conflicts_with = "command")]
+    list: bool,
+    /// The command to run (after `--`), e.g. `mpirun -np 4 prog`.
+    #[arg(last = true)]
+    command: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -190,6 +240,15 @@ struct Fail(String, u8);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Cmd::Job(args) = cli.cmd {
+        return match job_cmd::main(args, cli.json) {
+            Ok(code) => code,
+            Err(Fail(msg, code)) => {
+                eprintln!("barrierctl: {msg}");
+                ExitCode::from(code)
+            }
+        };
+    }
     match run(cli) {
         Ok(out) => {
             print!("{out}");
@@ -241,6 +300,7 @@ fn run(cli: Cli) -> Result<String, Fail> {
             let (p, map) = plan_and_sockets(&plan, &sockets, "reset")?;
             return tree_cmd(&tree::reset(&p, &map, epoch, force), cli.json);
         }
+        Cmd::Job(_) => unreachable!("barrierctl job is run by job_cmd::main"),
         Cmd::Delete { plan, sockets } => {
             let (p, map) = plan_and_sockets(&plan, &sockets, "delete")?;
             return tree_cmd(&tree::delete(&p, &map), cli.json);
@@ -366,6 +426,11 @@ fn plan_and_sockets(
             2,
         ));
     }
+    Ok((p, socket_map(sockets)?))
+}
+
+/// `--sockets SWITCH=PATH,...` as a map.
+fn socket_map(sockets: &[String]) -> Result<BTreeMap<String, PathBuf>, Fail> {
     let mut map = BTreeMap::new();
     for s in sockets {
         let Some((name, path)) = s.split_once('=') else {
@@ -373,7 +438,7 @@ fn plan_and_sockets(
         };
         map.insert(name.to_string(), PathBuf::from(path));
     }
-    Ok((p, map))
+    Ok(map)
 }
 
 fn apply_cmd(

@@ -6,293 +6,17 @@
 //! and the new run's barriers complete. Then every refusal (nothing changed), a failure
 //! midway (a fake switch that refuses; the report names who changed), and the delete.
 
-use barrier_mgmt::{Control, ControlServer, PortDesc};
-use barrier_protocol::leaf::LeafSend;
-use barrier_protocol::table::GroupTable;
-use barrier_protocol::wire::{FrameRepr, Kind, MacAddr};
-use barrier_protocol::{Epoch, GroupId, Seq};
-use barrier_runtime::clock::Clock;
-use barrier_runtime::counters::LoopCounters;
-use barrier_runtime::io::{mem_wire, MemRx, MemTx, RxQueue, TxQueue};
-use barrier_runtime::poll::{run_loop, Idle, Poller};
-use barrier_switch::engine::{build_switch, mem_port, PortIo};
-use std::collections::HashMap;
+mod common;
+
+use common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const GROUP: u32 = 7;
-const HOSTS: [&str; 4] = ["h1", "h2", "h3", "h4"];
-
-/// root d0 -- s1 up, root d1 -- s2 up; h1, h2 on s1 d0, d1; h3, h4 on s2 d0, d1.
-const TOPOLOGY: &str = r#"
-[[switches]]
-name = "root"
-[[switches]]
-name = "s1"
-[[switches]]
-name = "s2"
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-[[hosts]]
-name = "h3"
-[[hosts]]
-name = "h4"
-[[links]]
-a = "s1:up"
-b = "root:d0"
-[[links]]
-a = "s2:up"
-b = "root:d1"
-[[links]]
-a = "h1"
-b = "s1:d0"
-[[links]]
-a = "h2"
-b = "s1:d1"
-[[links]]
-a = "h3"
-b = "s2:d0"
-[[links]]
-a = "h4"
-b = "s2:d1"
-"#;
-
-fn ctl(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_barrierctl"))
-        .args(args)
-        .output()
-        .unwrap();
-    println!(
-        "$ barrierctl {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn ctl_ok(args: &[&str]) -> String {
-    let out = ctl(args);
-    assert!(
-        out.status.success(),
-        "barrierctl {args:?}: {:?}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs barrierctl, expects exit code 1; returns (stdout, stderr).
-fn ctl_fails(args: &[&str]) -> (String, String) {
-    let out = ctl(args);
-    assert_eq!(out.status.code(), Some(1), "barrierctl {args:?}");
-    (
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-fn reduce(epoch: u32, seq: u32) -> Vec<u8> {
-    LeafSend {
-        group: GroupId(GROUP),
-        epoch: Epoch::new(epoch),
-        seq: Seq(seq),
-        retransmit: false,
-    }
-    .frame(MacAddr([2, 0, 0, 0, 0, 9]), MacAddr::BROADCAST, None)
-    .to_bytes()
-    .to_vec()
-}
-
-/// The three switches, running, and the leaves' ends of the host ports.
-struct Tree {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-    tables: HashMap<&'static str, Arc<GroupTable>>,
-    sockets: HashMap<&'static str, PathBuf>,
-    to_switch: Vec<MemTx>,
-    from_switch: Vec<MemRx>,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        self.stop.store(true, Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-type Port = PortIo<MemRx, MemTx>;
-
-fn start() -> Tree {
-    // The switch-to-switch links: two one-way wires each.
-    let link = || {
-        let (down_tx, down_rx) = mem_wire(1024);
-        let (up_tx, up_rx) = mem_wire(1024);
-        // (the upper switch's port, the lower switch's "up")
-        (
-            PortIo::new("d", up_rx, down_tx),
-            PortIo::new("up", down_rx, up_tx),
-        )
-    };
-    let rename = |mut p: Port, name: &str| {
-        p.name = name.to_string();
-        p
-    };
-    let (root_d0, s1_up) = link();
-    let (root_d1, s2_up) = link();
-    let mut to_switch = Vec::new();
-    let mut from_switch = Vec::new();
-    let mut host_port = |name: &str| {
-        let (port, tx, rx) = mem_port(name, 1024);
-        to_switch.push(tx);
-        from_switch.push(rx);
-        port
-    };
-    let h1 = host_port("d0");
-    let h2 = host_port("d1");
-    let h3 = host_port("d0");
-    let h4 = host_port("d1");
-    let switches: Vec<(&'static str, Vec<Port>)> = vec![
-        ("root", vec![rename(root_d0, "d0"), rename(root_d1, "d1")]),
-        ("s1", vec![s1_up, h1, h2]),
-        ("s2", vec![s2_up, h3, h4]),
-    ];
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Clock::new();
-    let mut pollers: Vec<Box<dyn Poller>> = Vec::new();
-    let mut servers = Vec::new();
-    let mut tables = HashMap::new();
-    let mut sockets = HashMap::new();
-    for (i, (name, ports)) in switches.into_iter().enumerate() {
-        let descs: Vec<PortDesc> = ports
-            .iter()
-            .map(|p| PortDesc {
-                name: p.name.clone(),
-                device: "vdev:net_ring0".into(),
-                peer_mac: [0xff; 6],
-            })
-            .collect();
-        let table = Arc::new(GroupTable::new(16));
-        let sw = build_switch(
-            name,
-            [2, 0, 0, 0, 0, i as u8 + 1],
-            ports,
-            table.clone(),
-            clock.now_ns(),
-        );
-        let path = dir.path().join(format!("{name}.sock"));
-        servers
-            .push(ControlServer::bind(&path, Control::new(sw.stats.clone(), descs, None)).unwrap());
-        pollers.extend(sw.rx.into_iter().map(|(_, _, p)| p));
-        pollers.push(sw.sched);
-        tables.insert(name, table);
-        sockets.insert(name, path);
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let dataplane = std::thread::spawn(move || {
-        let counters = LoopCounters::default();
-        run_loop(pollers, &s, clock, &counters, Idle::Yield { after: 100 });
-    });
-    let s = stop.clone();
-    let management = std::thread::spawn(move || {
-        while !s.load(Relaxed) {
-            for sv in &mut servers {
-                sv.serve(Duration::from_millis(2));
-            }
-        }
-    });
-    Tree {
-        stop,
-        threads: vec![dataplane, management],
-        tables,
-        sockets,
-        to_switch,
-        from_switch,
-        dir,
-    }
-}
-
-impl Tree {
-    fn socket(&self, name: &str) -> &str {
-        self.sockets[name].to_str().unwrap()
-    }
-    /// `--sockets` for the plan's switches, `s2` at `s2` (a real or a fake one).
-    fn sockets_arg(&self, s2: &Path) -> String {
-        format!(
-            "root={},s1={},s2={}",
-            self.socket("root"),
-            self.socket("s1"),
-            s2.display()
-        )
-    }
-    fn epochs(&self) -> Vec<Option<u32>> {
-        ["root", "s1", "s2"]
-            .iter()
-            .map(|n| self.tables[n].config(GroupId(GROUP)).map(|c| c.epoch.get()))
-            .collect()
-    }
-    fn send(&mut self, host: usize, epoch: u32, seq: u32) {
-        self.to_switch[host].offer(&reduce(epoch, seq)).unwrap();
-        self.to_switch[host].flush();
-    }
-    /// The epoch of a release for `seq` to `host` within `wait` (releases of other barriers,
-    /// sent again for a re-sent reduce, are passed over).
-    fn release(&mut self, host: usize, seq: u32, wait: Duration) -> Option<u32> {
-        let deadline = Instant::now() + wait;
-        let mut v = Vec::new();
-        loop {
-            self.from_switch[host].rx_burst(&mut v, 16);
-            for f in v.drain(..) {
-                let r = FrameRepr::parse(&f).unwrap();
-                assert_eq!(r.kind, Kind::Release);
-                if r.seq == Seq(seq) {
-                    return Some(r.epoch.get());
-                }
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    /// One barrier of the group in `epoch`: h1..h3 reduce, nobody is released; h4 reduces,
-    /// all four are, in that epoch.
-    fn barrier(&mut self, epoch: u32, seq: u32) {
-        let mut v = Vec::new();
-        for rx in &mut self.from_switch {
-            rx.rx_burst(&mut v, 1024);
-        }
-        for h in 0..3 {
-            self.send(h, epoch, seq);
-        }
-        for (h, name) in HOSTS.iter().enumerate().take(3) {
-            assert_eq!(
-                self.release(h, seq, Duration::from_millis(30)),
-                None,
-                "{name} released before h4 arrived"
-            );
-        }
-        self.send(3, epoch, seq);
-        for (h, name) in HOSTS.iter().enumerate() {
-            assert_eq!(
-                self.release(h, seq, Duration::from_secs(10)),
-                Some(epoch),
-                "{name}: barrier {seq} of epoch {epoch}"
-            );
-        }
-    }
-}
 
 /// A switch that answers `group_show` with group 7 as the plan has it at s2 (epoch `epoch`)
 /// and refuses every change: a switch that fails after the checks passed.
@@ -347,8 +71,8 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
 
     // Created in epoch 3; a barrier.
     ctl_ok(&["apply", &plan, "--sockets", &sockets, "--epoch", "3"]);
-    assert_eq!(t.epochs(), [Some(3); 3]);
-    t.barrier(3, 0);
+    assert_eq!(t.epochs(GROUP), [Some(3); 3]);
+    t.barrier(GROUP, 3, 0);
 
     // The tree reset: one new epoch, root first.
     let out = ctl_ok(&["reset", &plan, "--sockets", &sockets]);
@@ -357,17 +81,17 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
         "root: reset (epoch 3 -> 4)\ns1: reset (epoch 3 -> 4)\ns2: reset (epoch 3 -> 4)\n\
          group 7: reset to epoch 4 on 3 switch(es), root first\n"
     );
-    assert_eq!(t.epochs(), [Some(4); 3]);
+    assert_eq!(t.epochs(GROUP), [Some(4); 3]);
     // The old run's leaves, at barrier 1 in epoch 3: refused everywhere, nobody released.
     for h in 0..4 {
-        t.send(h, 3, 1);
+        t.send(h, GROUP, 3, 1);
     }
     for h in 0..4 {
         assert_eq!(t.release(h, 1, Duration::from_millis(50)), None);
     }
     // The new run from barrier 0.
-    t.barrier(4, 0);
-    t.barrier(4, 1);
+    t.barrier(GROUP, 4, 0);
+    t.barrier(GROUP, 4, 1);
 
     // Refused, with nothing changed: the epoch the group is in (always, forced or not) ...
     for force in [&[][..], &["--force"]] {
@@ -382,7 +106,7 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
             "{e}"
         );
         assert!(e.ends_with("; nothing was changed\n"), "{e}");
-        assert_eq!(t.epochs(), [Some(4); 3]);
+        assert_eq!(t.epochs(GROUP), [Some(4); 3]);
     }
     // ... and one behind the highest, unless forced.
     let (_, e) = ctl_fails(&["reset", &plan, "--sockets", &sockets, "--epoch", "2"]);
@@ -391,7 +115,7 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
             && e.contains("leave the epoch out for the next one (5), give one ahead of 4, or --force to reuse 2 (only when no frame of its earlier run can still arrive); nothing was changed"),
         "{e}"
     );
-    assert_eq!(t.epochs(), [Some(4); 3]);
+    assert_eq!(t.epochs(GROUP), [Some(4); 3]);
     let out = ctl_ok(&[
         "reset",
         &plan,
@@ -402,7 +126,7 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
         "--force",
     ]);
     assert!(out.contains("root: reset (epoch 4 -> 2)"), "{out}");
-    assert_eq!(t.epochs(), [Some(2); 3]);
+    assert_eq!(t.epochs(GROUP), [Some(2); 3]);
     let show = ctl_ok(&["--socket", t.socket("root"), "group", "show", "7"]);
     assert!(
         show.contains("  epoch:       2 (the highest this switch has had: 4)\n"),
@@ -436,7 +160,7 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
             {"switch": "s2", "action": "reset", "from": 9, "epoch": 10},
         ])
     );
-    t.barrier(10, 0);
+    t.barrier(GROUP, 10, 0);
 
     // A switch whose group is not the plan's, or where it is missing: refused up front.
     ctl_ok(&[
@@ -460,7 +184,7 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
         "--children",
         "d0,d1",
     ]);
-    assert_eq!(t.epochs(), [Some(10); 3]);
+    assert_eq!(t.epochs(GROUP), [Some(10); 3]);
     // A switch without a socket, or not running: nothing changed.
     let partial = format!("root={},s1={}", t.socket("root"), t.socket("s1"));
     let (_, e) = ctl_fails(&["reset", &plan, "--sockets", &partial]);
@@ -472,7 +196,7 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
         "{e}"
     );
     assert!(e.ends_with("nothing was changed\n"), "{e}");
-    assert_eq!(t.epochs(), [Some(10); 3]);
+    assert_eq!(t.epochs(GROUP), [Some(10); 3]);
 
     // A failure midway: s2 (a fake) passes the checks, then refuses; root and s1 stay reset
     // and the report says so.
@@ -488,7 +212,7 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
         e.contains("switch \"s2\": refused: the switch's table is read-only today (fake); reset on root, s1, NOT on s2: the tree is split between two epochs; once that is fixed, run the reset again (without --epoch it puts every switch in a newer epoch)"),
         "{e}"
     );
-    assert_eq!(t.epochs(), [Some(11), Some(11), Some(10)]);
+    assert_eq!(t.epochs(GROUP), [Some(11), Some(11), Some(10)]);
     let (stdout, e) = ctl_fails(&["delete", &plan, "--sockets", &t.sockets_arg(&fake)]);
     assert_eq!(stdout, "root: deleted (epoch 11)\ns1: deleted (epoch 11)\n");
     assert!(
@@ -506,7 +230,7 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
          s2: deleted (epoch 10)\n\
          group 7: deleted on 1 of 3 switch(es), absent on the others, root first\n"
     );
-    assert_eq!(t.epochs(), [None; 3]);
+    assert_eq!(t.epochs(GROUP), [None; 3]);
     // The group reset needs it everywhere.
     let (_, e) = ctl_fails(&["reset", &plan, "--sockets", &sockets]);
     assert!(
@@ -521,10 +245,10 @@ fn a_tree_is_reset_root_first_to_one_new_epoch_and_deleted() {
         e.contains("switch \"s1\": refused: group 7: epoch 10 is not ahead of epoch 11, the highest this switch has had for the group (deleted since)"),
         "{e}"
     );
-    assert_eq!(t.epochs(), [None; 3]);
+    assert_eq!(t.epochs(GROUP), [None; 3]);
     ctl_ok(&["apply", &plan, "--sockets", &sockets, "--epoch", "12"]);
-    assert_eq!(t.epochs(), [Some(12); 3]);
-    t.barrier(12, 0);
+    assert_eq!(t.epochs(GROUP), [Some(12); 3]);
+    t.barrier(GROUP, 12, 0);
     let out = ctl_ok(&["delete", &plan, "--sockets", &sockets]);
     assert!(
         out.ends_with("group 7: deleted on 3 switch(es), root first\n"),
