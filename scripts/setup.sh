@@ -33,7 +33,7 @@ PACKAGES=(
   spin
   # the performance suite (perf/run.sh, docs/performance.md): Open MPI for the MPI_Barrier
   # comparison (mpicc, mpirun), gnuplot for the plots
-  openmpi-bin libopenmpi-dev gnuplot-nox
+  openmpi-bin libopenmpi-dev gnuplot-nox mpich libmpich-dev
 )
 
 need=()

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# MPI programs on the in-network barrier without a code change (issue 26, items 1 and 2;
+# docs/mpi.md): a plain MPI program (ffi/mpi/test/nb_mpi_test.c) runs thousands of barriers
+# with its ranks arriving at random times, through Open MPI's coll/netbarrier component and the
+# PMPI library under MPICH and Open MPI, against a real barrier-switch on net_af_packet ports in
+# a network namespace, one veth per rank (the rank ends all in one host namespace, where mpirun
+# runs). After each run scripts/tools/check_mpi_stamps.py checks the CLOCK_MONOTONIC stamps (no
+# rank leaves barrier k before the last rank entered it) and the ranks' netbarrier summaries
+# (every barrier in the network, or every rank fell back), and barrierctl the switch's count.
+#
+# Cases: the checker refuses a broken stamp file; Open MPI coll -np 4 and -np 8; MPICH PMPI
+# -np 4 and -np 8; Open MPI PMPI -np 4; a group the switch does not have (every rank falls back
+# at the first barrier, one warning each, no hang); no NETBARRIER_GROUP (not served, silent);
+# the switch SIGKILLed mid-run (every rank falls back, the run completes, one warning each).
+#
+# Needs root, built barrier-switch, barrierctl and libbarrier (cargo build -p barrier-switchd
+# -p barrier-ctl -p barrier-leaf-capi), mpicc.openmpi, mpicc.mpich; skipped without them (fails
+# with NB_REQUIRE_BINARIES=1). Builds ffi/mpi (make) itself. Names: namespaces nbm*, veths
+# nbm*, DPDK file prefix nbm*; all removed on exit. About 1-3 min on a loaded 2-core machine.
+#
+# usage: mpi_barrier.sh [BARRIERS]    (per run; default 1000)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+scripts=$(dirname "$here")
+repo=$(dirname "$scripts")
+# shellcheck source=../lib/netns.sh
+source "$scripts/lib/netns.sh"
+barriers=${1:-1000}
+name=mpi_barrier
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "$name: ok   $*"; }
+bad() { failed=$((failed + 1)); echo "$name: FAIL $*"; }
+finish() { echo "$name: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+skip() {
+  if [ "${NB_REQUIRE_BINARIES:-0}" = 1 ]; then bad "$*"; finish; fi
+  echo "$name: skipped: $*"; exit 0
+}
+checker=$scripts/tools/check_mpi_stamps.py
+work=$(mktemp -d /tmp/nbm-mpi.XXXXXX)
+t0=$(date +%s)
+
+# --- 1. the checker can fail: a good stamp file passes, broken ones do not (no root needed)
+python3 - "$work/synth" <<'PY'
+import sys
+p = sys.argv[1]
+for r in range(3):
+    with open("%s.%d" % (p, r), "w") as f:
+        for k in range(5):
+            f.write("%d %d %d\n" % (k, 1000 * k + 10 * r, 1000 * k + 500 + r))
+PY
+if python3 "$checker" --np 3 --barriers 5 "$work/synth" >/dev/null; then ok "checker: a good stamp file passes"; else bad "checker refuses a good stamp file"; fi
+sed -i 's/^3 3000 3500$/3 3000 3015/' "$work/synth.0"   # rank 0 leaves barrier 3 before rank 2 enters it (3020)
+if python3 "$checker" --np 3 --barriers 5 "$work/synth" > "$work/synth.out"; then
+  bad "checker passes a rank that left barrier 3 before the last rank entered it"
+else
+  grep -q 'barrier 3: rank 0 left' "$work/synth.out" && ok "checker: an early exit fails ($(grep -m1 'barrier 3' "$work/synth.out" | cut -c1-90))" \
+    || bad "checker failed without naming barrier 3: $(cat "$work/synth.out")"
+fi
+sed -i '/^3 /d' "$work/synth.2"
+if python3 "$checker" --np 3 --barriers 5 "$work/synth" >/dev/null; then bad "checker passes a missing barrier"; else ok "checker: a missing barrier fails"; fi
+
+# --- the real runs
+if [ "$(id -u)" -ne 0 ]; then rm -rf "$work"; skip "needs root"; fi
+switch=${BARRIER_SWITCH:-$(nb_find_program barrier-switch || true)}
+ctl=${BARRIERCTL:-$(nb_find_program barrierctl || true)}
+libdir=${BARRIER_LIBDIR:-}
+[ -n "$libdir" ] || { [ -n "$switch" ] && [ -f "$(dirname "$switch")/libbarrier.so" ] && libdir=$(dirname "$switch"); }
+for d in "$repo/target/debug" "$repo/target/release"; do
+  [ -n "$libdir" ] || { [ -f "$d/libbarrier.so" ] && libdir=$d; }
+done
+if [ -z "$switch" ] || [ -z "$ctl" ] || [ -z "$libdir" ]; then rm -rf "$work"; skip "barrier-switch, barrierctl or libbarrier.so not built"; fi
+for p in mpicc.openmpi mpirun.openmpi mpicc.mpich mpiexec.mpich; do
+  command -v $p >/dev/null || { rm -rf "$work"; skip "$p missing (scripts/setup.sh installs openmpi-bin libopenmpi-dev mpich libmpich-dev)"; }
+done
+
+B=$work/build
+if make -s -C "$repo/ffi/mpi" B="$B" BARRIER_LIBDIR="$libdir" RPATH=1 >"$work/make.log" 2>&1; then
+  if grep -q 'warning' "$work/make.log"; then bad "ffi/mpi builds with warnings:"; grep warning "$work/make.log" | head -5
+  else ok "ffi/mpi built warning-free (-Wall -Wextra) against $libdir"; fi
+else
+  bad "ffi/mpi does not build:"; tail -n 20 "$work/make.log"; rm -rf "$work"; finish
+fi
+
+sw_ns=nbm-sw$$ h_ns=nbm-h$$ prefix=nbm$$ sock=/run/netbarrier/nbm$$.sock
+swpid=
+cleanup() {
+  [ -n "$swpid" ] && kill -TERM "$swpid" 2>/dev/null && sleep 0.5 && kill -KILL "$swpid" 2>/dev/null
+  ip netns del "$sw_ns" 2>/dev/null
+  ip netns del "$h_ns" 2>/dev/null
+  rm -rf "/run/dpdk/$prefix" "/var/run/dpdk/$prefix" "$sock"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$sw_ns" && ip netns add "$h_ns" || { bad "cannot create namespaces"; finish; }
+for n in "$sw_ns" "$h_ns"; do
+  ip -n "$n" link set lo up
+  ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+done
+ifaces=""
+for i in 0 1 2 3 4 5 6 7; do
+  ip link add "nbmd$i" netns "$sw_ns" type veth peer name "nbmr$i" netns "$h_ns" || { bad "veth $i"; finish; }
+  ip -n "$sw_ns" link set "nbmd$i" up; ip -n "$h_ns" link set "nbmr$i" up
+  ifaces="$ifaces${ifaces:+,}nbmr$i"
+done
+
+# One switch, the root of one group per case (a fresh run each; epochs as a job would get them).
+{
+  echo '[eal]'
+  echo "args = [\"-l\", \"0\", \"--no-huge\", \"-m\", \"512\", \"--no-shconf\", \"--file-prefix\", \"$prefix\", \"--no-pci\", \"--iova-mode=va\", \"--no-telemetry\"]"
+  for i in 0 1 2 3 4 5 6 7; do
+    printf '[[ports]]\nname = "d%d"\nvdev = "net_af_packet%d,iface=nbmd%d"\n' "$i" "$i" "$i"
+  done
+  printf '[lcores]\nscheduler = 0\nshared = true\nidle = "sleep"\nrx = [ { lcore = 0, poll = ["d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"] } ]\n'
+  for g in 11:4:3 12:8:4 13:4:5 14:8:6 15:4:7 16:4:8; do
+    IFS=: read -r num n ep <<<"$g"
+    ch=$(seq -s, 0 $((n - 1)) | sed 's/\([0-9]\)/"d\1"/g')
+    printf '[[groups]]\nnumber = %d\nrole = "root"\nepoch = %d\nchildren = [%s]\n' "$num" "$ep" "$ch"
+  done
+  printf '[control]\nsocket = "%s"\n' "$sock"
+} > "$work/switch.toml"
+ip netns exec "$sw_ns" "$switch" run --config "$work/switch.toml" > "$work/switch.log" 2>&1 &
+swpid=$!
+for _ in $(seq 150); do
+  grep -q '^barrier-switch: ready' "$work/switch.log" && break
+  kill -0 "$swpid" 2>/dev/null || break
+  sleep 0.1
+done
+if grep -q '^barrier-switch: ready' "$work/switch.log"; then ok "switch ready: 8 ports, groups 11-16"; else bad "switch did not start:"; tail -n 20 "$work/switch.log"; finish; fi
+
+ompi_path=$(ompi_info --param mca base --level 9 --parsable | sed -n 's/^mca:mca:base:param:mca_base_component_path:value://p')
+# launch KIND NP GROUP EPOCH TIMEOUT_MS OUT [MARK_AT MARK_FILE]: one mpirun in the host namespace.
+launch() {
+  local kind=$1 np=$2 group=$3 epoch=$4 tmo=$5 out=$6
+  shift 6
+  local envs=(NETBARRIER_EPOCH="$epoch" NETBARRIER_IFACE="$ifaces" NETBARRIER_TIMEOUT_MS="$tmo" NETBARRIER_VERBOSE=1)
+  [ "$group" = - ] || envs+=(NETBARRIER_GROUP="$group")
+  local ompi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader
+    --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo --bind-to none)
+  local e x=()
+  for e in "${envs[@]}"; do x+=(-x "$e"); done
+  case $kind in
+    ompi-coll)
+      ip netns exec "$h_ns" timeout -k 5 120 "${ompi[@]}" --mca mca_base_component_path "$ompi_path:$B" \
+        "${x[@]}" "$B/nb_mpi_test-openmpi" "$barriers" "$out" "$RANDOM" "$@" ;;
+    ompi-pmpi)
+      ip netns exec "$h_ns" timeout -k 5 120 "${ompi[@]}" "${x[@]}" -x LD_PRELOAD="$B/libnbpmpi-openmpi.so" \
+        "$B/nb_mpi_test-openmpi" "$barriers" "$out" "$RANDOM" "$@" ;;
+    mpich-pmpi)
+      x=()
+      for e in "${envs[@]}"; do x+=(-genv "${e%%=*}" "${e#*=}"); done
+      ip netns exec "$h_ns" timeout -k 5 120 mpiexec.mpich -n "$np" -iface lo "${x[@]}" \
+        -genv LD_PRELOAD "$B/libnbpmpi-mpich.so" "$B/nb_mpi_test-mpich" "$barriers" "$out" "$RANDOM" "$@" ;;
+  esac
+}
+completions() { ip netns exec "$sw_ns" "$ctl" --socket "$sock" group show "$1" 2>/dev/null | awk '$1 == "completions" {print $2}'; }
+
+# run_case LABEL KIND NP GROUP EPOCH EXPECT [WHO]: a run with the switch up, checked.
+run_case() {
+  local label=$1 kind=$2 np=$3 group=$4 epoch=$5 expect=$6 who=${7:-}
+  local out=$work/$label s e rc=0
+  s=$(date +%s.%N)
+  launch "$kind" "$np" "$group" "$epoch" "${8:-5000}" "$out" > "$out.log" 2>&1 || rc=$?
+  e=$(date +%s.%N)
+  local secs
+  secs=$(echo "$e - $s" | bc)
+  if [ "$rc" -ne 0 ]; then bad "$label: mpirun exited $rc after ${secs}s:"; tail -n 15 "$out.log"; return; fi
+  local fw=
+  [ "$expect" = fallback ] && fw=--fallback-warnings
+  if python3 "$checker" --np "$np" --barriers "$barriers" --log "$out.log" --expect "$expect" $fw "$out" > "$out.check" 2>&1; then
+    ok "$label: ${secs}s: $(sed 's/^check_mpi_stamps: OK: //' "$out.check")"
+  else
+    bad "$label ($kind -np $np group $group): ${secs}s:"; cat "$out.check"; grep -m5 'netbarrier' "$out.log"
+  fi
+  if [ -n "$who" ]; then
+    local n
+    n=$(grep -c "netbarrier: $who: rank [0-9]*: summary:" "$out.log")
+    if [ "$n" = "$np" ]; then ok "$label: served by $who on all $np ranks"; else bad "$label: $n of $np summaries from $who"; fi
+  fi
+  if [ "$expect" = in-network ]; then
+    local c
+    c=$(completions "$group")
+    if [ "$c" = $((barriers + 1)) ]; then ok "$label: the switch completed group $group's $c barriers"; else bad "$label: switch completions of group $group: '$c', expected $((barriers + 1))"; fi
+  fi
+}
+
+run_case ompi-coll-4 ompi-coll 4 11 3 in-network coll/netbarrier
+run_case ompi-coll-8 ompi-coll 8 12 4 in-network coll/netbarrier
+run_case mpich-pmpi-4 mpich-pmpi 4 13 5 in-network libnbpmpi
+run_case mpich-pmpi-8 mpich-pmpi 8 14 6 in-network libnbpmpi
+run_case ompi-pmpi-4 ompi-pmpi 4 15 7 in-network libnbpmpi
+# A group the switch does not have: nothing is ever released; every rank times out at barrier 0.
+run_case missing-group ompi-coll 4 99 1 fallback coll/netbarrier 1500
+# Not a netbarrier job: no NETBARRIER_GROUP, the component and the library stay silent.
+barriers_saved=$barriers; barriers=300
+run_case no-group-coll ompi-coll 4 - 1 software
+run_case no-group-mpich mpich-pmpi 4 - 1 software
+barriers=$barriers_saved
+
+# The switch SIGKILLed mid-run (last: the switch is gone afterwards).
+label=switch-killed out=$work/killed mark=$work/killed.mark
+s=$(date +%s.%N)
+launch mpich-pmpi 4 16 8 1500 "$out" $((barriers / 3)) "$mark" > "$out.log" 2>&1 &
+mp=$!
+for _ in $(seq 600); do [ -e "$mark" ] && break; kill -0 $mp 2>/dev/null || break; sleep 0.05; done
+if [ -e "$mark" ]; then
+  kill -KILL "$swpid"; wait "$swpid" 2>/dev/null; swpid=
+  rm -rf "/run/dpdk/$prefix" "/var/run/dpdk/$prefix"
+  rc=0; wait $mp || rc=$?
+  secs=$(echo "$(date +%s.%N) - $s" | bc)
+  if [ "$rc" -ne 0 ]; then bad "$label: mpiexec exited $rc after ${secs}s:"; tail -n 15 "$out.log"
+  elif python3 "$checker" --np 4 --barriers "$barriers" --log "$out.log" --expect fallback --fallback-warnings "$out" > "$out.check" 2>&1; then
+    ok "$label: ${secs}s: switch killed after barrier $((barriers / 3)); $(sed 's/^check_mpi_stamps: OK: //' "$out.check")"
+    grep -m1 'warning' "$out.log" | cut -c1-200
+  else
+    bad "$label: ${secs}s:"; cat "$out.check"; grep -m8 'netbarrier' "$out.log"
+  fi
+else
+  bad "$label: the run never reached barrier $((barriers / 3)):"; tail -n 15 "$out.log"; kill $mp 2>/dev/null; wait $mp
+fi
+echo "$name: $(( $(date +%s) - t0 )) s"
+finish
