@@ -225,9 +225,42 @@ static int nb_sw_barrier(nb_core *core)
     return rc;
 }
 
+/* The agreement (docs/mpi.md, "The fallback"): this rank is at position v of the barrier
+ * sequence (barrier v, or MPI_Finalize when v == the number of barriers) and will never be
+ * released there by the network. Every rank of the communicator comes here exactly once. */
+static int nb_agree(nb_core *core, uint64_t v, int at_finalize)
+{
+    uint64_t m = 0;
+    int rc;
+
+    nb_close_leaf(core);
+    core->mode = NB_SW;
+    rc = core->ops.allreduce_max_u64(core->ops.ctx, v, &m);
+    if (rc != 0) {
+        nb_say(core, "error: the fallback agreement at barrier %" PRIu64 " failed (MPI error "
+               "%d)", v, rc);
+        return rc;
+    }
+    if (m == v + 1 && !at_finalize) {
+        /* Some rank is past barrier v, so the network released v: every rank entered it.
+         * This rank returns from v; its next barrier (or MPI_Finalize) is in software. */
+        core->count++;
+        return 0;
+    }
+    if (m == v) {
+        /* The ranks at v-1, if any, return from v-1; their next position is v, this one:
+         * a software barrier on both sides, or MPI_Finalize on both sides (no barrier). */
+        return at_finalize ? 0 : nb_sw_barrier(core);
+    }
+    nb_say(core, "error: fallback agreement broken: this rank is at barrier %" PRIu64
+           " and another at %" PRIu64 " (docs/mpi.md, \"The fallback\"); refusing to guess",
+           v, m);
+    return -1;
+}
+
 int nb_core_barrier(nb_core *core)
 {
-    uint64_t v, m = 0;
+    uint64_t v;
     int rc;
 
     if (core->mode == NB_OFF)
@@ -242,7 +275,7 @@ int nb_core_barrier(nb_core *core)
         return 0;
     }
 
-    /* The fallback: barrier v = core->count did not complete in the network. */
+    /* The fallback: barrier v did not complete in the network. */
     v = core->count;
     if (rc == BARRIER_ETIMEDOUT)
         nb_warn(core, "barrier %" PRIu64 " of group %" PRIu32 " not released within %" PRIu64
@@ -252,30 +285,8 @@ int nb_core_barrier(nb_core *core)
         nb_warn(core, "barrier %" PRIu64 " of group %" PRIu32 " failed: %s (%d): %s; falling "
                 "back to the software barrier for the rest of the run", v, core->group,
                 barrier_strerror(rc), rc, barrier_leaf_last_error());
-    nb_close_leaf(core);
-    core->mode = NB_SW;
     core->fell_back_at = (int64_t)v;
-
-    rc = core->ops.allreduce_max_u64(core->ops.ctx, v, &m);
-    if (rc != 0) {
-        nb_say(core, "error: the fallback agreement of barrier %" PRIu64 " failed (MPI error "
-               "%d)", v, rc);
-        return rc;
-    }
-    if (m == v + 1) {
-        /* Some rank entered barrier v+1, so barrier v was released: every rank entered v.
-         * This rank's next barrier is in software. */
-        core->count++;
-        return 0;
-    }
-    if (m == v) {
-        /* Ranks at v-1 (if any) return from v-1 and do barrier v in software: this is it. */
-        return nb_sw_barrier(core);
-    }
-    nb_say(core, "error: fallback agreement broken: this rank is at barrier %" PRIu64
-           " and another at %" PRIu64 " (docs/mpi.md, \"The fallback\"); refusing to guess",
-           v, m);
-    return -1;
+    return nb_agree(core, v, 0);
 }
 
 int nb_core_finalize(nb_core *core)
@@ -283,9 +294,12 @@ int nb_core_finalize(nb_core *core)
     int rc = 0;
     if (core->mode == NB_OFF)
         return 0;
-    /* MPI_Finalize is the last barrier of the sequence: a rank released from the program's
-     * last barrier while another timed out at it meets that rank's agreement here. */
-    rc = nb_core_barrier(core);
+    /* MPI_Finalize is the last position of the sequence, and no network barrier: a rank still
+     * served enters the agreement here (v = the number of barriers), where a rank that timed
+     * out at the program's last barrier, after others were released from it, meets it. A rank
+     * that fell back already has nothing to do. */
+    if (core->mode == NB_NET)
+        rc = nb_agree(core, core->count, 1);
     nb_close_leaf(core);
     if (core->verbose) {
         char fb[48];

@@ -72,8 +72,9 @@ int nb_core_open(nb_core *core, const nb_ops *ops, int configured);
  * code (an agreement that breaks its own invariant returns -1 after printing why). */
 int nb_core_barrier(nb_core *core);
 
-/* The last barrier, at MPI_Finalize (docs/mpi.md: why finalize is a barrier of the sequence),
- * then closes the leaf and prints the summary line when verbose. Returns as nb_core_barrier. */
+/* At MPI_Finalize, collective: while still served, the closing agreement (one MAX reduction on
+ * the private communicator; docs/mpi.md: why MPI_Finalize is a position of the sequence), then
+ * closes the leaf and prints the summary line when verbose. Returns as nb_core_barrier. */
 int nb_core_finalize(nb_core *core);
 
 #endif /* NB_MPI_CORE_H */
