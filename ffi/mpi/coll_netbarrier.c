@@ -8,6 +8,7 @@
  */
 #include "ompi_config.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +251,14 @@ static mca_coll_base_module_t *nb_comm_query(struct ompi_communicator_t *comm, i
         || ompi_comm_size(comm) < cm->min_size || ompi_comm_size(comm) < 2
         || !nb_core_wanted())
         return NULL;
+    /* libnbpmpi (LD_PRELOAD) serves MPI_Barrier already: two leaves of one rank in one group
+     * would each count the rank's barriers. */
+    if (dlsym(RTLD_DEFAULT, "netbarrier_pmpi_loaded") != NULL) {
+        if (cm->verbose > 0)
+            opal_output(0, "coll/netbarrier: libnbpmpi is loaded and serves MPI_Barrier; "
+                        "this component stands aside");
+        return NULL;
+    }
     m = OBJ_NEW(mca_coll_netbarrier_module_t);
     if (m == NULL)
         return NULL;

@@ -11,6 +11,9 @@
 
 #include "nb_mpi_core.h"
 
+/* coll/netbarrier looks this up and stands aside when the library is loaded: one leaf per rank. */
+int netbarrier_pmpi_loaded = 1;
+
 static nb_core core;
 static MPI_Comm nb_private = MPI_COMM_NULL; /* a duplicate of MPI_COMM_WORLD for agreements */
 
