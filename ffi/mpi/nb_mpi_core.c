@@ -235,6 +235,13 @@ static int nb_agree(nb_core *core, uint64_t v, int at_finalize)
 
     nb_close_leaf(core);
     core->mode = NB_SW;
+#ifdef NB_BROKEN_NAIVE_FALLBACK
+    /* Test only (scripts/tests/mpi_barrier.sh's control): the naive fallback, a software
+     * barrier on the spot with no agreement, which the test must catch. */
+    (void)m;
+    (void)rc;
+    return at_finalize ? 0 : nb_sw_barrier(core);
+#endif
     rc = core->ops.allreduce_max_u64(core->ops.ctx, v, &m);
     if (rc != 0) {
         nb_say(core, "error: the fallback agreement at barrier %" PRIu64 " failed (MPI error "

@@ -119,6 +119,24 @@ if [ "$fake_ok" = 1 ]; then
   fake first-barrier ompi-coll 1:0:noarrive fallback
   fake last-barrier mpich-pmpi 0:299:lost some-fallback     # the others meet it in MPI_Finalize
   fake last-barrier ompi-coll 0:299:lost some-fallback
+  # The control: the naive fallback (software barrier on the spot, no agreement) built in
+  # (-DNB_BROKEN_NAIVE_FALLBACK) must fail the same lost-release case: ranks one barrier apart
+  # (a hang, here stopped after 12 s, or early exits in the stamps).
+  if make -s -C "$repo/ffi/mpi" B="$F/broken" BARRIER_LIBDIR="$F" RPATH=1 CFLAGS="-O2 -DNB_BROKEN_NAIVE_FALLBACK" \
+       "$F/broken/libnbpmpi-mpich.so" >"$work/make-broken.log" 2>&1; then
+    rm -f "$F/shm"
+    rc=0
+    NBM_FAKE_FILE="$F/shm" NBM_FAKE_NP=4 NBM_FAKE_FAULT=2:100:lost timeout -k 2 12 mpiexec.mpich -n 4 \
+      -genv NETBARRIER_GROUP 5 -genv NETBARRIER_IFACE fake0,fake1,fake2,fake3 -genv NETBARRIER_TIMEOUT_MS 300 \
+      -genv LD_PRELOAD "$F/broken/libnbpmpi-mpich.so" "$F/b/nb_mpi_test-mpich" 300 "$F/broken-run" 1 \
+      > "$F/broken-run.log" 2>&1 || rc=$?
+    if [ "$rc" -ne 0 ]; then ok "control: the naive fallback fails the lost-release case (exit $rc: hung or aborted)"
+    elif ! python3 "$checker" --np 4 --barriers 300 "$F/broken-run" > "$F/broken-run.check" 2>&1; then
+      ok "control: the naive fallback fails the lost-release case ($(head -c 100 "$F/broken-run.check"))"
+    else bad "control: the naive fallback passed the lost-release case: the fake cases cannot fail"; fi
+  else
+    bad "control: the naive-fallback build failed:"; tail -n 10 "$work/make-broken.log"
+  fi
 fi
 
 # --- 3. the real runs
