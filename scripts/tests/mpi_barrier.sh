@@ -192,9 +192,10 @@ done
     printf '[[ports]]\nname = "d%d"\nvdev = "net_af_packet%d,iface=nbmd%d"\n' "$i" "$i" "$i"
   done
   printf '[lcores]\nscheduler = 0\nshared = true\nidle = "sleep"\nrx = [ { lcore = 0, poll = ["d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"] } ]\n'
-  for g in 11:4:3 12:8:4 13:4:5 14:8:6 15:4:7 16:4:8; do
-    IFS=: read -r num n ep <<<"$g"
-    ch=$(seq -s, 0 $((n - 1)) | sed 's/\([0-9]\)/"d\1"/g')
+  # number:first port:ports:epoch
+  for g in 11:0:4:3 12:0:8:4 13:0:4:5 14:0:8:6 15:0:4:7 16:0:4:8 17:4:4:9; do
+    IFS=: read -r num first n ep <<<"$g"
+    ch=$(seq -s, "$first" $((first + n - 1)) | sed 's/\([0-9]\)/"d\1"/g')
     printf '[[groups]]\nnumber = %d\nrole = "root"\nepoch = %d\nchildren = [%s]\n' "$num" "$ep" "$ch"
   done
   printf '[control]\nsocket = "%s"\n' "$sock"
@@ -206,13 +207,13 @@ for _ in $(seq 150); do
   kill -0 "$swpid" 2>/dev/null || break
   sleep 0.1
 done
-if grep -q '^barrier-switch: ready' "$work/switch.log"; then ok "switch ready: 8 ports, groups 11-16"; else bad "switch did not start:"; tail -n 20 "$work/switch.log"; finish; fi
+if grep -q '^barrier-switch: ready' "$work/switch.log"; then ok "switch ready: 8 ports, groups 11-17"; else bad "switch did not start:"; tail -n 20 "$work/switch.log"; finish; fi
 
 # launch KIND NP GROUP EPOCH TIMEOUT_MS OUT [MARK_AT MARK_FILE]: one mpirun in the host namespace.
 launch() {
   local kind=$1 np=$2 group=$3 epoch=$4 tmo=$5 out=$6
   shift 6
-  local envs=(NETBARRIER_EPOCH="$epoch" NETBARRIER_IFACE="$ifaces" NETBARRIER_TIMEOUT_MS="$tmo" NETBARRIER_VERBOSE=1)
+  local envs=(NETBARRIER_EPOCH="$epoch" NETBARRIER_IFACE="${IFACES:-$ifaces}" NETBARRIER_TIMEOUT_MS="$tmo" NETBARRIER_VERBOSE=1)
   [ "$group" = - ] || envs+=(NETBARRIER_GROUP="$group")
   local e x=()
   for e in "${envs[@]}"; do x+=(-x "$e"); done
@@ -274,26 +275,37 @@ run_case no-group-coll ompi-coll 4 - 1 software
 run_case no-group-mpich mpich-pmpi 4 - 1 software
 barriers=$barriers_saved
 
-# The switch SIGKILLed mid-run (last: the switch is gone afterwards).
-label=switch-killed out=$work/killed mark=$work/killed.mark
+# The switch SIGKILLed mid-run (last: the switch is gone afterwards), under two jobs at once:
+# Open MPI's component on ports 0-3 (group 16) and MPICH's PMPI library on ports 4-7 (group 17).
 s=$(date +%s.%N)
-launch mpich-pmpi 4 16 8 1500 "$out" $((barriers / 3)) "$mark" > "$out.log" 2>&1 &
-mp=$!
-for _ in $(seq 600); do [ -e "$mark" ] && break; kill -0 $mp 2>/dev/null || break; sleep 0.05; done
-if [ -e "$mark" ]; then
+launch ompi-coll 4 16 8 1500 "$work/killed-coll" $((barriers / 3)) "$work/killed-coll.mark" > "$work/killed-coll.log" 2>&1 &
+mp1=$!
+IFACES=nbmr4,nbmr5,nbmr6,nbmr7 launch mpich-pmpi 4 17 9 1500 "$work/killed-mpich" $((barriers / 3)) "$work/killed-mpich.mark" \
+  > "$work/killed-mpich.log" 2>&1 &
+mp2=$!
+for _ in $(seq 1200); do
+  [ -e "$work/killed-coll.mark" ] && [ -e "$work/killed-mpich.mark" ] && break
+  kill -0 $mp1 2>/dev/null || kill -0 $mp2 2>/dev/null || break
+  sleep 0.05
+done
+if [ -e "$work/killed-coll.mark" ] && [ -e "$work/killed-mpich.mark" ]; then
   kill -KILL "$swpid"; wait "$swpid" 2>/dev/null; swpid=
   rm -rf "/run/dpdk/$prefix" "/var/run/dpdk/$prefix"
-  rc=0; wait $mp || rc=$?
-  secs=$(printf '%.1f' "$(echo "$(date +%s.%N) - $s" | bc)")
-  if [ "$rc" -ne 0 ]; then bad "$label: mpiexec exited $rc after ${secs}s:"; tail -n 15 "$out.log"
-  elif python3 "$checker" --np 4 --barriers "$barriers" --log "$out.log" --expect fallback --fallback-warnings "$out" > "$out.check" 2>&1; then
-    ok "$label: ${secs}s: switch killed after barrier $((barriers / 3)); $(sed 's/^check_mpi_stamps: OK: //' "$out.check")"
-    grep -m1 'warning' "$out.log" | cut -c1-200
-  else
-    bad "$label: ${secs}s:"; cat "$out.check"; grep -m8 'netbarrier' "$out.log"
-  fi
+  for c in coll:$mp1 mpich:$mp2; do
+    label=switch-killed-${c%%:*} out=$work/killed-${c%%:*}
+    rc=0; wait "${c#*:}" || rc=$?
+    secs=$(printf '%.1f' "$(echo "$(date +%s.%N) - $s" | bc)")
+    if [ "$rc" -ne 0 ]; then bad "$label: mpirun exited $rc after ${secs}s:"; tail -n 15 "$out.log"
+    elif python3 "$checker" --np 4 --barriers "$barriers" --log "$out.log" --expect fallback --fallback-warnings "$out" > "$out.check" 2>&1; then
+      ok "$label: ${secs}s: switch killed once both runs passed barrier $((barriers / 3)); $(sed 's/^check_mpi_stamps: OK: //' "$out.check")"
+      grep -m1 'warning' "$out.log" | cut -c1-220
+    else
+      bad "$label: ${secs}s:"; cat "$out.check"; grep -m8 'netbarrier' "$out.log"
+    fi
+  done
 else
-  bad "$label: the run never reached barrier $((barriers / 3)):"; tail -n 15 "$out.log"; kill $mp 2>/dev/null; wait $mp
+  bad "switch-killed: the runs never reached barrier $((barriers / 3)):"; tail -n 5 "$work/killed-coll.log" "$work/killed-mpich.log"
+  kill $mp1 $mp2 2>/dev/null; wait $mp1 $mp2
 fi
 echo "$name: $(( $(date +%s) - t0 )) s"
 finish
