@@ -160,54 +160,18 @@ else
   bad "ffi/mpi does not build:"; tail -n 20 "$work/make.log"; rm -rf "$work"; finish
 fi
 
-sw_ns=nbm-sw$$ h_ns=nbm-h$$ prefix=nbm$$ sock=/run/netbarrier/nbm$$.sock
-swpid=
-cleanup() {
-  [ -n "$swpid" ] && kill -TERM "$swpid" 2>/dev/null && sleep 0.5 && kill -KILL "$swpid" 2>/dev/null
-  ip netns del "$sw_ns" 2>/dev/null
-  ip netns del "$h_ns" 2>/dev/null
-  rm -rf "/run/dpdk/$prefix" "/var/run/dpdk/$prefix" "$sock"
-  rm -rf "$work"
-}
+# shellcheck source=../lib/mpibed.sh
+source "$scripts/lib/mpibed.sh"
+cleanup() { nbm_bed_down; rm -rf "$work"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-ip netns add "$sw_ns" && ip netns add "$h_ns" || { bad "cannot create namespaces"; finish; }
-for n in "$sw_ns" "$h_ns"; do
-  ip -n "$n" link set lo up
-  ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-done
-ifaces=""
-for i in 0 1 2 3 4 5 6 7; do
-  ip link add "nbmd$i" netns "$sw_ns" type veth peer name "nbmr$i" netns "$h_ns" || { bad "veth $i"; finish; }
-  ip -n "$sw_ns" link set "nbmd$i" up; ip -n "$h_ns" link set "nbmr$i" up
-  ifaces="$ifaces${ifaces:+,}nbmr$i"
-done
-
 # One switch, the root of one group per case (a fresh run each; epochs as a job would get them).
-{
-  echo '[eal]'
-  echo "args = [\"-l\", \"0\", \"--no-huge\", \"-m\", \"512\", \"--no-shconf\", \"--file-prefix\", \"$prefix\", \"--no-pci\", \"--iova-mode=va\", \"--no-telemetry\"]"
-  for i in 0 1 2 3 4 5 6 7; do
-    printf '[[ports]]\nname = "d%d"\nvdev = "net_af_packet%d,iface=nbmd%d"\n' "$i" "$i" "$i"
-  done
-  printf '[lcores]\nscheduler = 0\nshared = true\nidle = "sleep"\nrx = [ { lcore = 0, poll = ["d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"] } ]\n'
-  # number:first port:ports:epoch
-  for g in 11:0:4:3 12:0:8:4 13:0:4:5 14:0:8:6 15:0:4:7 16:0:4:8 17:4:4:9; do
-    IFS=: read -r num first n ep <<<"$g"
-    ch=$(seq -s, "$first" $((first + n - 1)) | sed 's/\([0-9]\)/"d\1"/g')
-    printf '[[groups]]\nnumber = %d\nrole = "root"\nepoch = %d\nchildren = [%s]\n' "$num" "$ep" "$ch"
-  done
-  printf '[control]\nsocket = "%s"\n' "$sock"
-} > "$work/switch.toml"
-ip netns exec "$sw_ns" "$switch" run --config "$work/switch.toml" > "$work/switch.log" 2>&1 &
-swpid=$!
-for _ in $(seq 150); do
-  grep -q '^barrier-switch: ready' "$work/switch.log" && break
-  kill -0 "$swpid" 2>/dev/null || break
-  sleep 0.1
-done
-if grep -q '^barrier-switch: ready' "$work/switch.log"; then ok "switch ready: 8 ports, groups 11-17"; else bad "switch did not start:"; tail -n 20 "$work/switch.log"; finish; fi
+if nbm_bed_up "$work" "$switch" 11:0:4:3 12:0:8:4 13:0:4:5 14:0:8:6 15:0:4:7 16:0:4:8 17:4:4:9; then
+  ok "switch ready: 8 ports, groups 11-17"
+else
+  bad "the bed did not come up"; finish
+fi
+sw_ns=$NBM_SW_NS h_ns=$NBM_H_NS ifaces=$NBM_IFACES sock=$NBM_SOCK
 
 # launch KIND NP GROUP EPOCH TIMEOUT_MS OUT [MARK_AT MARK_FILE]: one mpirun in the host namespace.
 launch() {
@@ -289,8 +253,7 @@ for _ in $(seq 1200); do
   sleep 0.05
 done
 if [ -e "$work/killed-coll.mark" ] && [ -e "$work/killed-mpich.mark" ]; then
-  kill -KILL "$swpid"; wait "$swpid" 2>/dev/null; swpid=
-  rm -rf "/run/dpdk/$prefix" "/var/run/dpdk/$prefix"
+  nbm_bed_kill_switch
   for c in coll:$mp1 mpich:$mp2; do
     label=switch-killed-${c%%:*} out=$work/killed-${c%%:*}
     rc=0; wait "${c#*:}" || rc=$?
