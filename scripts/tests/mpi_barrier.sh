@@ -160,6 +160,26 @@ else
   bad "ffi/mpi does not build:"; tail -n 20 "$work/make.log"; rm -rf "$work"; finish
 fi
 
+# make install / uninstall into a DESTDIR: the three files where they belong, and ompi_info lists
+# the component from the installed folder.
+dest=$work/dest
+if make -s -C "$repo/ffi/mpi" B="$B" BARRIER_LIBDIR="$libdir" RPATH=1 DESTDIR="$dest" install >"$work/install.log" 2>&1; then
+  cdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
+  got=$(cd "$dest" && find . -type f | sort | tr '\n' ' ')
+  want="./usr/local/lib/libnbpmpi-mpich.so ./usr/local/lib/libnbpmpi-openmpi.so .$cdir/mca_coll_netbarrier.so "
+  want=$(echo "$want" | tr ' ' '\n' | sed '/^$/d' | sort | tr '\n' ' ')
+  if [ "$got" = "$want" ] && OMPI_MCA_mca_base_component_path="$ompi_dirs:$dest$cdir" ompi_info | grep -q 'MCA coll: netbarrier'; then
+    ok "make install: $got; ompi_info lists 'MCA coll: netbarrier' from $cdir"
+  else
+    bad "make install put '$got' (want '$want'), or ompi_info does not list the component"
+  fi
+  make -s -C "$repo/ffi/mpi" B="$B" DESTDIR="$dest" uninstall >>"$work/install.log" 2>&1
+  left=$(find "$dest" -type f | wc -l)
+  if [ "$left" = 0 ]; then ok "make uninstall removed them"; else bad "make uninstall left $left files"; fi
+else
+  bad "make install failed:"; tail -n 10 "$work/install.log"
+fi
+
 # shellcheck source=../lib/mpibed.sh
 source "$scripts/lib/mpibed.sh"
 cleanup() { nbm_bed_down; rm -rf "$work"; }
