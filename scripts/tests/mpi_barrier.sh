@@ -84,11 +84,11 @@ if gcc -Wall -Wextra -Werror -O2 -fPIC -shared -Wl,-soname,libbarrier.so.0 -I"$r
 else
   fake_ok=0; bad "ffi/mpi against the stand-in libbarrier does not build:"; tail -n 20 "$work/make-fake.log"
 fi
-# fake LABEL KIND FAULT EXPECT: 4 ranks, 300 barriers, 300 ms timeout.
+# fake LABEL KIND FAULT EXPECT [IFACES]: 4 ranks, 300 barriers, 300 ms timeout.
 fake() {
   local label=$1 kind=$2 fault=$3 expect=$4 out=$F/$1 rc=0 fw=
   rm -f "$F/shm"
-  local envs=(NETBARRIER_GROUP=5 NETBARRIER_IFACE=fake0,fake1,fake2,fake3 NETBARRIER_TIMEOUT_MS=300
+  local envs=(NETBARRIER_GROUP=5 NETBARRIER_IFACE="${5:-fake0,fake1,fake2,fake3}" NETBARRIER_TIMEOUT_MS=300
     NETBARRIER_VERBOSE=1 NBM_FAKE_FILE="$F/shm" NBM_FAKE_NP=4 NBM_FAKE_FAULT="$fault")
   local e x=()
   case $kind in
@@ -120,6 +120,9 @@ if [ "$fake_ok" = 1 ] && [ "${MPI_BARRIER_ONLY:-}" != switch ]; then
   fake first-barrier ompi-coll 1:0:noarrive fallback
   fake last-barrier mpich-pmpi 0:299:lost some-fallback     # the others meet it in MPI_Finalize
   fake last-barrier ompi-coll 0:299:lost some-fallback
+  # One rank's leaf does not open (no such interface): no rank is served, one warning each.
+  fake no-such-iface mpich-pmpi none not-served fake0,fake1,nosuch,fake3
+  fake no-such-iface ompi-coll none not-served fake0,fake1,nosuch,fake3
   # The control: the naive fallback (software barrier on the spot, no agreement) built in
   # (-DNB_BROKEN_NAIVE_FALLBACK) must fail the same lost-release case: ranks one barrier apart
   # (a hang, here stopped after 12 s, or early exits in the stamps).

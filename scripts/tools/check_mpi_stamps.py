@@ -18,7 +18,9 @@ one "summary:" line (netbarrier's own report at MPI_Finalize):
   some-fallback  at least one rank fell back, each printed at most one warning (a rank
               released from the program's last barrier while another timed out at it meets
               that rank's agreement in MPI_Finalize without falling back itself);
-  software    no rank served: no summary line at all, no warning.
+  software    no rank served: no summary line at all, no warning;
+  not-served  no rank served, and each rank printed exactly one warning (a leaf that did not
+              open, here or on another rank).
 Exits 0 when every check passes, 1 with the failures listed otherwise, 2 on bad usage.
 """
 import argparse
@@ -92,12 +94,18 @@ def check_log(path, np, barriers, expect, fallback_warnings, errs):
         warns[int(m.group(1))] = warns.get(int(m.group(1)), 0) + 1
     total = barriers
     net = sw = 0
-    if expect == "software":
+    if expect in ("software", "not-served"):
         if summ:
             errs.append("log: %d ranks say they were served; expected none" % len(summ))
-        if warns:
-            errs.append("log: warnings from ranks %s; expected none" % sorted(warns))
-        return "no rank served, no warning"
+        if expect == "software":
+            if warns:
+                errs.append("log: warnings from ranks %s; expected none" % sorted(warns))
+            return "no rank served, no warning"
+        for r in range(np):
+            if warns.get(r, 0) != 1:
+                errs.append("log: rank %d printed %d warnings, expected exactly 1"
+                            % (r, warns.get(r, 0)))
+        return "no rank served, one warning each"
     for r in range(np):
         m = summ.get(r)
         if m is None:
@@ -141,7 +149,7 @@ def main():
     ap.add_argument("--np", type=int, required=True)
     ap.add_argument("--barriers", type=int, required=True)
     ap.add_argument("--log")
-    ap.add_argument("--expect", choices=["in-network", "fallback", "some-fallback", "software"])
+    ap.add_argument("--expect", choices=["in-network", "fallback", "some-fallback", "software", "not-served"])
     ap.add_argument("--fallback-warnings", action="store_true")
     ap.add_argument("prefix")
     a = ap.parse_args()
