@@ -40,6 +40,7 @@ skip() {
 }
 checker=$scripts/tools/check_mpi_stamps.py
 work=$(mktemp -d /tmp/nbm-mpi.XXXXXX)
+trap 'rm -rf "$work"' EXIT
 t0=$(date +%s)
 
 # --- 1. the checker can fail: a good stamp file passes, broken ones do not (no root needed)
