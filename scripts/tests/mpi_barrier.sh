@@ -8,15 +8,23 @@
 # rank leaves barrier k before the last rank entered it) and the ranks' netbarrier summaries
 # (every barrier in the network, or every rank fell back), and barrierctl the switch's count.
 #
-# Cases: the checker refuses a broken stamp file; Open MPI coll -np 4 and -np 8; MPICH PMPI
-# -np 4 and -np 8; Open MPI PMPI -np 4; a group the switch does not have (every rank falls back
-# at the first barrier, one warning each, no hang); no NETBARRIER_GROUP (not served, silent);
-# the switch SIGKILLed mid-run (every rank falls back, the run completes, one warning each).
+# Cases: (1) the checker passes a good stamp file and fails a broken one; (2) the fallback
+# agreement against a stand-in libbarrier (ffi/mpi/test/fake_barrier.c; no root): no fault, no
+# rank released, a lost release (ranks one barrier apart), an I/O error, the first and the last
+# barrier, a leaf that does not open, under MPICH, Open MPI's component and Open MPI's PMPI; and
+# the control: the naive fallback (-DNB_BROKEN_NAIVE_FALLBACK) must fail; (3) with root and a
+# real switch: make install/uninstall into a DESTDIR (ompi_info lists the component), Open MPI
+# coll -np 4 and -np 8, MPICH PMPI -np 4 and -np 8, Open MPI PMPI -np 4, each with every barrier
+# in the network; a group the switch does not have (every rank falls back at the first barrier,
+# one warning each, no hang); no NETBARRIER_GROUP (not served, silent); no CAP_NET_RAW (not
+# served, one warning each); the switch SIGKILLed under two jobs at once (every rank falls back,
+# both runs complete, one warning each).
 #
-# Needs root, built barrier-switch, barrierctl and libbarrier (cargo build -p barrier-switchd
-# -p barrier-ctl -p barrier-leaf-capi), mpicc.openmpi, mpicc.mpich; skipped without them (fails
-# with NB_REQUIRE_BINARIES=1). Builds ffi/mpi (make) itself. Names: namespaces nbm*, veths
-# nbm*, DPDK file prefix nbm*; all removed on exit. About 1-3 min on a loaded 2-core machine.
+# Needs mpicc.openmpi, mpicc.mpich, gcc; for (3) root and built barrier-switch, barrierctl and
+# libbarrier (cargo build -p barrier-switchd -p barrier-ctl -p barrier-leaf-capi); what it
+# cannot run is skipped (fails with NB_REQUIRE_BINARIES=1). Builds ffi/mpi (make) itself, into
+# its own folder. Names: namespaces nbm-sw<pid>/nbm-h<pid>, veths nbmd*/nbmr*, DPDK file prefix
+# nbm<pid>; all removed on exit. About 1.5-2 min on a loaded 2-core machine (1000 barriers).
 #
 # usage: mpi_barrier.sh [BARRIERS]    (per run; default 1000)
 #   MPI_BARRIER_ONLY=fake|switch: only the stand-in cases (2), or only the switch cases (3)
