@@ -18,6 +18,7 @@
 #include "ompi/mca/coll/base/base.h"
 #include "ompi/mca/coll/coll.h"
 #include "opal/mca/base/mca_base_var.h"
+#include "opal/util/proc.h"
 
 #include "nb_mpi_core.h"
 
@@ -223,7 +224,6 @@ static int nb_barrier(struct ompi_communicator_t *comm, mca_coll_base_module_t *
 static int nb_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
     mca_coll_netbarrier_module_t *m = (mca_coll_netbarrier_module_t *)module;
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     /* Modules are enabled from the lowest priority up: the table holds the barrier below. */
     if (comm->c_coll->coll_barrier == NULL || comm->c_coll->coll_barrier_module == NULL) {
         opal_output(0, "coll/netbarrier: no barrier below this component; not enabled");
@@ -233,10 +233,10 @@ static int nb_module_enable(mca_coll_base_module_t *module, struct ompi_communic
     m->previous_barrier_module = comm->c_coll->coll_barrier_module;
     OBJ_RETAIN(m->previous_barrier_module);
     m->comm = comm;
-    /* The node-local rank from Open MPI's launcher (the rank in
-     * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), which cannot be called before the
-     * communicator's collectives are set up). */
-    m->local_rank = lr != NULL ? atoi(lr) : -1;
+    /* The node-local rank as the runtime knows it (mpirun, or PMIx under a direct launch):
+     * the rank in MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), which cannot be called before
+     * the communicator's collectives are set up. */
+    m->local_rank = opal_process_info.my_local_rank;
     return OMPI_SUCCESS;
 }
 
