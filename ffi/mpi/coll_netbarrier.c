@@ -150,8 +150,8 @@ static int nb_min_int(void *ctx, int in, int *out)
     return PMPI_Allreduce(&in, out, 1, MPI_INT, MPI_MIN, m->agree);
 }
 
-/* MPI_Finalize deletes MPI_COMM_SELF's attributes first, while MPI still works: the last
- * barrier of the sequence runs there (docs/mpi.md, "The fallback"). */
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first, while MPI still works: the closing
+ * agreement of the barrier sequence runs there (docs/mpi.md, "The fallback", step 4). */
 static int nb_finalize_cb(MPI_Comm comm, int keyval, void *value, void *extra)
 {
     mca_coll_netbarrier_module_t *m = value;
@@ -194,8 +194,9 @@ static void nb_start(mca_coll_netbarrier_module_t *m)
     if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, nb_finalize_cb, &keyval, NULL)
             != MPI_SUCCESS
         || PMPI_Comm_set_attr(MPI_COMM_SELF, keyval, m) != MPI_SUCCESS) {
-        /* Every rank takes the same branch; without the hook MPI_Finalize is no barrier of
-         * the sequence, so a timeout at the program's last barrier could not be agreed on. */
+        /* Without the hook there is no closing agreement in MPI_Finalize, and a timeout at
+         * the program's last barrier could hang. Neither call fails short of running out of
+         * memory (then other ranks may disagree: the run is lost anyway). */
         fprintf(stderr, "netbarrier: coll/netbarrier: rank %d: warning: cannot hook "
                 "MPI_Finalize; MPI_Barrier stays in software\n", m->core.rank);
         barrier_leaf_close(m->core.leaf);
