@@ -277,9 +277,9 @@ barriers=$barriers_saved
 # The switch SIGKILLed mid-run (last: the switch is gone afterwards), under two jobs at once:
 # Open MPI's component on ports 0-3 (group 16) and MPICH's PMPI library on ports 4-7 (group 17).
 s=$(date +%s.%N)
-launch ompi-coll 4 16 8 1500 "$work/killed-coll" $((barriers / 3)) "$work/killed-coll.mark" > "$work/killed-coll.log" 2>&1 &
+launch ompi-coll 4 16 8 3000 "$work/killed-coll" $((barriers / 3)) "$work/killed-coll.mark" > "$work/killed-coll.log" 2>&1 &
 mp1=$!
-IFACES=nbmr4,nbmr5,nbmr6,nbmr7 launch mpich-pmpi 4 17 9 1500 "$work/killed-mpich" $((barriers / 3)) "$work/killed-mpich.mark" \
+IFACES=nbmr4,nbmr5,nbmr6,nbmr7 launch mpich-pmpi 4 17 9 3000 "$work/killed-mpich" $((barriers / 3)) "$work/killed-mpich.mark" \
   > "$work/killed-mpich.log" 2>&1 &
 mp2=$!
 for _ in $(seq 1200); do
@@ -294,7 +294,8 @@ if [ -e "$work/killed-coll.mark" ] && [ -e "$work/killed-mpich.mark" ]; then
     rc=0; wait "${c#*:}" || rc=$?
     secs=$(printf '%.1f' "$(echo "$(date +%s.%N) - $s" | bc)")
     if [ "$rc" -ne 0 ]; then bad "$label: mpirun exited $rc after ${secs}s:"; tail -n 15 "$out.log"
-    elif python3 "$checker" --np 4 --barriers "$barriers" --log "$out.log" --expect fallback --fallback-warnings "$out" > "$out.check" 2>&1; then
+    elif python3 "$checker" --np 4 --barriers "$barriers" --log "$out.log" --expect fallback --fallback-warnings \
+         --fallback-from $((barriers / 3)) "$out" > "$out.check" 2>&1; then
       ok "$label: ${secs}s: switch killed once both runs passed barrier $((barriers / 3)); $(sed 's/^check_mpi_stamps: OK: //' "$out.check")"
       grep -m1 'warning' "$out.log" | cut -c1-220
     else

@@ -77,7 +77,7 @@ SUMMARY = re.compile(
 WARNING = re.compile(r"netbarrier: \S+: rank (\d+): warning: ")
 
 
-def check_log(path, np, barriers, expect, fallback_warnings, errs):
+def check_log(path, np, barriers, expect, fallback_warnings, errs, fallback_from=0):
     try:
         text = open(path, errors="replace").read()
     except OSError as ex:
@@ -130,6 +130,9 @@ def check_log(path, np, barriers, expect, fallback_warnings, errs):
         elif expect == "fallback":
             if fb == "none":
                 errs.append("log: rank %d did not fall back" % r)
+            elif int(fb.split()[-1]) < fallback_from:
+                errs.append("log: rank %d fell back at %s, before the fault came (after barrier "
+                            "%d): a timeout with another cause" % (r, fb, fallback_from))
             if n_sw == 0:
                 errs.append("log: rank %d did no software barrier after falling back" % r)
             if fallback_warnings and warns.get(r, 0) != 1:
@@ -151,6 +154,9 @@ def main():
     ap.add_argument("--log")
     ap.add_argument("--expect", choices=["in-network", "fallback", "some-fallback", "software", "not-served"])
     ap.add_argument("--fallback-warnings", action="store_true")
+    ap.add_argument("--fallback-from", type=int, default=0,
+                    help="with --expect fallback: no rank fell back before this barrier (the "
+                         "fault came then; an earlier fallback had another cause)")
     ap.add_argument("prefix")
     a = ap.parse_args()
     if a.np < 1 or a.barriers < 1 or (a.log is None) != (a.expect is None):
@@ -178,7 +184,8 @@ def main():
                     % (early, a.barriers))
     logmsg = ""
     if a.log:
-        logmsg = "; " + check_log(a.log, a.np, a.barriers, a.expect, a.fallback_warnings, errs)
+        logmsg = "; " + check_log(a.log, a.np, a.barriers, a.expect, a.fallback_warnings, errs,
+                                  a.fallback_from)
     if errs:
         fail(errs)
     print("check_mpi_stamps: OK: %d ranks x %d barriers, none left early (smallest margin "
