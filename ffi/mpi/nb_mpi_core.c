@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define NB_DEFAULT_TIMEOUT_MS 10000u
+#define NB_LAST_LOOK_US 2000u
 
 static void nb_say(const nb_core *core, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -276,6 +277,13 @@ int nb_core_barrier(nb_core *core)
         return nb_sw_barrier(core);
 
     rc = barrier_leaf_wait(core->leaf, core->group, core->timeout_us, NULL);
+    if (rc == BARRIER_ETIMEDOUT) {
+        /* A last look before the fallback: the leaf checks its deadline before it reads its
+         * socket, so a process descheduled past the deadline can time out with its release
+         * queued there. One more short wait reads what is queued (the leaf still waits at
+         * this barrier after a timeout). */
+        rc = barrier_leaf_wait(core->leaf, core->group, NB_LAST_LOOK_US, NULL);
+    }
     if (rc == BARRIER_OK) {
         core->count++;
         core->net_done++;

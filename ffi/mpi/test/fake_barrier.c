@@ -8,6 +8,7 @@
  *   lost      arrives, returns BARRIER_ETIMEDOUT without waiting (the others are released:
  *             a lost release followed by a dead switch)
  *   eio       arrives, returns BARRIER_EIO
+ * and every later wait for that barrier on that leaf times out (or fails) the same way.
  * Polls with 20 us sleeps: for tests only.
  */
 #include <barrier.h>
@@ -29,6 +30,7 @@ struct barrier_leaf {
     int *arrivals; /* shared: arrivals[seq % SLOTS] */
     int np;
     int fault_seq;
+    int arrived; /* at barrier seq (a wait after a timeout does not arrive again) */
     char fault_mode[16];
     barrier_stats stats;
 };
@@ -95,15 +97,20 @@ int barrier_leaf_wait(barrier_leaf *l, uint32_t group, uint64_t timeout_us, barr
     uint64_t end;
     (void)group;
     (void)rec;
-    if ((int)l->seq == l->fault_seq && strcmp(l->fault_mode, "noarrive") == 0) {
-        snprintf(last_error, sizeof last_error, "fake: leaf %d did not arrive at %u", l->idx, l->seq);
-        return BARRIER_ETIMEDOUT;
-    }
-    __atomic_add_fetch(slot, 1, __ATOMIC_SEQ_CST);
-    l->stats.reduces++;
     if ((int)l->seq == l->fault_seq) {
+        /* The faulty barrier, however often it is waited for: never released here. */
+        if (!l->arrived && strcmp(l->fault_mode, "noarrive") != 0) {
+            __atomic_add_fetch(slot, 1, __ATOMIC_SEQ_CST);
+            l->stats.reduces++;
+        }
+        l->arrived = 1;
         snprintf(last_error, sizeof last_error, "fake: leaf %d %s at %u", l->idx, l->fault_mode, l->seq);
         return strcmp(l->fault_mode, "eio") == 0 ? BARRIER_EIO : BARRIER_ETIMEDOUT;
+    }
+    if (!l->arrived) { /* like the real leaf, a wait after a timeout goes on waiting */
+        __atomic_add_fetch(slot, 1, __ATOMIC_SEQ_CST);
+        l->stats.reduces++;
+        l->arrived = 1;
     }
     end = now_us() + (timeout_us ? timeout_us : l->timeout_us);
     while (__atomic_load_n(slot, __ATOMIC_SEQ_CST) < l->np) {
@@ -114,6 +121,7 @@ int barrier_leaf_wait(barrier_leaf *l, uint32_t group, uint64_t timeout_us, barr
         usleep(20);
     }
     l->stats.releases++;
+    l->arrived = 0;
     l->seq++;
     return BARRIER_OK;
 }
