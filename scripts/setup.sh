@@ -33,7 +33,7 @@ PACKAGES=(
   spin
   # the performance suite (perf/run.sh, docs/performance.md): Open MPI for the MPI_Barrier
   # comparison (mpicc, mpirun), gnuplot for the plots
-  openmpi-bin libopenmpi-dev gnuplot-nox
+  openmpi-bin libopenmpi-dev gnuplot-nox mpich libmpich-dev
   slurm-wlm # a job's own run of a group through a real Slurm (scripts/slurm, scripts/tests/slurm_job.sh)
 )
 
