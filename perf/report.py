@@ -650,6 +650,33 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
                                 "%.0f / %.0f us vs %.0f / %.0f us" % (l50, l99, q50, q99)))
         w("")
 
+    # Issue 25: the switch on AF_XDP ports against net_af_packet ports (step 3f).
+    pk = {k: load(d, os.path.join("ports-" + k, "result.json")) for k in ("af_packet", "af_xdp")}
+    if pk["af_packet"] and pk["af_xdp"]:
+        w("## barrier-switch on AF_XDP ports against net_af_packet ports (issue 25)")
+        w("")
+        w("`perf/gen_two_process.sh --switch-ports KIND`: barrier-gen (net_af_packet, closed loop, "
+          "%d groups) against a barrier-switch process on the same veth bed, quiet and beside a "
+          "busy loop per CPU." % pk["af_xdp"]["groups"])
+        w("")
+        w("| phase | af_packet barriers/s | af_xdp barriers/s | af_xdp / af_packet | leaf p50 af_packet / af_xdp | leaf p99 af_packet / af_xdp |")
+        w("| --- | --- | --- | --- | --- | --- |")
+        for ph in ("quiet", "loaded"):
+            a, x = pk["af_packet"]["phases"][ph], pk["af_xdp"]["phases"][ph]
+            w("| %s | %.0f | %.0f | %s | %s / %s | %s / %s |" % (
+                ph, a["barriers_per_s"], x["barriers_per_s"],
+                fr(x["barriers_per_s"] / a["barriers_per_s"]) if a["barriers_per_s"] else "n/a",
+                usu(a["leaf_p50_ns"]), usu(x["leaf_p50_ns"]), usu(a["leaf_p99_ns"]), usu(x["leaf_p99_ns"])))
+        w("")
+        a, x = pk["af_packet"]["phases"]["quiet"], pk["af_xdp"]["phases"]["quiet"]
+        if a["barriers_per_s"]:
+            summary.append(("barrier-switch barriers/s on AF_XDP ports (veth, barrier-gen)",
+                            "the same on net_af_packet ports",
+                            "%.0f vs %.0f/s: **%s**; leaf p99 %s vs %s" % (
+                                x["barriers_per_s"], a["barriers_per_s"],
+                                fr(x["barriers_per_s"] / a["barriers_per_s"]),
+                                usu(x["leaf_p99_ns"]), usu(a["leaf_p99_ns"]))))
+
     # Targets.
     w("## Targets")
     w("")

@@ -293,6 +293,14 @@ if want sharedlink; then
   log "3f. shared links: bridge / AF_XDP ports / TAP exception path, $SL_REPS x (iperf3 $SL_SECS s, $SL_BARRIERS barriers quiet and loaded)"
   bash "$here/shared_link.sh" "$out" "$SL_SECS" "$SL_BARRIERS" "$SL_REPS" >"$out/shared_link.log" 2>&1 \
     || { tail -30 "$out/shared_link.log" >&2; exit 1; }
+  # barrier-switch's barriers/s and latency on its two kinds of kernel-interface port, the same
+  # veth bed and generator (barrier-gen on net_af_packet), quiet and loaded each.
+  for kind in af_packet af_xdp; do
+    log "3f. barrier-gen against barrier-switch on $kind ports ($GEN_SECS s per phase)"
+    bash "$here/gen_two_process.sh" --out "$out/ports-$kind" --duration "$GEN_SECS" --switch-ports "$kind" \
+      --gen "$bin/barrier-gen" --switch "$bin/barrier-switch" >"$out/ports-$kind.log" 2>&1 \
+      || { tail -20 "$out/ports-$kind.log" >&2; exit 1; }
+  done
 fi
 
 # 4. What a user would pick instead: Open MPI (shared memory, TCP loopback), MPICH if present,
