@@ -94,6 +94,13 @@ pub struct Summary {
     pub stats: Stats,
     /// The error that ended the run early, if any.
     pub error: Option<String>,
+    /// `--duration`, seconds, when the run was timed (`requested` is then the `--count` given,
+    /// or 0 for no limit).
+    pub duration_s: Option<f64>,
+    /// The barrier this leaf arrived at and left before its release (stopped by a signal, or
+    /// its `--duration` ran out while it waited): its records file holds that arrival marked
+    /// not released.
+    pub left_waiting_seq: Option<u32>,
 }
 
 impl Summary {
@@ -125,6 +132,8 @@ impl Summary {
             latency_ns: lat.latency(),
             stats,
             error,
+            duration_s: None,
+            left_waiting_seq: None,
         }
     }
 }
@@ -142,7 +151,11 @@ impl fmt::Display for Summary {
             self.iface,
             self.group,
             self.completed,
-            self.requested,
+            match (self.duration_s, self.requested) {
+                (Some(d), 0) => format!("{d} s"),
+                (Some(d), n) => format!("{n} or {d} s"),
+                (None, n) => n.to_string(),
+            },
             self.elapsed_s,
             self.barriers_per_s,
             self.first_seq
@@ -168,6 +181,12 @@ impl fmt::Display for Summary {
             self.stats.bad_frames,
             self.stats.link_errors
         )?;
+        if let Some(seq) = self.left_waiting_seq {
+            write!(
+                f,
+                "\nleft barrier seq {seq} before its release (recorded as not released)"
+            )?;
+        }
         if let Some(e) = &self.error {
             write!(f, "\nerror: {e}")?;
         }
@@ -186,6 +205,7 @@ mod tests {
             first_reduce_ns: 1_000,
             release_ns: 1_000 + lat,
             resends: 0,
+            released: true,
         }
     }
 
