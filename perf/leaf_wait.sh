@@ -9,9 +9,11 @@
 #   so:US       --so-busy-poll-us US: SO_BUSY_POLL on the socket (the kernel busy-polls the
 #               device queue before sleeping; needs a NAPI driver)
 #   spinso:US   both
+#   control     the same as block, run as a mode of its own: how far two identical modes differ
+#               in one sitting (the noise floor of the ratios)
 #
 # and Open MPI's MPI_Barrier over TCP loopback with the same 4 ranks (perf/mpi/mpi_barrier.c) as
-# the reference, all interleaved: mode by mode, repetition by repetition, so that a change of
+# the reference (same number of ranks), all interleaved: mode by mode, repetition by repetition, so that a change of
 # load hits every mode alike. Per mode: p50 and p99 of every leaf's first-reduce-to-release over
 # all barriers but each leaf's first (which waits for the others to start), pooled over the
 # repetitions, and per repetition the ratio of p50s to "block" of the same repetition (their
@@ -19,17 +21,24 @@
 # looked for first; --build builds them), mpicc/mpirun for the reference (skipped without).
 #
 # usage: perf/leaf_wait.sh [--barriers N] [--reps R] [--modes "block spin:50 so:50"]
-#                          [--mpi-iters N] [--out DIR] [--build]
+#                          [--switch-idle auto|spin|yield|sleep|sleep:US] [--mpi-iters N]
+#                          [--leaves N] [--no-mpi] [--out DIR] [--build]
+# --leaves N: N leaves under the one switch (default 4; the MPI reference then runs N ranks).
+# --switch-idle is the switch's idle policy (topo.sh --switch-idle; default auto: sleep when its
+# loops outnumber the CPUs, as on a 2-CPU machine).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-barriers=5000 reps=3 modes="block spin:20 spin:100 so:50 spinso:100" mpi_iters=20000 out="" build=0
+barriers=5000 reps=3 modes="block spin:20 spin:100 so:50 spinso:100" mpi_iters=20000 out="" build=0 switch_idle=auto leaves=4 nompi=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --barriers) barriers=${2:?}; shift 2 ;;
     --reps) reps=${2:?}; shift 2 ;;
     --modes) modes=${2:?}; shift 2 ;;
     --mpi-iters) mpi_iters=${2:?}; shift 2 ;;
+    --switch-idle) switch_idle=${2:?}; shift 2 ;;
+    --leaves) leaves=${2:?}; shift 2 ;;
+    --no-mpi) nompi=1; shift ;;
     --out) out=${2:?}; shift 2 ;;
     --build) build=1; shift ;;
     -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -52,7 +61,7 @@ mkdir -p "$out"
 log() { echo "[leaf_wait $(date -u +%H:%M:%S)] $*" >&2; }
 args_of() {
   case "$1" in
-    block) echo "" ;;
+    block|control) echo "" ;;
     spin:*) echo "--busy-poll-us ${1#spin:}" ;;
     so:*) echo "--so-busy-poll-us ${1#so:}" ;;
     spinso:*) echo "--busy-poll-us ${1#spinso:} --so-busy-poll-us ${1#spinso:}" ;;
@@ -61,29 +70,30 @@ args_of() {
 }
 for m in $modes; do args_of "$m" >/dev/null; done
 mpi=0
-if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+if [ "$nompi" = 0 ] && command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
   mpicc -O2 -o "$out/mpi_barrier" "$here/mpi/mpi_barrier.c" && mpi=1
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
-{ echo "switch $switch"; echo "leaf $leaf"; echo "load at start: $(cat /proc/loadavg)"; echo "cpus: $(nproc)"; } >"$out/setup.txt"
+{ echo "switch $switch"; echo "leaf $leaf"; echo "switch idle policy: $switch_idle"; echo "load at start: $(cat /proc/loadavg)"; echo "cpus: $(nproc)"; } >"$out/setup.txt"
 log "results in $out; $reps repetitions of: $modes$([ $mpi = 1 ] && echo ' mpi-tcp'); load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$reps"); do
   for m in $modes; do
     log "rep $r: $m"
-    NB_PREFIX=nbl$$ bash "$root/scripts/topo.sh" --switch "$switch" --leaf "$leaf" --fanout 4 \
-      --barriers "$barriers" --leaf-args "--quiet $(args_of "$m")" --out "$out/$m-$r" --timeout 300 \
+    NB_PREFIX=nbl$$ bash "$root/scripts/topo.sh" --switch "$switch" --leaf "$leaf" --fanout "$leaves" \
+      --barriers "$barriers" --switch-idle "$switch_idle" --leaf-args "--quiet $(args_of "$m")" --out "$out/$m-$r" --timeout 300 \
       >"$out/$m-$r.log" 2>&1 || { tail -20 "$out/$m-$r.log" >&2; exit 1; }
   done
   if [ $mpi = 1 ]; then
-    log "rep $r: Open MPI MPI_Barrier, 4 ranks, TCP loopback"
-    timeout 600 mpirun -np 4 --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo \
+    log "rep $r: Open MPI MPI_Barrier, $leaves ranks, TCP loopback"
+    timeout 600 mpirun -np "$leaves" --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo \
       "$out/mpi_barrier" "$mpi_iters" 1000 >"$out/mpi-tcp-$r.json" 2>"$out/mpi-tcp-$r.log"
   fi
 done
 echo "load at end: $(cat /proc/loadavg)" >>"$out/setup.txt"
-python3 - "$out" "$reps" "$modes" "$mpi" <<'PY' | tee "$out/summary.md"
+python3 - "$out" "$reps" "$modes" "$mpi" "$leaves" <<'PY' | tee "$out/summary.md"
 import csv, glob, json, statistics, sys
 out, reps, modes, mpi = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4] == "1"
+n = sys.argv[5]
 def q(v, p):
     return v[min(len(v) - 1, int(p * (len(v) - 1) + 0.5))]
 def leaf_lat(d):
@@ -95,9 +105,9 @@ def leaf_lat(d):
 per = {m: [leaf_lat(f"{out}/{m}-{r}") for r in range(1, reps + 1)] for m in modes}
 mpi_runs = [json.load(open(f"{out}/mpi-tcp-{r}.json")) for r in range(1, reps + 1)] if mpi else []
 setup = open(out + "/setup.txt").read().splitlines()
-print("4 AF_PACKET barrier-leaf processes, one barrier-switch (net_af_packet), each in its own")
-print("namespace on veth (scripts/topo.sh --fanout 4); first reduce to release per leaf per barrier,")
-print(f"{reps} repetitions interleaved; {setup[3]}; {setup[2]}; {setup[-1]}.")
+print(f"{n} AF_PACKET barrier-leaf processes, one barrier-switch (net_af_packet), each in its own")
+print(f"namespace on veth (scripts/topo.sh --fanout {n}); first reduce to release per leaf per barrier,")
+print(f"{reps} repetitions interleaved; {setup[2]}; {setup[4]}; {setup[3]}; {setup[-1]}.")
 print()
 print("| leaves wait by | p50 µs | p99 µs | p50 / block p50, median of the repetitions | samples |")
 print("| --- | --- | --- | --- | --- |")
@@ -111,7 +121,7 @@ for m in modes:
 if mpi_runs:
     p50 = statistics.median(j["p50_us"] for j in mpi_runs)
     p99 = statistics.median(j["p99_us"] for j in mpi_runs)
-    print(f"| Open MPI MPI_Barrier, 4 ranks, TCP loopback (median of runs) | {p50:.1f} | {p99:.1f} | - | {sum(j['iterations'] for j in mpi_runs)}x4 |")
+    print(f"| Open MPI MPI_Barrier, {n} ranks, TCP loopback (median of runs) | {p50:.1f} | {p99:.1f} | - | {sum(j['iterations'] for j in mpi_runs)}x4 |")
     print()
     for m in modes:
         r = [j["p50_us"] / q(a, .5) for j, a in zip(mpi_runs, per[m])]
