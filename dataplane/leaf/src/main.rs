@@ -503,6 +503,14 @@ mod tests {
             (Some("veth0"), 7, Some(5))
         );
         assert_eq!(
+            (c.duration, c.busy_poll_us, c.so_busy_poll_us),
+            (None, 0, None)
+        );
+        let c = Cli::try_parse_from(["barrier-leaf", "-i", "a", "-g", "1", "--duration", "1.5"])
+            .unwrap();
+        assert_eq!(c.duration, Some(Duration::from_millis(1500)));
+        assert_eq!((c.count, c.duration_grace_ms), (None, 100));
+        assert_eq!(
             (c.timeout_us, c.resend_us, c.first_seq),
             (10_000_000, 1_000, 0)
         );
@@ -704,6 +712,31 @@ mod tests {
             Err(ErrorKind::ArgumentConflict)
         );
         assert!(parse(&[], &["-i", "eth0", "--cpu", "x"]).is_err());
+        // Busy polling is the AF_PACKET wait's; a DPDK port polls anyway.
+        assert_eq!(parse(&[], &["-i", "eth0", "--busy-poll-us", "20"]), Ok(()));
+        assert_eq!(
+            parse(&[], &["-i", "eth0", "--so-busy-poll-us", "50"]),
+            Ok(())
+        );
+        for flag in ["--busy-poll-us", "--so-busy-poll-us"] {
+            assert_eq!(
+                parse(&[], &["--dpdk-port", "p", flag, "5"]),
+                Err(ErrorKind::ArgumentConflict),
+                "{flag}"
+            );
+        }
+        // --duration: positive seconds; its grace only with it.
+        assert_eq!(parse(&[], &["-i", "eth0", "--duration", "2.5"]), Ok(()));
+        for bad in ["0", "-1", "x", "inf"] {
+            assert!(
+                parse(&[], &["-i", "eth0", "--duration", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            parse(&[], &["-i", "eth0", "--duration-grace-ms", "5"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
     }
 
     #[test]
