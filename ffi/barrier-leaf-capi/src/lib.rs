@@ -395,17 +395,19 @@ mod dpdk_port {
             let argv = std::iter::once("libbarrier".to_string()).chain(args);
             let (eal, rest) = dpdk::Eal::init(argv)
                 .map_err(|e| (status::EIO, format!("EAL ({normalised}): {e}")))?;
-            if !rest.is_empty() {
-                return Err((
-                    status::EINVAL,
-                    format!("eal_args: arguments after the EAL's: {rest:?}"),
-                ));
-            }
+            // Kept even when refused below: dropping it would clean the EAL up, and DPDK cannot
+            // start one again in this process.
             *started = Some(Started {
                 eal,
                 args: normalised.clone(),
                 pools: 0,
             });
+            if !rest.is_empty() {
+                return Err((
+                    status::EINVAL,
+                    format!("eal_args: arguments after the EAL's (a `--`?): {rest:?}"),
+                ));
+            }
         }
         let st = started.as_mut().expect("started above");
         if !eal_args.trim().is_empty() && normalised != st.args {
@@ -430,7 +432,7 @@ mod dpdk_port {
         )
         .map_err(|e| (status::EIO, format!("mempool: {e}")))?;
         let p = DpdkPort::open(&st.eal, port, &pool, &opts).map_err(|e| {
-            let code = if e.to_string().contains("not found") {
+            let code = if e.to_string().contains("no port named") {
                 status::ENODEV
             } else {
                 status::EIO
