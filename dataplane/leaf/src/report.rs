@@ -147,18 +147,21 @@ impl fmt::Display for Summary {
         let l = &self.latency_ns;
         writeln!(
             f,
-            "barrier-leaf: {} group {}: {}/{} barriers in {:.3} s ({:.0} barriers/s), first seq {}",
+            "barrier-leaf: {} group {}: {}{} barriers in {:.3} s ({:.0} barriers/s), first seq {}{}",
             self.iface,
             self.group,
             self.completed,
             match (self.duration_s, self.requested) {
-                (Some(d), 0) => format!("{d} s"),
-                (Some(d), n) => format!("{n} or {d} s"),
-                (None, n) => n.to_string(),
+                (Some(_), 0) => String::new(),
+                (_, n) => format!("/{n}"),
             },
             self.elapsed_s,
             self.barriers_per_s,
-            self.first_seq
+            self.first_seq,
+            match self.duration_s {
+                Some(d) => format!(", timed run of {d} s"),
+                None => String::new(),
+            }
         )?;
         writeln!(
             f,
@@ -197,6 +200,33 @@ impl fmt::Display for Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timed_run_and_a_barrier_left_waiting_are_in_the_text() {
+        let mut lat = LatencyRecorder::default();
+        lat.record(&rec(1_000));
+        let mut sum = Summary::new(
+            "a0",
+            7,
+            0,
+            0,
+            Duration::from_millis(1500),
+            &lat,
+            Stats::default(),
+            None,
+        );
+        sum.duration_s = Some(1.5);
+        sum.left_waiting_seq = Some(1);
+        let text = sum.to_string();
+        assert!(
+            text.starts_with("barrier-leaf: a0 group 7: 1 barriers in 1.500 s"),
+            "{text}"
+        );
+        assert!(text.contains(", timed run of 1.5 s\n"), "{text}");
+        assert!(text.ends_with("left barrier seq 1 before its release (recorded as not released)"));
+        sum.requested = 5;
+        assert!(sum.to_string().contains(": 1/5 barriers in"));
+    }
 
     fn rec(lat: u64) -> Record {
         Record {
