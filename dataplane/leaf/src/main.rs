@@ -96,7 +96,7 @@ struct Cli {
     busy_poll_us: u64,
     /// Set SO_BUSY_POLL to this many µs on the AF_PACKET socket: the kernel busy-polls the
     /// device's receive queue before a blocking wait sleeps, on drivers with NAPI busy polling
-    /// (not veth; see docs/leaf.md). Needs CAP_NET_ADMIN above net.core.busy_read.
+    /// (no effect measured on veth: docs/leaf.md). Needs CAP_NET_ADMIN above net.core.busy_read.
     #[cfg_attr(
         feature = "dpdk",
         arg(long, value_name = "US", conflicts_with = "dpdk_port")
