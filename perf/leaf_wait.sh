@@ -121,7 +121,7 @@ for m in modes:
 if mpi_runs:
     p50 = statistics.median(j["p50_us"] for j in mpi_runs)
     p99 = statistics.median(j["p99_us"] for j in mpi_runs)
-    print(f"| Open MPI MPI_Barrier, {n} ranks, TCP loopback (median of runs) | {p50:.1f} | {p99:.1f} | - | {sum(j['iterations'] for j in mpi_runs)}x4 |")
+    print(f"| Open MPI MPI_Barrier, {n} ranks, TCP loopback (median of runs) | {p50:.1f} | {p99:.1f} | - | {sum(j['iterations'] for j in mpi_runs)}x{n} |")
     print()
     for m in modes:
         r = [j["p50_us"] / q(a, .5) for j, a in zip(mpi_runs, per[m])]
