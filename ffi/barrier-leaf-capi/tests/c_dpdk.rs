@@ -89,10 +89,10 @@ fn a_c_program_runs_barriers_on_a_dpdk_port() {
     );
     let bed = VethNetns::create().expect("netns + veth");
     let records = dir.join("records.csv");
+    let prefix = format!("nbl-capi-{}", std::process::id());
     let eal = format!(
-        "-l 0 --no-huge -m 256 --no-shconf --file-prefix nbl-capi-{} --no-pci --iova-mode=va \
+        "-l 0 --no-huge -m 256 --no-shconf --file-prefix {prefix} --no-pci --iova-mode=va \
          --no-telemetry --log-level=*:warning --vdev=net_af_packet0,iface={}",
-        std::process::id(),
         bed.a
     );
     let sock = RawSocket::open_in_netns(&bed.netns, &bed.b, ETHERTYPE).expect("switch socket");
@@ -113,6 +113,8 @@ fn a_c_program_runs_barriers_on_a_dpdk_port() {
         stop.store(true, Ordering::Relaxed);
         out
     });
+    // The EAL stays up until the program exits, without a cleanup: its runtime folder stays.
+    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
