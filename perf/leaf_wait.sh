@@ -6,6 +6,8 @@
 #   block       the default: each wait for a frame blocks in ppoll at once
 #   spin:US     barrier-leaf --busy-poll-us US: poll the socket without blocking for up to US µs
 #               before the blocking wait (what MPI libraries do)
+#   yield:US    --busy-poll-us US --busy-poll-yield: the same, sched_yield between polls (what
+#               MPI libraries do when ranks outnumber cores)
 #   so:US       --so-busy-poll-us US: SO_BUSY_POLL on the socket (the kernel busy-polls the
 #               device queue before sleeping; needs a NAPI driver)
 #   spinso:US   both
@@ -63,6 +65,7 @@ args_of() {
   case "$1" in
     block|control) echo "" ;;
     spin:*) echo "--busy-poll-us ${1#spin:}" ;;
+    yield:*) echo "--busy-poll-us ${1#yield:} --busy-poll-yield" ;;
     so:*) echo "--so-busy-poll-us ${1#so:}" ;;
     spinso:*) echo "--busy-poll-us ${1#spinso:} --so-busy-poll-us ${1#spinso:}" ;;
     *) echo "perf/leaf_wait.sh: unknown mode $1" >&2; exit 2 ;;

@@ -94,6 +94,10 @@ struct Cli {
         arg(long, value_name = "US", default_value_t = 0)
     )]
     busy_poll_us: u64,
+    /// With --busy-poll-us: yield the CPU (sched_yield) between polls, as MPI libraries do when
+    /// ranks outnumber cores, instead of spinning.
+    #[arg(long, requires = "busy_poll_us")]
+    busy_poll_yield: bool,
     /// Set SO_BUSY_POLL to this many µs on the AF_PACKET socket: the kernel busy-polls the
     /// device's receive queue before a blocking wait sleeps, on drivers with NAPI busy polling
     /// (no effect measured on veth: docs/leaf.md). Needs CAP_NET_ADMIN above net.core.busy_read.
@@ -295,6 +299,7 @@ fn run(cli: &Cli) -> Result<(Summary, u8), Box<dyn std::error::Error>> {
         },
         timestamps: cli.timestamps,
         busy_poll: Duration::from_micros(cli.busy_poll_us),
+        busy_poll_yield: cli.busy_poll_yield,
     };
     #[cfg(feature = "dpdk")]
     if let Some(name) = &cli.dpdk_port {
@@ -714,6 +719,17 @@ mod tests {
         assert!(parse(&[], &["-i", "eth0", "--cpu", "x"]).is_err());
         // Busy polling is the AF_PACKET wait's; a DPDK port polls anyway.
         assert_eq!(parse(&[], &["-i", "eth0", "--busy-poll-us", "20"]), Ok(()));
+        assert_eq!(
+            parse(
+                &[],
+                &["-i", "eth0", "--busy-poll-us", "20", "--busy-poll-yield"]
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            parse(&[], &["-i", "eth0", "--busy-poll-yield"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
         assert_eq!(
             parse(&[], &["-i", "eth0", "--so-busy-poll-us", "50"]),
             Ok(())

@@ -44,6 +44,11 @@ pub struct Config {
     /// costs a scheduler round trip per frame), at the price of a busy CPU for that long per
     /// wait. Zero (the default) blocks at once. Transports that poll anyway (DPDK) gain nothing.
     pub busy_poll: Duration,
+    /// During the busy poll, give the CPU to other runnable threads between polls
+    /// (`sched_yield`), as MPI libraries do when ranks outnumber cores (Open MPI's
+    /// `mpi_yield_when_idle`): the poll still finds a frame without a sleep and a wake-up, but a
+    /// switch or another leaf on the same CPU runs meanwhile.
+    pub busy_poll_yield: bool,
 }
 
 impl Default for Config {
@@ -57,6 +62,7 @@ impl Default for Config {
             backoff: Backoff::FIXED,
             timestamps: false,
             busy_poll: Duration::ZERO,
+            busy_poll_yield: false,
         }
     }
 }
@@ -368,6 +374,11 @@ impl<T: Transport> Session<T> {
         self.cfg.busy_poll = busy_poll;
     }
 
+    /// Yield the CPU between the busy poll's polls, or spin ([`Config::busy_poll_yield`]).
+    pub fn set_busy_poll_yield(&mut self, yield_cpu: bool) {
+        self.cfg.busy_poll_yield = yield_cpu;
+    }
+
     /// Flushes the record sink, if any.
     pub fn flush_records(&mut self) -> io::Result<()> {
         match self.sink.as_mut() {
@@ -591,7 +602,11 @@ impl<T: Transport> Session<T> {
             if started.elapsed() >= spin {
                 break;
             }
-            std::hint::spin_loop();
+            if self.cfg.busy_poll_yield {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
         match wait.checked_sub(started.elapsed()) {
             Some(left) if !left.is_zero() => self.transport.recv(&mut self.rx[..], left),

@@ -110,6 +110,12 @@ int barrier_leaf_open_dpdk(const char *eal_args, const char *port, const barrier
  * before they block; see docs/leaf.md for measurements. */
 int barrier_leaf_set_busy_poll(barrier_leaf *leaf, uint32_t us);
 
+/* With `yield_cpu` nonzero, the busy poll of barrier_leaf_set_busy_poll gives the CPU to other
+ * runnable threads between polls (sched_yield) instead of spinning, as MPI libraries do when
+ * ranks outnumber cores; 0 (the default) spins. See docs/leaf.md: a much lower median where
+ * cores are shared, a worse tail. */
+int barrier_leaf_set_busy_poll_yield(barrier_leaf *leaf, int yield_cpu);
+
 /* Joins barrier group `group` (0 .. 2^20-1); its first barrier has opts->first_seq. */
 int barrier_leaf_add_group(barrier_leaf *leaf, uint32_t group);
 

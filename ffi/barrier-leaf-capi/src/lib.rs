@@ -157,6 +157,7 @@ impl BarrierLeafOptions {
             backoff: Default::default(),
             timestamps: self.timestamps != 0,
             busy_poll: Duration::ZERO,
+            busy_poll_yield: false,
         })
     }
 }
@@ -474,6 +475,23 @@ pub unsafe extern "C" fn barrier_leaf_set_busy_poll(leaf: *mut BarrierLeaf, us: 
         // SAFETY: forwarded contract of this function.
         let leaf = unsafe { leaf_mut(leaf) }?;
         leaf.session.set_busy_poll(Duration::from_micros(us.into()));
+        Ok(status::OK)
+    })
+}
+
+/// Nonzero: yield the CPU between the busy poll's polls; 0: spin (the default).
+///
+/// # Safety
+/// `leaf` as in barrier.h: from `barrier_leaf_open`, not closed, one thread at a time.
+#[no_mangle]
+pub unsafe extern "C" fn barrier_leaf_set_busy_poll_yield(
+    leaf: *mut BarrierLeaf,
+    yield_cpu: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: forwarded contract of this function.
+        let leaf = unsafe { leaf_mut(leaf) }?;
+        leaf.session.set_busy_poll_yield(yield_cpu != 0);
         Ok(status::OK)
     })
 }
@@ -900,6 +918,18 @@ mod tests {
                 let st = (*leaf).session.stats();
                 assert_eq!(st.releases, 40);
                 assert!(st.busy_poll_hits >= 20, "{st:?}");
+                // Yielding between polls finds the releases the same way.
+                assert_eq!(barrier_leaf_set_busy_poll_yield(leaf, 1), status::OK);
+                assert!((*leaf).session.config().busy_poll_yield);
+                for _ in 0..20 {
+                    assert_eq!(barrier_leaf_wait(leaf, 1, 0, ptr::null_mut()), status::OK);
+                }
+                let st2 = (*leaf).session.stats();
+                assert!(st2.busy_poll_hits >= st.busy_poll_hits + 20, "{st2:?}");
+                assert_eq!(
+                    barrier_leaf_set_busy_poll_yield(ptr::null_mut(), 1),
+                    status::EINVAL
+                );
                 assert_eq!(barrier_leaf_set_busy_poll(leaf, 0), status::OK);
                 assert_eq!((*leaf).session.config().busy_poll, Duration::ZERO);
             }
