@@ -333,7 +333,8 @@ if want kernel; then
 import csv, glob, json, sys
 lat = []
 for f in sorted(glob.glob(sys.argv[1] + "/records/*.csv")):
-    rows = list(csv.DictReader(open(f)))
+    # Released barriers only (a leaf stopped while waiting writes its arrival, released 0).
+    rows = [r for r in csv.DictReader(open(f)) if r.get("released", "1") == "1"]
     # The first barrier waits for every leaf to start: left out.
     lat += [(int(r["release_ns"]) - int(r["first_reduce_ns"])) / 1e3 for r in rows[1:]]
 lat.sort()

@@ -61,3 +61,12 @@ cargo test --workspace --doc --exclude dpdk-sys
 echo "== multi-process trees in network namespaces, eBPF link faults, install, doc walkthroughs"
 # the real-programs tree must not be skipped in CI: the binaries were built above
 NB_REQUIRE_BINARIES=1 bash scripts/tests/netns_suite.sh
+
+echo "== libbarrier with DPDK (barrier_leaf_open_dpdk from C)"
+# The cargo feature `dpdk` of barrier-leaf-capi is off by default (libbarrier without DPDK, the
+# library the stages above tested and installed); this builds it on, runs the C program on a
+# DPDK port (ffi/barrier-leaf-capi/tests/c_dpdk.rs), then builds the default library back into
+# target/debug. Only the capi crate recompiles; about a minute.
+cargo build -p barrier-leaf-capi --features dpdk
+cargo test -p barrier-leaf-capi --features dpdk --test c_dpdk
+cargo build -p barrier-leaf-capi

@@ -98,5 +98,54 @@ write "$work/killed" b "0,200,310" "1,650,690"
 expect killed_not_named fail "b: no record of sequence(s) [2]" "$work/killed" --expect 3
 expect killed_named pass "b: ended early (--ended-early); 2 whole records" "$work/killed" --expect 3 --ended-early b
 
+# A leaf stopped while it waited (barrier-leaf's not-released record, as the CLI writes it: the
+# full header, release_ns empty, released 0). Its arrival counts: b released barrier 2 at 1100,
+# after a arrived at 950: good.
+writev() {
+  local d=$1 leaf=$2; shift 2
+  mkdir -p "$d"
+  { echo "group,seq,first_reduce_ns,release_ns,resends,released"; printf '%s\n' "$@"; } >"$d/$leaf.csv"
+}
+writev "$work/stopped" a "1,0,100,300,0,1" "1,1,400,700,0,1" "1,2,950,,0,0"
+writev "$work/stopped" b "1,0,200,310,0,1" "1,1,650,690,0,1" "1,2,900,1100,0,1"
+expect stopped_waiting pass "a: left sequence 2 unreleased (arrived at 950)" "$work/stopped" --expect 3
+expect stopped_waiting_ended_early pass "a: ended early (stopped while waiting); 3 whole records" "$work/stopped" --expect 3
+# b ran its 2 barriers and ended; a arrived at barrier 2 and left it unreleased when its time was
+# up: nobody completed 2, so b needs no record of it.
+writev "$work/stoppedalone" a "1,0,100,300,0,1" "1,1,400,700,0,1" "1,2,950,,0,0"
+writev "$work/stoppedalone" b "1,0,200,310,0,1" "1,1,650,690,0,1"
+expect stopped_where_no_one_completed pass "2 leaves, 3 barriers, 0 early releases" "$work/stoppedalone" --expect 2
+# ... but b was released from barrier 2 at 1100 before a arrived there at 1200: an early release,
+# which the not-released row alone shows (without it the check could not see a's arrival).
+writev "$work/stoppedlate" a "1,0,100,300,0,1" "1,1,400,700,0,1" "1,2,1200,,0,0"
+writev "$work/stoppedlate" b "1,0,200,310,0,1" "1,1,650,690,0,1" "1,2,900,1100,0,1"
+expect stopped_arrival_after_release fail "sequence 2: a leaf was released 100 ns before the last leaf arrived" "$work/stoppedlate"
+# a stopped waiting at 1 and never arrived at 2, so nobody may have been released from 2.
+writev "$work/stoppedbeyond" a "1,0,100,300,0,1" "1,1,400,,0,0"
+writev "$work/stoppedbeyond" b "1,0,200,310,0,1" "1,1,350,690,0,1" "1,2,900,1100,0,1"
+expect released_past_a_stopped_leaf fail "sequence 2: released at b but a never arrived there (it left sequence 1 unreleased)" "$work/stoppedbeyond"
+# A not-released row must be the leaf's last.
+writev "$work/stoppedmid" a "1,0,100,,0,0" "1,1,400,700,0,1"
+writev "$work/stoppedmid" b "1,0,200,310,0,1" "1,1,650,690,0,1"
+expect not_released_in_the_middle fail "a: sequence 0 is marked not released but more records follow it" "$work/stoppedmid"
+# ... and says so consistently.
+writev "$work/stoppedbad" a "1,0,100,300,0,1" "1,1,400,700,0,0"
+writev "$work/stoppedbad" b "1,0,200,310,0,1" "1,1,650,690,0,1"
+expect not_released_with_a_release fail "not released but with a release time" "$work/stoppedbad"
+# JSON lines, as barrier-leaf writes them: "release_ns": null, "released": false.
+mkdir -p "$work/stoppedjson"
+printf '%s\n' '{"group":1,"seq":5,"first_reduce_ns":10,"release_ns":20,"resends":0,"released":true}' \
+  '{"group":1,"seq":6,"first_reduce_ns":30,"release_ns":null,"resends":0,"released":false}' >"$work/stoppedjson/a.jsonl"
+printf '%s\n' '{"group":1,"seq":5,"first_reduce_ns":15,"release_ns":25,"resends":0,"released":true}' \
+  '{"group":1,"seq":6,"first_reduce_ns":35,"release_ns":45,"resends":0,"released":true}' >"$work/stoppedjson/b.jsonl"
+expect stopped_json pass "a: left sequence 6 unreleased (arrived at 30)" "$work/stoppedjson" --expect 2
+sed -i 's/"first_reduce_ns":30,"release_ns":null/"first_reduce_ns":50,"release_ns":null/' "$work/stoppedjson/a.jsonl"
+expect stopped_json_late fail "sequence 6: a leaf was released 5 ns before the last leaf arrived" "$work/stoppedjson"
+# The previous CSV format (five columns, no released) still reads, all rows released.
+mkdir -p "$work/v1"
+printf 'group,seq,first_reduce_ns,release_ns,resends\n1,0,100,300,0\n1,1,400,700,0\n' >"$work/v1/a.csv"
+printf 'group,seq,first_reduce_ns,release_ns,resends\n1,0,200,310,0\n1,1,650,690,1\n' >"$work/v1/b.csv"
+expect previous_format pass "2 leaves, 2 barriers, 0 early releases" "$work/v1" --expect 2
+
 echo "check_records: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -37,8 +37,9 @@ run() {
     --event 2:kill:l1.1 --out "$work/$name" >"$work/$name.log" 2>&1 || rc=$?
   return $rc
 }
-# last_seq FILE: the sequence of the last whole record, or -1.
-last_seq() { python3 -c 'import sys; sys.path.insert(0, sys.argv[2]); import check_records as c; rows, _ = c.parse_file(sys.argv[1]); print(rows[-1][0] if rows else -1)' "$1" "$scripts/tools"; }
+# last_seq FILE: the sequence of the last whole record of a released barrier, or -1 (the leaves
+# stopped at the end write the barrier they waited at as not released: not a completed one).
+last_seq() { python3 -c 'import sys; sys.path.insert(0, sys.argv[2]); import check_records as c; rows, _ = c.parse_file(sys.argv[1]); rows = [r for r in rows if r[3]]; print(rows[-1][0] if rows else -1)' "$1" "$scripts/tools"; }
 others_max() {
   local d=$1 m=-1 n s
   for n in l1.2 l2.1 l2.2; do s=$(last_seq "$d/$n.csv"); [ "$s" -gt "$m" ] && m=$s; done

@@ -36,7 +36,9 @@ def load_job(dir_):
             rows, _ = check_records.parse_file(path)
         except ValueError:
             rows = []
-        leaves[name] = {s: (a, r) for s, a, r in rows}
+        # Released barriers only: a leaf stopped while waiting records that arrival as not
+        # released (release None), which completed nothing.
+        leaves[name] = {s: (a, r) for s, a, r, released in rows if released}
     return leaves
 
 

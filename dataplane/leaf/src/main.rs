@@ -76,6 +76,37 @@ struct Cli {
     )]
     #[cfg_attr(not(feature = "dpdk"), arg(long, value_name = "N"))]
     cpu: Option<usize>,
+    /// Busy-poll the socket this many µs before sleeping in each wait for a frame (what MPI
+    /// libraries do): a release that comes within it is taken without a sleep and a wake-up, at
+    /// the price of a busy CPU for that long per wait. 0: block at once. AF_PACKET only (a DPDK
+    /// port polls anyway).
+    #[cfg_attr(
+        feature = "dpdk",
+        arg(
+            long,
+            value_name = "US",
+            default_value_t = 0,
+            conflicts_with = "dpdk_port"
+        )
+    )]
+    #[cfg_attr(
+        not(feature = "dpdk"),
+        arg(long, value_name = "US", default_value_t = 0)
+    )]
+    busy_poll_us: u64,
+    /// With --busy-poll-us: yield the CPU (sched_yield) between polls, as MPI libraries do when
+    /// ranks outnumber cores, instead of spinning.
+    #[arg(long, requires = "busy_poll_us")]
+    busy_poll_yield: bool,
+    /// Set SO_BUSY_POLL to this many µs on the AF_PACKET socket: the kernel busy-polls the
+    /// device's receive queue before a blocking wait sleeps, on drivers with NAPI busy polling
+    /// (no effect measured on veth: docs/leaf.md). Needs CAP_NET_ADMIN above net.core.busy_read.
+    #[cfg_attr(
+        feature = "dpdk",
+        arg(long, value_name = "US", conflicts_with = "dpdk_port")
+    )]
+    #[cfg_attr(not(feature = "dpdk"), arg(long, value_name = "US"))]
+    so_busy_poll_us: Option<u32>,
     /// EAL arguments for --dpdk-port: what came before `--` (see [`split_eal`]).
     #[cfg(feature = "dpdk")]
     #[arg(skip)]
@@ -83,9 +114,19 @@ struct Cli {
     /// Barrier group number, 0 to 1048575.
     #[arg(long, short = 'g', value_parser = clap::value_parser!(u32).range(..i64::from(barrier_protocol::MAX_GROUPS)))]
     group: u32,
-    /// Number of barriers to run.
-    #[arg(long, short = 'n', default_value_t = 1000)]
-    count: u64,
+    /// Number of barriers to run [default: 1000; no limit with --duration].
+    #[arg(long, short = 'n')]
+    count: Option<u64>,
+    /// Run barriers for this many seconds (and at most --count, if given). A leaf whose time
+    /// runs out while it waits at a barrier waits --duration-grace-ms longer for the release,
+    /// then leaves: that arrival is recorded as not released and the run still succeeds (the
+    /// other leaves of a timed run stop at slightly different barriers).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_duration_s)]
+    duration: Option<Duration>,
+    /// With --duration: how long a leaf whose time ran out still waits for the release of the
+    /// barrier it is at.
+    #[arg(long, default_value_t = 100, requires = "duration", value_name = "MS")]
+    duration_grace_ms: u64,
     /// Give up on a barrier after this many µs without a release (the error names group and seq).
     #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     timeout_us: u64,
@@ -141,6 +182,14 @@ struct Cli {
 /// from 1, because the fix is not in this run but in the group's management (a new epoch), and
 /// a job script can say so or do it.
 const EXIT_EPOCH_IN_USE: u8 = 3;
+
+fn parse_duration_s(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err("a positive number of seconds".into());
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())
+}
 
 fn parse_mac(s: &str) -> Result<MacAddr, String> {
     s.parse()
@@ -249,6 +298,8 @@ fn run(cli: &Cli) -> Result<(Summary, u8), Box<dyn std::error::Error>> {
             jitter_pct: cli.resend_jitter_pct,
         },
         timestamps: cli.timestamps,
+        busy_poll: Duration::from_micros(cli.busy_poll_us),
+        busy_poll_yield: cli.busy_poll_yield,
     };
     #[cfg(feature = "dpdk")]
     if let Some(name) = &cli.dpdk_port {
@@ -266,7 +317,12 @@ fn run(cli: &Cli) -> Result<(Summary, u8), Box<dyn std::error::Error>> {
     if let Some(cpu) = cli.cpu {
         pin_to(cpu)?;
     }
-    let leaf = Session::open_af_packet(iface, cfg, &[cli.group])?;
+    let sock = barrier_leaf::transport::af_packet(iface)?;
+    if let Some(us) = cli.so_busy_poll_us {
+        sock.set_busy_poll(us)
+            .map_err(|e| format!("--so-busy-poll-us {us} on {iface}: {e}"))?;
+    }
+    let leaf = Session::new(sock, cfg, &[cli.group])?;
     Ok(run_barriers(cli, iface, leaf)?)
 }
 
@@ -316,8 +372,10 @@ fn exit_status(e: &barrier_leaf::Error) -> u8 {
     }
 }
 
-/// Runs `cli.count` barriers on `leaf` (whose link is called `link` in the summary). Returns
-/// the summary and the exit status: 0 when every barrier completed and its record was written.
+/// Runs `--count` barriers, or barriers for `--duration`, on `leaf` (whose link is called `link`
+/// in the summary). Returns the summary and the exit status: 0 when every barrier completed (or
+/// the duration ran out) and its record was written. A leaf that stops while it waits at a
+/// barrier (a signal, or the duration's grace ran out) records that arrival as not released.
 fn run_barriers<T: Transport>(
     cli: &Cli,
     link: &str,
@@ -341,16 +399,26 @@ fn run_barriers<T: Transport>(
     let mut lat = LatencyRecorder::default();
     let mut error = None;
     let mut status = 0;
+    let mut left_waiting = None;
+    let count = cli.count.unwrap_or(if cli.duration.is_some() {
+        u64::MAX
+    } else {
+        1000
+    });
+    let timeout = Duration::from_micros(cli.timeout_us);
+    let grace = Duration::from_millis(cli.duration_grace_ms);
     let start = Instant::now();
+    let end = cli.duration.map(|d| start + d);
     let mut next_progress = start + Duration::from_secs(1);
-    for i in 0..cli.count {
+    let mut i = 0u64;
+    while i < count {
         if !cli.quiet && i > 0 && Instant::now() >= next_progress {
             next_progress += Duration::from_secs(1);
             let secs = start.elapsed().as_secs_f64();
+            let of = cli.count.map_or_else(String::new, |n| format!("/{n}"));
             eprintln!(
-                "barrier-leaf: group {}: {i}/{} barriers in {secs:.1} s ({:.0}/s)",
+                "barrier-leaf: group {}: {i}{of} barriers in {secs:.1} s ({:.0}/s)",
                 cli.group,
-                cli.count,
                 i as f64 / secs
             );
         }
@@ -362,31 +430,60 @@ fn run_barriers<T: Transport>(
             status = 1;
             break;
         }
-        match leaf.wait(cli.group) {
+        // A timed run arrives only before its end, and waits at most the grace past it.
+        let wait_for = match end {
+            Some(end) => {
+                let now = Instant::now();
+                if now >= end {
+                    break;
+                }
+                timeout.min(end + grace - now)
+            }
+            None => timeout,
+        };
+        match leaf.wait_timeout(cli.group, wait_for) {
             Ok(rec) => lat.record(&rec),
+            // The run's time is up while this leaf waits: the others may have stopped before
+            // this barrier. Leave it, recorded as an arrival not released.
+            Err(barrier_leaf::Error::Timeout { seq, .. })
+                if end.is_some_and(|end| Instant::now() >= end) =>
+            {
+                leaf.record_waiting();
+                left_waiting = Some(seq);
+                break;
+            }
             Err(e) => {
+                if let barrier_leaf::Error::Interrupted { seq, .. } = &e {
+                    // Stopped while waiting: the arrival is a fact a checker uses.
+                    leaf.record_waiting();
+                    left_waiting = Some(*seq);
+                }
                 error = Some(e.to_string());
                 status = exit_status(&e);
                 eprintln!("barrier-leaf: {e}");
                 break;
             }
         }
+        i += 1;
     }
     let elapsed = start.elapsed();
     if let Err(e) = leaf.flush_records() {
         error.get_or_insert(format!("writing records: {e}"));
         status = status.max(1);
     }
-    let summary = Summary::new(
+    let mut summary = Summary::new(
         link,
         cli.group,
-        cli.count,
+        cli.count
+            .unwrap_or(if cli.duration.is_some() { 0 } else { 1000 }),
         cli.first_seq,
         elapsed,
         &lat,
         leaf.stats(),
         error,
     );
+    summary.duration_s = cli.duration.map(|d| d.as_secs_f64());
+    summary.left_waiting_seq = left_waiting;
     Ok((summary, status))
 }
 
@@ -408,8 +505,16 @@ mod tests {
         .unwrap();
         assert_eq!(
             (c.iface.as_deref(), c.group, c.count),
-            (Some("veth0"), 7, 5)
+            (Some("veth0"), 7, Some(5))
         );
+        assert_eq!(
+            (c.duration, c.busy_poll_us, c.so_busy_poll_us),
+            (None, 0, None)
+        );
+        let c = Cli::try_parse_from(["barrier-leaf", "-i", "a", "-g", "1", "--duration", "1.5"])
+            .unwrap();
+        assert_eq!(c.duration, Some(Duration::from_millis(1500)));
+        assert_eq!((c.count, c.duration_grace_ms), (None, 100));
         assert_eq!(
             (c.timeout_us, c.resend_us, c.first_seq),
             (10_000_000, 1_000, 0)
@@ -612,6 +717,42 @@ mod tests {
             Err(ErrorKind::ArgumentConflict)
         );
         assert!(parse(&[], &["-i", "eth0", "--cpu", "x"]).is_err());
+        // Busy polling is the AF_PACKET wait's; a DPDK port polls anyway.
+        assert_eq!(parse(&[], &["-i", "eth0", "--busy-poll-us", "20"]), Ok(()));
+        assert_eq!(
+            parse(
+                &[],
+                &["-i", "eth0", "--busy-poll-us", "20", "--busy-poll-yield"]
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            parse(&[], &["-i", "eth0", "--busy-poll-yield"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            parse(&[], &["-i", "eth0", "--so-busy-poll-us", "50"]),
+            Ok(())
+        );
+        for flag in ["--busy-poll-us", "--so-busy-poll-us"] {
+            assert_eq!(
+                parse(&[], &["--dpdk-port", "p", flag, "5"]),
+                Err(ErrorKind::ArgumentConflict),
+                "{flag}"
+            );
+        }
+        // --duration: positive seconds; its grace only with it.
+        assert_eq!(parse(&[], &["-i", "eth0", "--duration", "2.5"]), Ok(()));
+        for bad in ["0", "-1", "x", "inf"] {
+            assert!(
+                parse(&[], &["-i", "eth0", "--duration", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            parse(&[], &["-i", "eth0", "--duration-grace-ms", "5"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
     }
 
     #[test]

@@ -9,6 +9,14 @@
 //! [`Durability::Buffered`] keeps records in a user-space buffer until [`RecordSink::flush`]
 //! (what the leaf did before: a SIGKILL lost up to a buffer's worth, about 220 records, and cut
 //! the file in half a line).
+//!
+//! A barrier the leaf arrived at but did not see released (a CLI leaf stopped by SIGINT or
+//! SIGTERM while it waited, or whose `--duration` ran out there) can be written too
+//! ([`Record::released`] false, [`RecordSink::write`] as for any record): its arrival is a fact
+//! a checker uses (no leaf may be released from that barrier before it), its release is not
+//! there (CSV: `release_ns` empty and `released` 0; JSON: `"release_ns": null, "released":
+//! false`). Files written before the `released` column (five CSV columns, JSON objects without
+//! the key) read back as all released.
 
 use std::io::{self, Write};
 
@@ -21,15 +29,45 @@ pub struct Record {
     pub seq: u32,
     /// CLOCK_MONOTONIC nanoseconds when the first reduce was sent.
     pub first_reduce_ns: u64,
-    /// CLOCK_MONOTONIC nanoseconds when the release was received.
+    /// CLOCK_MONOTONIC nanoseconds when the release was received; 0 when not `released`.
+    #[serde(
+        serialize_with = "release_ns_ser",
+        deserialize_with = "release_ns_de",
+        default
+    )]
     pub release_ns: u64,
     /// How many times the reduce was re-sent.
     pub resends: u32,
+    /// False for a barrier this leaf arrived at (sent its reduce) but left before its release:
+    /// stopped while waiting. Its `release_ns` is 0 and means nothing. Records without the
+    /// field (files of earlier versions) are released ones.
+    #[serde(default = "released_default")]
+    pub released: bool,
+}
+
+fn released_default() -> bool {
+    true
+}
+
+/// `release_ns` of a record not released is written as JSON `null`.
+fn release_ns_ser<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    if *v == 0 {
+        s.serialize_none()
+    } else {
+        s.serialize_u64(*v)
+    }
+}
+
+fn release_ns_de<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(<Option<u64> as serde::Deserialize>::deserialize(d)?.unwrap_or(0))
 }
 
 impl Record {
-    /// Time from the first reduce to the release, in nanoseconds.
+    /// Time from the first reduce to the release, in nanoseconds (0 when not released).
     pub fn latency_ns(&self) -> u64 {
+        if !self.released {
+            return 0;
+        }
         self.release_ns.saturating_sub(self.first_reduce_ns)
     }
 }
@@ -37,7 +75,8 @@ impl Record {
 /// The two file formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordFormat {
-    /// A header line `group,seq,first_reduce_ns,release_ns,resends`, then one line a record.
+    /// A header line `group,seq,first_reduce_ns,release_ns,resends,released`, then one line a
+    /// record (`released` 1 or 0; a record not released has `release_ns` empty).
     Csv,
     /// One JSON object a line, with the same field names.
     JsonLines,
@@ -77,7 +116,10 @@ pub struct RecordSink {
 }
 
 /// The CSV header line (without newline).
-pub const CSV_HEADER: &str = "group,seq,first_reduce_ns,release_ns,resends";
+pub const CSV_HEADER: &str = "group,seq,first_reduce_ns,release_ns,resends,released";
+
+/// The CSV header of files written before the `released` column (still read).
+pub const CSV_HEADER_V1: &str = "group,seq,first_reduce_ns,release_ns,resends";
 
 impl RecordSink {
     /// Records to `out` in `format`, each written through at once ([`Durability::PerRecord`]);
@@ -129,10 +171,15 @@ impl RecordSink {
     pub fn write(&mut self, r: &Record) {
         self.line.clear();
         let res = match self.format {
+            RecordFormat::Csv if r.released => writeln!(
+                self.line,
+                "{},{},{},{},{},1",
+                r.group, r.seq, r.first_reduce_ns, r.release_ns, r.resends
+            ),
             RecordFormat::Csv => writeln!(
                 self.line,
-                "{},{},{},{},{}",
-                r.group, r.seq, r.first_reduce_ns, r.release_ns, r.resends
+                "{},{},{},,{},0",
+                r.group, r.seq, r.first_reduce_ns, r.resends
             ),
             RecordFormat::JsonLines => serde_json::to_writer(&mut self.line, r)
                 .map_err(io::Error::other)
@@ -180,33 +227,59 @@ impl Drop for RecordSink {
     }
 }
 
-/// Parses records written in either format (the CSV header line is skipped).
+/// Parses records written in either format (the CSV header line is skipped), of this version
+/// (with `released`) or the one before (five CSV columns, JSON without `released`: all
+/// released).
 pub fn parse_records(text: &str) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
-        if line.is_empty() || line == CSV_HEADER {
+        if line.is_empty() || line == CSV_HEADER || line == CSV_HEADER_V1 {
             continue;
         }
         if line.starts_with('{') {
-            out.push(serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?);
+            let r: Record =
+                serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+            if r.released && r.release_ns == 0 {
+                return Err(format!("line {}: released without a release_ns", i + 1));
+            }
+            out.push(r);
             continue;
         }
         let f: Vec<&str> = line.split(',').collect();
-        if f.len() != 5 {
+        if f.len() != 5 && f.len() != 6 {
             return Err(format!(
-                "line {}: expected 5 fields, got {}",
+                "line {}: expected 5 or 6 fields, got {}",
                 i + 1,
                 f.len()
             ));
         }
         let bad = |e: std::num::ParseIntError| format!("line {}: {e}", i + 1);
+        let released = match f.get(5) {
+            None | Some(&"1") => true,
+            Some(&"0") => false,
+            Some(other) => {
+                return Err(format!("line {}: released is {other:?}, not 0 or 1", i + 1))
+            }
+        };
+        let release_ns = match (released, f[3]) {
+            (false, "") => 0,
+            (false, _) => {
+                return Err(format!(
+                    "line {}: not released but release_ns {:?}",
+                    i + 1,
+                    f[3]
+                ))
+            }
+            (true, v) => v.parse().map_err(bad)?,
+        };
         out.push(Record {
             group: f[0].parse().map_err(bad)?,
             seq: f[1].parse().map_err(bad)?,
             first_reduce_ns: f[2].parse().map_err(bad)?,
-            release_ns: f[3].parse().map_err(bad)?,
+            release_ns,
             resends: f[4].parse().map_err(bad)?,
+            released,
         });
     }
     Ok(out)
@@ -247,6 +320,7 @@ mod tests {
             first_reduce_ns: 100,
             release_ns: 250,
             resends: 0,
+            released: true,
         },
         Record {
             group: 7,
@@ -254,8 +328,63 @@ mod tests {
             first_reduce_ns: 300,
             release_ns: 1300,
             resends: 2,
+            released: true,
         },
     ];
+
+    /// A barrier the leaf arrived at and left unreleased (stopped while waiting).
+    const WAITING: Record = Record {
+        group: 7,
+        seq: 2,
+        first_reduce_ns: 1400,
+        release_ns: 0,
+        resends: 1,
+        released: false,
+    };
+
+    #[test]
+    fn a_record_not_released_round_trips_in_both_formats() {
+        for format in [RecordFormat::Csv, RecordFormat::JsonLines] {
+            let buf = Shared::default();
+            let mut sink = RecordSink::new(Box::new(buf.clone()), format);
+            for r in RECS.iter().chain([&WAITING]) {
+                sink.write(r);
+            }
+            sink.flush().unwrap();
+            let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+            let last = text.lines().last().unwrap();
+            match format {
+                RecordFormat::Csv => assert_eq!(last, "7,2,1400,,1,0"),
+                RecordFormat::JsonLines => {
+                    assert!(
+                        last.contains("\"release_ns\":null") && last.contains("\"released\":false"),
+                        "{last}"
+                    )
+                }
+            }
+            let mut want = RECS.to_vec();
+            want.push(WAITING);
+            assert_eq!(parse_records(&text).unwrap(), want, "{format:?}");
+            assert_eq!(WAITING.latency_ns(), 0);
+        }
+    }
+
+    #[test]
+    fn files_of_the_previous_version_read_as_released() {
+        let csv = "group,seq,first_reduce_ns,release_ns,resends\n7,0,100,250,0\n7,1,300,1300,2\n";
+        assert_eq!(parse_records(csv).unwrap(), RECS.to_vec());
+        let json = "{\"group\":7,\"seq\":0,\"first_reduce_ns\":100,\"release_ns\":250,\"resends\":0}\n\
+                    {\"group\":7,\"seq\":1,\"first_reduce_ns\":300,\"release_ns\":1300,\"resends\":2}\n";
+        assert_eq!(parse_records(json).unwrap(), RECS.to_vec());
+        // Contradictions are refused, not guessed at.
+        assert!(parse_records("7,2,1400,1500,1,0\n").is_err());
+        assert!(parse_records("7,2,1400,,1,1\n").is_err());
+        assert!(parse_records("7,2,1400,1500,1,2\n").is_err());
+        assert!(parse_records(
+            "{\"group\":7,\"seq\":0,\"first_reduce_ns\":100,\"release_ns\":null,\"resends\":0}\n"
+        )
+        .is_err());
+    }
 
     #[test]
     fn both_formats_round_trip() {

@@ -94,6 +94,13 @@ pub struct Summary {
     pub stats: Stats,
     /// The error that ended the run early, if any.
     pub error: Option<String>,
+    /// `--duration`, seconds, when the run was timed (`requested` is then the `--count` given,
+    /// or 0 for no limit).
+    pub duration_s: Option<f64>,
+    /// The barrier this leaf arrived at and left before its release (stopped by a signal, or
+    /// its `--duration` ran out while it waited): its records file holds that arrival marked
+    /// not released.
+    pub left_waiting_seq: Option<u32>,
 }
 
 impl Summary {
@@ -125,6 +132,8 @@ impl Summary {
             latency_ns: lat.latency(),
             stats,
             error,
+            duration_s: None,
+            left_waiting_seq: None,
         }
     }
 }
@@ -138,14 +147,21 @@ impl fmt::Display for Summary {
         let l = &self.latency_ns;
         writeln!(
             f,
-            "barrier-leaf: {} group {}: {}/{} barriers in {:.3} s ({:.0} barriers/s), first seq {}",
+            "barrier-leaf: {} group {}: {}{} barriers in {:.3} s ({:.0} barriers/s), first seq {}{}",
             self.iface,
             self.group,
             self.completed,
-            self.requested,
+            match (self.duration_s, self.requested) {
+                (Some(_), 0) => String::new(),
+                (_, n) => format!("/{n}"),
+            },
             self.elapsed_s,
             self.barriers_per_s,
-            self.first_seq
+            self.first_seq,
+            match self.duration_s {
+                Some(d) => format!(", timed run of {d} s"),
+                None => String::new(),
+            }
         )?;
         writeln!(
             f,
@@ -168,6 +184,12 @@ impl fmt::Display for Summary {
             self.stats.bad_frames,
             self.stats.link_errors
         )?;
+        if let Some(seq) = self.left_waiting_seq {
+            write!(
+                f,
+                "\nleft barrier seq {seq} before its release (recorded as not released)"
+            )?;
+        }
         if let Some(e) = &self.error {
             write!(f, "\nerror: {e}")?;
         }
@@ -179,6 +201,33 @@ impl fmt::Display for Summary {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_timed_run_and_a_barrier_left_waiting_are_in_the_text() {
+        let mut lat = LatencyRecorder::default();
+        lat.record(&rec(1_000));
+        let mut sum = Summary::new(
+            "a0",
+            7,
+            0,
+            0,
+            Duration::from_millis(1500),
+            &lat,
+            Stats::default(),
+            None,
+        );
+        sum.duration_s = Some(1.5);
+        sum.left_waiting_seq = Some(1);
+        let text = sum.to_string();
+        assert!(
+            text.starts_with("barrier-leaf: a0 group 7: 1 barriers in 1.500 s"),
+            "{text}"
+        );
+        assert!(text.contains(", timed run of 1.5 s\n"), "{text}");
+        assert!(text.ends_with("left barrier seq 1 before its release (recorded as not released)"));
+        sum.requested = 5;
+        assert!(sum.to_string().contains(": 1/5 barriers in"));
+    }
+
     fn rec(lat: u64) -> Record {
         Record {
             group: 1,
@@ -186,6 +235,7 @@ mod tests {
             first_reduce_ns: 1_000,
             release_ns: 1_000 + lat,
             resends: 0,
+            released: true,
         }
     }
 

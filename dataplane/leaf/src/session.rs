@@ -37,6 +37,18 @@ pub struct Config {
     pub backoff: Backoff,
     /// Put the CLOCK_MONOTONIC send time into each reduce (flag HAS_TIMESTAMP).
     pub timestamps: bool,
+    /// Busy-poll this long before sleeping: a wait for frames first polls the transport
+    /// without blocking (`recv` with a zero timeout, in a loop) for up to this long, and only
+    /// then blocks in the transport for the rest of the wait. What MPI libraries do: a release
+    /// that comes within it is taken without a sleep and a wake-up (a blocking AF_PACKET wait
+    /// costs a scheduler round trip per frame), at the price of a busy CPU for that long per
+    /// wait. Zero (the default) blocks at once. Transports that poll anyway (DPDK) gain nothing.
+    pub busy_poll: Duration,
+    /// During the busy poll, give the CPU to other runnable threads between polls
+    /// (`sched_yield`), as MPI libraries do when ranks outnumber cores (Open MPI's
+    /// `mpi_yield_when_idle`): the poll still finds a frame without a sleep and a wake-up, but a
+    /// switch or another leaf on the same CPU runs meanwhile.
+    pub busy_poll_yield: bool,
 }
 
 impl Default for Config {
@@ -49,6 +61,8 @@ impl Default for Config {
             epoch: Epoch::DEFAULT,
             backoff: Backoff::FIXED,
             timestamps: false,
+            busy_poll: Duration::ZERO,
+            busy_poll_yield: false,
         }
     }
 }
@@ -168,8 +182,12 @@ pub struct Stats {
     pub aborts: u64,
     /// Errors of a link that was down or full (ENETDOWN, ENXIO, ENOBUFS, EAGAIN): a reduce
     /// the link refused counts as lost (the re-send timer sends it again), a receive that
-    /// reported the link going down is passed over.
+    /// reported the link going down is passed over. On AF_PACKET, a frame the egress queue
+    /// dropped (a full qdisc) comes back from `send` as ENOBUFS and is counted here.
     pub link_errors: u64,
+    /// Waits whose first frame the busy poll ([`Config::busy_poll`]) found, before the thread
+    /// would have blocked.
+    pub busy_poll_hits: u64,
 }
 
 struct Slot {
@@ -312,6 +330,53 @@ impl<T: Transport> Session<T> {
     /// so the flag is seen at once on AF_PACKET; on other transports within one receive timeout.
     pub fn set_interrupt_flag(&mut self, flag: Arc<AtomicBool>) {
         self.interrupt = Some(flag);
+    }
+
+    /// The record of the barrier `group` waits at (arrived, not released yet), marked not
+    /// released ([`Record::released`] false, `release_ns` 0); `None` when the group is not
+    /// waiting.
+    pub fn waiting_record(&self, group: u32) -> Result<Option<Record>, Error> {
+        let slot = self.slot(group)?;
+        Ok(match slot.leaf.state() {
+            LeafState::Waiting { .. } => Some(Record {
+                group,
+                seq: slot.leaf.seq().0,
+                first_reduce_ns: slot.first_reduce_ns,
+                release_ns: 0,
+                resends: slot.resends,
+                released: false,
+            }),
+            _ => None,
+        })
+    }
+
+    /// Writes the arrival of every group that waits at a barrier to the record sink as a
+    /// record not released, for a leaf that stops waiting (SIGINT, the end of a timed run): a
+    /// checker then knows this leaf reached that barrier and never left it. Returns how many
+    /// were written (0 without a sink). The session still waits at those barriers.
+    pub fn record_waiting(&mut self) -> usize {
+        let waiting: Vec<Record> = self
+            .groups
+            .keys()
+            .filter_map(|&g| self.waiting_record(g).ok().flatten())
+            .collect();
+        let Some(sink) = self.sink.as_mut() else {
+            return 0;
+        };
+        for r in &waiting {
+            sink.write(r);
+        }
+        waiting.len()
+    }
+
+    /// Changes the busy-poll time ([`Config::busy_poll`]) of the waits from now on.
+    pub fn set_busy_poll(&mut self, busy_poll: Duration) {
+        self.cfg.busy_poll = busy_poll;
+    }
+
+    /// Yield the CPU between the busy poll's polls, or spin ([`Config::busy_poll_yield`]).
+    pub fn set_busy_poll_yield(&mut self, yield_cpu: bool) {
+        self.cfg.busy_poll_yield = yield_cpu;
     }
 
     /// Flushes the record sink, if any.
@@ -499,8 +564,12 @@ impl<T: Transport> Session<T> {
         }
         let mut handled = 0;
         while handled < RX_BATCH {
-            let timeout = if handled == 0 { wait } else { Duration::ZERO };
-            let n = match self.transport.recv(&mut self.rx[..], timeout) {
+            let got = if handled == 0 {
+                self.recv_first(wait)
+            } else {
+                self.transport.recv(&mut self.rx[..], Duration::ZERO)
+            };
+            let n = match got {
                 Ok(Some(n)) => n,
                 Ok(None) => break,
                 // The socket reports a link that went down once; frames resume when it is up.
@@ -515,6 +584,34 @@ impl<T: Transport> Session<T> {
             self.on_frame(t, n);
         }
         self.fire_timers(now())
+    }
+
+    /// The first receive of a round: up to `wait`, busy-polling up to [`Config::busy_poll`] of
+    /// it before blocking in the transport for the rest.
+    fn recv_first(&mut self, wait: Duration) -> io::Result<Option<usize>> {
+        let spin = self.cfg.busy_poll.min(wait);
+        if spin.is_zero() {
+            return self.transport.recv(&mut self.rx[..], wait);
+        }
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(n) = self.transport.recv(&mut self.rx[..], Duration::ZERO)? {
+                self.stats.busy_poll_hits += 1;
+                return Ok(Some(n));
+            }
+            if started.elapsed() >= spin {
+                break;
+            }
+            if self.cfg.busy_poll_yield {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        match wait.checked_sub(started.elapsed()) {
+            Some(left) if !left.is_zero() => self.transport.recv(&mut self.rx[..], left),
+            _ => Ok(None),
+        }
     }
 
     fn fire_timers(&mut self, t: Time) -> Result<(), Error> {
@@ -564,6 +661,7 @@ impl<T: Transport> Session<T> {
                     first_reduce_ns: slot.first_reduce_ns,
                     release_ns: t.nanos(),
                     resends: slot.resends,
+                    released: true,
                 };
                 if let Some(sink) = self.sink.as_mut() {
                     // A full disk must not stop the barriers; the caller sees it at flush.

@@ -131,7 +131,7 @@ fn text_summary_with_first_seq_and_csv_records() {
     assert!(stdout.contains("p99.9"), "{stdout}");
     let text = std::fs::read_to_string(&records).unwrap();
     let _ = std::fs::remove_file(&records);
-    assert!(text.starts_with("group,seq,first_reduce_ns,release_ns,resends\n"));
+    assert!(text.starts_with("group,seq,first_reduce_ns,release_ns,resends,released\n"));
     let seqs: Vec<u32> = barrier_leaf::records::parse_records(&text)
         .unwrap()
         .iter()
@@ -264,9 +264,219 @@ fn sigint_ends_the_run_with_a_summary_and_flushed_records() {
     let text = std::fs::read_to_string(&records).unwrap();
     let _ = std::fs::remove_file(&records);
     let recs = barrier_leaf::records::parse_records(&text).unwrap();
+    let released = recs.iter().filter(|r| r.released).count() as u64;
     assert_eq!(
-        recs.len() as u64,
-        completed,
+        released, completed,
         "every completed barrier is in the records"
     );
+    // Stopped while waiting (not in the gap between barriers): that arrival is the last row.
+    match v["left_waiting_seq"].as_u64() {
+        Some(seq) => {
+            let last = recs.last().unwrap();
+            assert!(!last.released && u64::from(last.seq) == seq, "{last:?} {v}");
+            assert_eq!(recs.len() as u64, completed + 1);
+        }
+        None => assert_eq!(recs.len() as u64, completed),
+    }
+}
+
+#[test]
+fn a_leaf_stopped_while_it_waits_records_that_arrival_not_released() {
+    if !can_create() {
+        eprintln!("skipped: needs root and iproute2");
+        return;
+    }
+    let bed = VethNetns::create().unwrap();
+    let records = records_path("waiting", "csv");
+    // No switch: the leaf arrives at barrier 3 and waits there until SIGTERM.
+    let child = bed
+        .command(EXE)
+        .args(["--iface", &bed.a, "-g", "7", "--first-seq", "3", "--json"])
+        .arg("--records")
+        .arg(&records)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let before_kill = barrier_leaf::now().nanos();
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["left_waiting_seq"], 3, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("interrupted"), "{v}");
+    let text = std::fs::read_to_string(&records).unwrap();
+    let _ = std::fs::remove_file(&records);
+    assert_eq!(text.lines().nth(1), text.lines().last());
+    let line = text.lines().last().unwrap();
+    assert!(line.starts_with("7,3,") && line.ends_with(",0"), "{text}");
+    let recs = barrier_leaf::records::parse_records(&text).unwrap();
+    assert_eq!(recs.len(), 1, "{text}");
+    let r = recs[0];
+    assert!(!r.released && r.release_ns == 0 && r.seq == 3, "{r:?}");
+    assert!(
+        r.first_reduce_ns > 0 && r.first_reduce_ns < before_kill,
+        "{r:?}"
+    );
+    // It waited up to 500 ms at 1 ms re-sends (fewer on a loaded machine: the process start).
+    assert!(r.resends >= 1, "{r:?}");
+}
+
+/// Two leaves of one group, one running 5 barriers, one timed: the timed leaf waits at barrier 5
+/// (the other never comes), leaves it when its time and grace are up, records that arrival as not
+/// released and succeeds; scripts/tools/check_records.py accepts both files, and refuses them
+/// once that not-released arrival is made barrier 4's, after the other leaf's release of it.
+#[test]
+fn a_timed_run_ends_at_its_duration_and_the_records_check() {
+    if !can_create() {
+        eprintln!("skipped: needs root and iproute2");
+        return;
+    }
+    let bed = VethNetns::with_pairs(2).unwrap();
+    let socks: Vec<RawSocket> = bed
+        .pairs
+        .iter()
+        .map(|(_, b)| RawSocket::open_in_netns(&bed.netns, b, ETHERTYPE).unwrap())
+        .collect();
+    let mut root = MiniRoot::new(MacAddr(socks[0].mac()));
+    root.add_group(7, &[0, 1]);
+    let (ra, rb) = (records_path("count", "csv"), records_path("timed", "jsonl"));
+    let stop = AtomicBool::new(false);
+    let (a, b, elapsed) = std::thread::scope(|s| {
+        let (root, socks, stop) = (&mut root, &socks, &stop);
+        s.spawn(move || root.serve_sockets(socks, stop).unwrap());
+        let _stop_guard = StopOnDrop(stop);
+        let leaf = |iface: &str, extra: &[&str], rec: &std::path::Path| {
+            bed.command(EXE)
+                .args(["--iface", iface, "-g", "7", "--json", "--quiet"])
+                .args(extra)
+                .arg("--records")
+                .arg(rec)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let started = std::time::Instant::now();
+        let b = leaf(&bed.pairs[1].0, &["--duration", "1.5"], &rb);
+        let a = leaf(&bed.pairs[0].0, &["--count", "5"], &ra);
+        let a = a.wait_with_output().unwrap();
+        let b = b.wait_with_output().unwrap();
+        let elapsed = started.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        (a, b, elapsed)
+    });
+    assert!(a.status.success(), "{a:?}");
+    assert!(b.status.success(), "{b:?}");
+    let vb: serde_json::Value = serde_json::from_slice(&b.stdout).unwrap();
+    assert_eq!(
+        (vb["completed"].as_u64(), vb["requested"].as_u64()),
+        (Some(5), Some(0)),
+        "{vb}"
+    );
+    assert_eq!(vb["duration_s"], 1.5);
+    assert_eq!(vb["left_waiting_seq"], 5, "{vb}");
+    assert!(vb["error"].is_null(), "{vb}");
+    // The duration (1.5 s) and the grace (100 ms), not the 10 s barrier timeout, ended it.
+    assert!(
+        elapsed >= std::time::Duration::from_millis(1500)
+            && elapsed < std::time::Duration::from_secs(5),
+        "{elapsed:?}"
+    );
+    let recs_b =
+        barrier_leaf::records::parse_records(&std::fs::read_to_string(&rb).unwrap()).unwrap();
+    assert_eq!(recs_b.len(), 6);
+    assert!(recs_b[..5].iter().all(|r| r.released) && !recs_b[5].released);
+    let check = |files: &[&std::path::Path]| {
+        Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../scripts/tools/check_records.py"
+            ))
+            .args(files)
+            .output()
+            .unwrap()
+    };
+    let ok = check(&[&ra, &rb]);
+    let said = String::from_utf8_lossy(&ok.stdout).into_owned();
+    assert!(ok.status.success(), "{said}");
+    assert!(said.contains("left sequence 5 unreleased"), "{said}");
+    // The same files, the timed leaf's last arrival moved after leaf a's release of barrier 4
+    // and relabelled 4: an early release the checker must find.
+    let text = std::fs::read_to_string(&rb).unwrap();
+    let recs_a =
+        barrier_leaf::records::parse_records(&std::fs::read_to_string(&ra).unwrap()).unwrap();
+    let late = recs_a[4].release_ns + 1_000;
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    lines.remove(4); // b's released record of barrier 4
+    let last = lines.pop().unwrap();
+    let mut moved: serde_json::Value = serde_json::from_str(&last).unwrap();
+    moved["seq"] = 4.into();
+    moved["first_reduce_ns"] = late.into();
+    lines.push(moved.to_string());
+    let bad = records_path("timed-bad", "jsonl");
+    std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
+    let fail = check(&[&ra, &bad]);
+    let said = String::from_utf8_lossy(&fail.stdout).into_owned();
+    assert!(!fail.status.success(), "{said}");
+    assert!(said.contains("sequence 4: a leaf was released"), "{said}");
+    for p in [&ra, &rb, &bad] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// An egress drop: with a qdisc that holds nothing (`pfifo limit 0`) on the leaf's interface,
+/// every reduce the leaf sends is dropped on the way out and `send` returns ENOBUFS. The leaf
+/// counts each as a link error and goes on re-sending, as for a frame lost on the wire, until the
+/// barrier's timeout ends the run (not an I/O error on the first send).
+#[test]
+fn an_egress_drop_is_counted_as_a_link_error() {
+    if !can_create() {
+        eprintln!("skipped: needs root and iproute2");
+        return;
+    }
+    let bed = VethNetns::create().unwrap();
+    bed.exec(&[
+        "tc", "qdisc", "add", "dev", &bed.a, "root", "pfifo", "limit", "0",
+    ])
+    .expect("tc qdisc add ... pfifo limit 0");
+    let out = bed
+        .command(EXE)
+        .args(["--iface", &bed.a, "-g", "7", "-n", "1", "--json"])
+        .args(["--timeout-us", "100000", "--resend-us", "2000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("timeout: group 7 barrier seq 0"),
+        "{v}"
+    );
+    let st = &v["stats"];
+    let sent = st["reduces"].as_u64().unwrap() + st["resends"].as_u64().unwrap();
+    assert!(sent >= 3, "{v}");
+    assert_eq!(
+        st["link_errors"].as_u64(),
+        Some(sent),
+        "every send was refused: {v}"
+    );
+    // The control: the same run without the qdisc sends its frames, no link errors.
+    bed.exec(&["tc", "qdisc", "del", "dev", &bed.a, "root"])
+        .unwrap();
+    let out = bed
+        .command(EXE)
+        .args(["--iface", &bed.a, "-g", "7", "-n", "1", "--json"])
+        .args(["--timeout-us", "50000", "--resend-us", "2000"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stats"]["link_errors"], 0, "{v}");
 }

@@ -35,13 +35,15 @@ typedef enum barrier_status {
                                * (barrier_leaf_last_error names the switch and port); no barrier
                                * of this epoch completes: management resets the group, and the
                                * job reopens the leaf in the new epoch */
-    BARRIER_EEPOCHINUSE = -10 /* the switch answers the leaf's reduces with releases of another
+    BARRIER_EEPOCHINUSE = -10,/* the switch answers the leaf's reduces with releases of another
                                * barrier of the same epoch: an earlier run used the group's epoch
                                * (barrier_leaf_last_error names group, epoch, both barriers and
                                * the fix). Reported within a few re-send periods; final for the
                                * epoch, like BARRIER_EABORTED: reset the group's run on every
                                * switch of its tree (barrierctl reset PLAN) and reopen the leaf
                                * with opts.epoch = the new epoch */
+    BARRIER_ENOTSUP = -11     /* not in this build: barrier_leaf_open_dpdk in a libbarrier built
+                               * without DPDK (cargo feature `dpdk` of barrier-leaf-capi) */
 } barrier_status;
 
 /* An open leaf: one interface, a set of groups. */
@@ -86,6 +88,33 @@ void barrier_leaf_options_init(barrier_leaf_options *opts);
 /* Opens a leaf on network interface `ifname` (AF_PACKET, EtherType 0x88B5; needs CAP_NET_RAW).
  * `opts` may be NULL for the defaults. On success stores the handle in *out. */
 int barrier_leaf_open(const char *ifname, const barrier_leaf_options *opts, barrier_leaf **out);
+
+/* Opens a leaf on DPDK port `port` (a PCI address given with -a in eal_args, or a virtual
+ * device given with --vdev, e.g. "net_af_packet0"): one RX and one TX queue, polled (a wait
+ * spins its thread on the CPU; give it a core of its own). `eal_args` are DPDK's EAL arguments
+ * as one string split on spaces (no quoting), without a program name, e.g.
+ * "-l 2 --no-huge -m 256 --vdev=net_af_packet0,iface=eth1 --file-prefix=rank3"; the first call
+ * in a process starts the EAL with them (on the calling thread, which becomes EAL's main lcore)
+ * and it stays up until the process exits. Later calls open more ports on it and take NULL or
+ * the same arguments (BARRIER_EINVAL otherwise). `opts` may be NULL for the defaults.
+ * BARRIER_ENOTSUP when libbarrier was built without DPDK (the default build; cargo build -p
+ * barrier-leaf-capi --features dpdk). Needs what DPDK needs: root for the virtual devices used
+ * here, hugepages unless --no-huge. See docs/leaf.md. */
+int barrier_leaf_open_dpdk(const char *eal_args, const char *port, const barrier_leaf_options *opts,
+                           barrier_leaf **out);
+
+/* Busy-polls the link for up to `us` microseconds before sleeping, in every wait for a frame
+ * from now on (barrier_leaf_wait, barrier_leaf_poll with a timeout): a release that comes
+ * within it is taken without the sleep and wake-up of a blocking AF_PACKET wait, at the price of
+ * a busy CPU for up to `us` per wait. 0 (the default) blocks at once. What MPI libraries do
+ * before they block; see docs/leaf.md for measurements. */
+int barrier_leaf_set_busy_poll(barrier_leaf *leaf, uint32_t us);
+
+/* With `yield_cpu` nonzero, the busy poll of barrier_leaf_set_busy_poll gives the CPU to other
+ * runnable threads between polls (sched_yield) instead of spinning, as MPI libraries do when
+ * ranks outnumber cores; 0 (the default) spins. See docs/leaf.md: a much lower median where
+ * cores are shared, a worse tail. */
+int barrier_leaf_set_busy_poll_yield(barrier_leaf *leaf, int yield_cpu);
 
 /* Joins barrier group `group` (0 .. 2^20-1); its first barrier has opts->first_seq. */
 int barrier_leaf_add_group(barrier_leaf *leaf, uint32_t group);

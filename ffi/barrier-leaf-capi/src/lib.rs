@@ -40,6 +40,8 @@ pub mod status {
     pub const EABORTED: c_int = -9;
     /// The switch is at another barrier of the leaf's epoch: an earlier run used the epoch.
     pub const EEPOCHINUSE: c_int = -10;
+    /// Not in this build of libbarrier (barrier_leaf_open_dpdk without the `dpdk` feature).
+    pub const ENOTSUP: c_int = -11;
 }
 
 /// `barrier_leaf_options` of barrier.h.
@@ -154,6 +156,8 @@ impl BarrierLeafOptions {
             epoch: Epoch(self.epoch),
             backoff: Default::default(),
             timestamps: self.timestamps != 0,
+            busy_poll: Duration::ZERO,
+            busy_poll_yield: false,
         })
     }
 }
@@ -308,6 +312,186 @@ pub unsafe extern "C" fn barrier_leaf_open(
         let leaf = BarrierLeaf::from_session(session).into_raw();
         // SAFETY: `out` is non-NULL and writable per the contract.
         unsafe { out.write(leaf) };
+        Ok(status::OK)
+    })
+}
+
+/// Opens a leaf on DPDK port `port`, starting DPDK's EAL with `eal_args` on the first call.
+///
+/// # Safety
+/// `eal_args` is NULL or a NUL-terminated string; `port` is a NUL-terminated string; `opts` is
+/// NULL or a valid `barrier_leaf_options`; `out` points to writable storage for a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn barrier_leaf_open_dpdk(
+    eal_args: *const c_char,
+    port: *const c_char,
+    opts: *const BarrierLeafOptions,
+    out: *mut *mut BarrierLeaf,
+) -> c_int {
+    guard(|| {
+        if port.is_null() {
+            return Err(null("port"));
+        }
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let utf8 = |what: &str, p: *const c_char| -> Result<String, (c_int, String)> {
+            // SAFETY: non-NULL (checked by the callers below) and NUL-terminated per the
+            // contract; copied out during this call.
+            let s = unsafe { CStr::from_ptr(p) };
+            s.to_str()
+                .map(str::to_owned)
+                .map_err(|_| (status::EINVAL, format!("{what} is not UTF-8")))
+        };
+        let port = utf8("port", port)?;
+        let eal_args = if eal_args.is_null() {
+            String::new()
+        } else {
+            utf8("eal_args", eal_args)?
+        };
+        // SAFETY: NULL or a valid options struct per the contract; copied out.
+        let opts = unsafe { opts.as_ref() }
+            .copied()
+            .unwrap_or_else(BarrierLeafOptions::defaults);
+        let cfg = opts.to_config()?;
+        let transport = dpdk_port::open(&eal_args, &port)?;
+        let session = Session::new(transport, cfg, &[]).map_err(fail)?;
+        let leaf = BarrierLeaf::from_session(session).into_raw();
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { out.write(leaf) };
+        Ok(status::OK)
+    })
+}
+
+/// The DPDK side of `barrier_leaf_open_dpdk`: one EAL per process, started by the first call
+/// and kept until the process exits (DPDK cannot start its EAL a second time in a process, so
+/// closing the last DPDK leaf must not clean it up), one mempool and one started port per leaf.
+#[cfg(feature = "dpdk")]
+mod dpdk_port {
+    use super::status;
+    use barrier_leaf::dpdk_transport::{DpdkOptions, DpdkPort};
+    use barrier_leaf::Transport;
+    use std::ffi::c_int;
+    use std::sync::Mutex;
+
+    struct Started {
+        eal: dpdk::Eal,
+        /// The arguments it was started with, to refuse different ones later.
+        args: String,
+        /// Mempools made so far (their names must differ).
+        pools: u32,
+    }
+
+    static EAL: Mutex<Option<Started>> = Mutex::new(None);
+
+    /// Starts the EAL (first call) and opens `port` on it.
+    pub(super) fn open(
+        eal_args: &str,
+        port: &str,
+    ) -> Result<Box<dyn Transport + Send>, (c_int, String)> {
+        let mut started = EAL.lock().unwrap_or_else(|p| p.into_inner());
+        let args: Vec<String> = eal_args.split_whitespace().map(String::from).collect();
+        let normalised = args.join(" ");
+        if started.is_none() {
+            let argv = std::iter::once("libbarrier".to_string()).chain(args);
+            let (eal, rest) = dpdk::Eal::init(argv)
+                .map_err(|e| (status::EIO, format!("EAL ({normalised}): {e}")))?;
+            // Kept even when refused below: dropping it would clean the EAL up, and DPDK cannot
+            // start one again in this process.
+            *started = Some(Started {
+                eal,
+                args: normalised.clone(),
+                pools: 0,
+            });
+            if !rest.is_empty() {
+                return Err((
+                    status::EINVAL,
+                    format!("eal_args: arguments after the EAL's (a `--`?): {rest:?}"),
+                ));
+            }
+        }
+        let st = started.as_mut().expect("started above");
+        if !eal_args.trim().is_empty() && normalised != st.args {
+            return Err((
+                status::EINVAL,
+                format!(
+                    "eal_args {normalised:?}: the EAL of this process was started with {:?}; \
+                     pass NULL (or the same arguments) to open more ports on it",
+                    st.args
+                ),
+            ));
+        }
+        let opts = DpdkOptions::default();
+        let mbufs = u32::from(opts.rx_desc) + u32::from(opts.tx_desc) + 1023;
+        st.pools += 1;
+        let pool = dpdk::Mempool::new_pktmbuf(
+            &st.eal,
+            &format!("barrier_c{}", st.pools),
+            mbufs,
+            32,
+            dpdk::MBUF_DEFAULT_BUF_SIZE,
+        )
+        .map_err(|e| (status::EIO, format!("mempool: {e}")))?;
+        let p = DpdkPort::open(&st.eal, port, &pool, &opts).map_err(|e| {
+            let code = if e.to_string().contains("no port named") {
+                status::ENODEV
+            } else {
+                status::EIO
+            };
+            (code, format!("DPDK port {port}: {e}"))
+        })?;
+        Ok(Box::new(p))
+    }
+}
+
+/// Without the `dpdk` feature: the function is there (barrier.h declares it), DPDK is not.
+#[cfg(not(feature = "dpdk"))]
+mod dpdk_port {
+    use super::status;
+    use barrier_leaf::Transport;
+    use std::ffi::c_int;
+
+    pub(super) fn open(
+        _eal_args: &str,
+        port: &str,
+    ) -> Result<Box<dyn Transport + Send>, (c_int, String)> {
+        Err((
+            status::ENOTSUP,
+            format!(
+                "DPDK port {port}: this libbarrier was built without DPDK (cargo build -p \
+                 barrier-leaf-capi --features dpdk)"
+            ),
+        ))
+    }
+}
+
+/// Busy-polls `us` µs before sleeping in each wait for a frame (0: block at once).
+///
+/// # Safety
+/// `leaf` as in barrier.h: from `barrier_leaf_open`, not closed, one thread at a time.
+#[no_mangle]
+pub unsafe extern "C" fn barrier_leaf_set_busy_poll(leaf: *mut BarrierLeaf, us: u32) -> c_int {
+    guard(|| {
+        // SAFETY: forwarded contract of this function.
+        let leaf = unsafe { leaf_mut(leaf) }?;
+        leaf.session.set_busy_poll(Duration::from_micros(us.into()));
+        Ok(status::OK)
+    })
+}
+
+/// Nonzero: yield the CPU between the busy poll's polls; 0: spin (the default).
+///
+/// # Safety
+/// `leaf` as in barrier.h: from `barrier_leaf_open`, not closed, one thread at a time.
+#[no_mangle]
+pub unsafe extern "C" fn barrier_leaf_set_busy_poll_yield(
+    leaf: *mut BarrierLeaf,
+    yield_cpu: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: forwarded contract of this function.
+        let leaf = unsafe { leaf_mut(leaf) }?;
+        leaf.session.set_busy_poll_yield(yield_cpu != 0);
         Ok(status::OK)
     })
 }
@@ -549,6 +733,7 @@ pub extern "C" fn barrier_strerror(code: c_int) -> *const c_char {
             c"the switch is at another barrier of this epoch: an earlier run used the group's \
               epoch; reset the group to a new epoch and open the leaf with it"
         }
+        status::ENOTSUP => c"not supported by this build of libbarrier",
         _ => c"unknown barrier status code",
     };
     s.as_ptr()
@@ -710,6 +895,66 @@ mod tests {
                 assert!(last_error().contains("recs is NULL"));
             }
         });
+    }
+
+    #[test]
+    fn busy_poll_takes_releases_before_the_thread_sleeps() {
+        with_leaf(&[1], Duration::from_secs(5), |leaf| {
+            // SAFETY (whole block): `leaf` is a live handle used by this thread only.
+            unsafe {
+                assert_eq!(
+                    barrier_leaf_set_busy_poll(ptr::null_mut(), 5),
+                    status::EINVAL
+                );
+                for _ in 0..20 {
+                    assert_eq!(barrier_leaf_wait(leaf, 1, 0, ptr::null_mut()), status::OK);
+                }
+                assert_eq!((*leaf).session.stats().busy_poll_hits, 0, "off by default");
+                // 100 ms: every release of the in-memory switch comes within it.
+                assert_eq!(barrier_leaf_set_busy_poll(leaf, 100_000), status::OK);
+                for _ in 0..20 {
+                    assert_eq!(barrier_leaf_wait(leaf, 1, 0, ptr::null_mut()), status::OK);
+                }
+                let st = (*leaf).session.stats();
+                assert_eq!(st.releases, 40);
+                assert!(st.busy_poll_hits >= 20, "{st:?}");
+                // Yielding between polls finds the releases the same way.
+                assert_eq!(barrier_leaf_set_busy_poll_yield(leaf, 1), status::OK);
+                assert!((*leaf).session.config().busy_poll_yield);
+                for _ in 0..20 {
+                    assert_eq!(barrier_leaf_wait(leaf, 1, 0, ptr::null_mut()), status::OK);
+                }
+                let st2 = (*leaf).session.stats();
+                assert!(st2.busy_poll_hits >= st.busy_poll_hits + 20, "{st2:?}");
+                assert_eq!(
+                    barrier_leaf_set_busy_poll_yield(ptr::null_mut(), 1),
+                    status::EINVAL
+                );
+                assert_eq!(barrier_leaf_set_busy_poll(leaf, 0), status::OK);
+                assert_eq!((*leaf).session.config().busy_poll, Duration::ZERO);
+            }
+        });
+    }
+
+    #[cfg(not(feature = "dpdk"))]
+    #[test]
+    fn without_the_dpdk_feature_open_dpdk_says_so() {
+        let port = CString::new("net_ring0").unwrap();
+        let mut out: *mut BarrierLeaf = ptr::null_mut();
+        // SAFETY: valid NUL-terminated strings and a writable out-pointer.
+        let rc =
+            unsafe { barrier_leaf_open_dpdk(ptr::null(), port.as_ptr(), ptr::null(), &mut out) };
+        assert_eq!(rc, status::ENOTSUP);
+        assert!(out.is_null());
+        assert!(
+            last_error().contains("built without DPDK"),
+            "{}",
+            last_error()
+        );
+        assert!(last_error().contains("net_ring0"), "{}", last_error());
+        // SAFETY: NULL port is the argument check under test.
+        let rc = unsafe { barrier_leaf_open_dpdk(ptr::null(), ptr::null(), ptr::null(), &mut out) };
+        assert_eq!(rc, status::EINVAL);
     }
 
     #[test]
@@ -1002,6 +1247,7 @@ mod tests {
             status::EINTERNAL,
             status::EABORTED,
             status::EEPOCHINUSE,
+            status::ENOTSUP,
         ];
         let texts: std::collections::HashSet<String> = codes.iter().map(|&c| strerror(c)).collect();
         assert_eq!(texts.len(), codes.len(), "every code has its own text");

@@ -37,7 +37,8 @@ int main(void) {
     barrier_leaf_options o; barrier_leaf_options_init(&o);
     P(o.resend_timeout_us); P(o.wait_timeout_us); P(o.dst_mac[0]); P(o.first_seq); P(o.epoch);
     P(BARRIER_ETIMEDOUT == -3); P(BARRIER_EINTERNAL == -8); P(BARRIER_EABORTED == -9);
-    P(BARRIER_EEPOCHINUSE == -10);
+    P(BARRIER_EEPOCHINUSE == -10); P(BARRIER_ENOTSUP == -11);
+    P(barrier_leaf_set_busy_poll(NULL, 5) == BARRIER_EINVAL);
     return 0;
 }
 "#,
@@ -79,6 +80,8 @@ int main(void) {
         d.wait_timeout_us as usize,
         0xff,
         0,
+        1,
+        1,
         1,
         1,
         1,

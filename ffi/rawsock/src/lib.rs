@@ -193,6 +193,48 @@ impl RawSocket {
         }
     }
 
+    /// Sets `SO_BUSY_POLL` on the socket: a blocking receive (and `poll`) busy-polls the
+    /// device's receive queue in the kernel for up to `usecs` µs before sleeping, on devices
+    /// whose driver supports it (NAPI; frames must carry a NAPI id). 0 turns it off. Raising it
+    /// above `net.core.busy_read` needs CAP_NET_ADMIN.
+    pub fn set_busy_poll(&self, usecs: u32) -> io::Result<()> {
+        let v: libc::c_int = usecs.min(i32::MAX as u32) as libc::c_int;
+        // SAFETY: `v` outlives the call and its size is passed; the fd is valid.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_BUSY_POLL,
+                (&v as *const libc::c_int).cast(),
+                mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The socket's `SO_BUSY_POLL` value, µs.
+    pub fn busy_poll(&self) -> io::Result<u32> {
+        let mut v: libc::c_int = 0;
+        let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `v` and `len` are writable and outlive the call; `len` holds v's size.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_BUSY_POLL,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(v.max(0) as u32)
+    }
+
     /// The interface's hardware (MAC) address, read when the socket was opened.
     pub fn mac(&self) -> [u8; 6] {
         self.mac
