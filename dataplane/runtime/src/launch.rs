@@ -312,6 +312,11 @@ pub fn close_ports(ports: Vec<Port>, pools: &[&Mempool]) -> Result<String, Close
             in_use: pool.in_use_count(),
         });
     }
+    // What is still out is what the closed ports' PMDs kept (net_af_xdp's rings): it never
+    // comes back and nothing touches it, so the pools may be freed with it out.
+    for pool in pools {
+        pool.abandon_held(pool.in_use_count());
+    }
     let lines: Vec<String> = pools
         .iter()
         .map(|pool| match pool.in_use_count() {

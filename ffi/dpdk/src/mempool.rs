@@ -20,6 +20,9 @@ pub struct Mempool {
 struct PoolInner {
     ptr: NonNull<sys::rte_mempool>,
     name: String,
+    /// Mbufs that may stay out when the pool is dropped without keeping it alive: those a
+    /// closed port's driver kept and will never touch again (`Mempool::abandon_held`).
+    abandoned: std::sync::atomic::AtomicU32,
     /// Dropped by hand after the pool is freed, or leaked with the pool (see Drop).
     _eal: ManuallyDrop<Eal>,
 }
@@ -127,9 +130,22 @@ impl Mempool {
             inner: Arc::new(PoolInner {
                 ptr,
                 name: name.to_string(),
+                abandoned: std::sync::atomic::AtomicU32::new(0),
                 _eal: ManuallyDrop::new(eal.clone()),
             }),
         })
+    }
+
+    /// Says that `n` of the mbufs still out will never come back nor be touched again: DPDK
+    /// 22.11's `net_af_xdp` keeps what sits in a queue's fill and TX rings when it closes, and
+    /// closes the socket (the kernel's last reference to that memory) with the port. After
+    /// this, dropping the pool with at most `n` mbufs out frees it (and lets EAL clean up and
+    /// remove its runtime folder) instead of leaking it. Only for the ports' pools, after every
+    /// port that used the pool is closed.
+    pub fn abandon_held(&self, n: u32) {
+        self.inner
+            .abandoned
+            .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The pool's span of virtual memory, first object to the end of the last, and whether it
@@ -219,7 +235,7 @@ impl Drop for PoolInner {
     fn drop(&mut self) {
         // SAFETY: the pool pointer is valid until freed below.
         let in_use = unsafe { sys::rte_mempool_in_use_count(self.ptr.as_ptr()) };
-        if in_use != 0 {
+        if in_use > self.abandoned.load(std::sync::atomic::Ordering::Relaxed) {
             // Mbufs from this pool are still alive somewhere (an Mbuf handle, or a driver ring
             // of a port that was not closed); freeing the pool would leave them dangling. Leak
             // the pool and its Eal clone, so rte_eal_cleanup never runs under those mbufs.
