@@ -188,7 +188,33 @@ pub fn attacks(cfg: &BedConfig, g: u32, seq: u32) -> Vec<Attack> {
             frame: frame(Kind::Release, g, Epoch(e.0 + 1), seq),
             counter: "drop_other_epoch",
         },
+        // Ordinary traffic on every port (issue 25: a data flood must not release or wedge a
+        // barrier): an IPv4 and an IPv6 frame, the barrier frame's bytes after the EtherType,
+        // so that only the EtherType tells them apart. This bed has no exception path: they
+        // are dropped and counted.
+        Attack {
+            port: C0,
+            frame: ordinary(&frame(Kind::Reduce, g, e, seq), 0x0800),
+            counter: "drop_not_barrier",
+        },
+        Attack {
+            port: X,
+            frame: ordinary(&frame(Kind::Release, g, e, seq), 0x86DD),
+            counter: "drop_not_barrier",
+        },
+        Attack {
+            port: UP,
+            frame: ordinary(&frame(Kind::Release, g, e, seq + 1), 0x0800),
+            counter: "drop_not_barrier",
+        },
     ]
+}
+
+/// `barrier` with EtherType `ethertype`: an ordinary frame with a barrier frame's payload.
+fn ordinary(barrier: &[u8], ethertype: u16) -> Vec<u8> {
+    let mut f = barrier.to_vec();
+    f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+    f
 }
 
 pub struct Bed {
