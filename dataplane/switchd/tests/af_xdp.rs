@@ -11,7 +11,9 @@ use barrier_protocol::wire::{Kind, ETHERTYPE};
 use barrier_protocol::{GroupId, Seq};
 use barrier_testbed::netns::{can_create, VethNetns};
 use common::afp::{next_frame, port_rx_counter, reduce, SwitchProc};
-use common::hosts::{barrier_resending, check, ip, iperf3_received_bps};
+use common::hosts::{
+    barrier_resending, check, flood_barriers, ip, iperf3_bps, iperf3_received_bps,
+};
 use rawsock::RawSocket;
 use std::process::Command;
 use std::time::Duration;
@@ -103,6 +105,50 @@ impl Hosts {
         text.lines()
             .find(|l| l.trim_start().starts_with("prog/xdp"))
             .map(str::to_owned)
+    }
+
+    /// The switch's two ends in a Linux bridge `br0`, the hosts in one subnet through it:
+    /// 10.77.9.<i+1>/24 and fd77::<i+1>/64.
+    fn bridge(&self) {
+        let ns = self.bed.netns.clone();
+        ip(&["-n", &ns, "link", "add", "br0", "type", "bridge"]);
+        for (i, (a, b)) in self.bed.pairs.iter().enumerate() {
+            ip(&["-n", &ns, "addr", "flush", "dev", a]);
+            ip(&["-n", &ns, "link", "set", a, "master", "br0"]);
+            // Both hosts in 10.77.9.0/24 and fd77::/64, through the bridge.
+            let h = &self.hosts[i];
+            ip(&[
+                "-n",
+                h,
+                "addr",
+                "add",
+                &format!("10.77.9.{}/24", i + 1),
+                "dev",
+                b,
+            ]);
+            let _ = Command::new("ip")
+                .args(["netns", "exec", h, "sysctl", "-q", "-w"])
+                .arg(format!("net.ipv6.conf.{b}.disable_ipv6=0"))
+                .status();
+            ip(&[
+                "-n",
+                h,
+                "addr",
+                "add",
+                &format!("fd77::{}/64", i + 1),
+                "dev",
+                b,
+                "nodad",
+            ]);
+        }
+        ip(&["-n", &ns, "link", "set", "br0", "up"]);
+    }
+
+    /// A command run in host `i`'s namespace.
+    fn in_host(&self, i: usize, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.hosts[i]]).args(args);
+        c
     }
 
     fn config(&self, dir: &std::path::Path, queues: u16) -> std::path::PathBuf {
@@ -294,49 +340,14 @@ fn hosts_exchange_tcp_across_the_bridged_ports_while_barriers_run() {
             || Command::new(tool).arg("-V").output().is_ok();
         assert!(found, "{tool} not installed: run scripts/setup.sh");
     }
-    let ns = hosts.bed.netns.clone();
-    ip(&["-n", &ns, "link", "add", "br0", "type", "bridge"]);
-    for (i, (a, b)) in hosts.bed.pairs.iter().enumerate() {
-        ip(&["-n", &ns, "addr", "flush", "dev", a]);
-        ip(&["-n", &ns, "link", "set", a, "master", "br0"]);
-        // Both hosts in 10.77.9.0/24 and fd77::/64, through the bridge.
-        let h = &hosts.hosts[i];
-        ip(&[
-            "-n",
-            h,
-            "addr",
-            "add",
-            &format!("10.77.9.{}/24", i + 1),
-            "dev",
-            b,
-        ]);
-        let _ = Command::new("ip")
-            .args(["netns", "exec", h, "sysctl", "-q", "-w"])
-            .arg(format!("net.ipv6.conf.{b}.disable_ipv6=0"))
-            .status();
-        ip(&[
-            "-n",
-            h,
-            "addr",
-            "add",
-            &format!("fd77::{}/64", i + 1),
-            "dev",
-            b,
-            "nodad",
-        ]);
-    }
-    ip(&["-n", &ns, "link", "set", "br0", "up"]);
+    hosts.bridge();
     let dir = tempfile::tempdir().unwrap();
     let cfg = hosts.config(dir.path(), 1);
     let (l0, l1) = (hosts.leaf(0), hosts.leaf(1));
     let mut switch = SwitchProc::spawn(&hosts.bed, &cfg);
     switch.wait_ready();
 
-    let in_host = |i: usize, args: &[&str]| {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &hosts.hosts[i]]).args(args);
-        c
-    };
+    let in_host = |i: usize, args: &[&str]| hosts.in_host(i, args);
     for target in ["10.77.9.2", "fd77::2"] {
         let out = in_host(0, &["ping", "-c", "2", "-i", "0.2", "-W", "2", target])
             .output()
@@ -389,4 +400,48 @@ fn hosts_exchange_tcp_across_the_bridged_ports_while_barriers_run() {
         .find(|l| l.starts_with("port leaf0 steering:"))
         .unwrap_or_else(|| panic!("no steering counters in\n{out}"));
     eprintln!("{steer}");
+}
+
+/// A barrier flood does not starve ordinary traffic: host 0 sends reduces of a group the
+/// switch does not have as fast as its socket takes them, through the same AF_XDP port as its
+/// TCP to host 1; the TCP run completes, and the switch dropped the flood as it should.
+#[test]
+fn a_barrier_flood_does_not_starve_the_hosts_tcp() {
+    let Some(hosts) = Hosts::new() else {
+        return;
+    };
+    hosts.bridge();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = hosts.config(dir.path(), 1);
+    let l0 = hosts.leaf(0);
+    let mut switch = SwitchProc::spawn(&hosts.bed, &cfg);
+    switch.wait_ready();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (bps, flood) = std::thread::scope(|s| {
+        let flood = s.spawn(|| flood_barriers(&l0, 4242, &stop));
+        std::thread::sleep(Duration::from_millis(200));
+        let bps = iperf3_bps(
+            |a| hosts.in_host(0, a),
+            |a| hosts.in_host(1, a),
+            "10.77.9.2",
+            2,
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (bps, flood.join().unwrap())
+    });
+    assert!(
+        bps > 1e6,
+        "iperf3 received {bps} bit/s under the barrier flood"
+    );
+    let (status, out) = switch.stop();
+    assert!(status.success(), "{status:?}\n{out}");
+    let dropped = port_rx_counter(&out, "leaf0", "drop_unknown_group");
+    assert!(
+        flood > 1000 && dropped > 1000,
+        "the flood: {flood} frames sent, {dropped} dropped as an unknown group's\n{out}"
+    );
+    eprintln!(
+        "TCP under a barrier flood through AF_XDP ports: {:.0} Mbit/s; {flood} flood frames sent, {dropped} dropped by the switch",
+        bps / 1e6
+    );
 }

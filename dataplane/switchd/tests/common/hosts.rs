@@ -76,3 +76,39 @@ pub fn iperf3_received_bps(json: &str) -> f64 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no received rate in {json}"))
 }
+
+/// A barrier flood: reduces of `group` (one no switch has) from `sock`, as fast as it sends,
+/// until `stop`. Returns the frames sent (a full socket buffer is waited out, not counted).
+pub fn flood_barriers(sock: &RawSocket, group: u32, stop: &std::sync::atomic::AtomicBool) -> u64 {
+    let frame = reduce(sock.mac(), group, 0);
+    let mut sent = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if sock.send(&frame).is_ok() {
+            sent += 1;
+        }
+    }
+    sent
+}
+
+/// `iperf3 -c SERVER -t SECS -J` from `client` against `iperf3 -s -1 -B SERVER` in `server`
+/// (each a command prefix that runs its arguments in a host): the received rate in bit/s;
+/// panics with the report unless the run succeeded.
+pub fn iperf3_bps(
+    client: impl Fn(&[&str]) -> Command,
+    server: impl Fn(&[&str]) -> Command,
+    addr: &str,
+    secs: u32,
+) -> f64 {
+    let mut srv = server(&["iperf3", "-s", "-1", "-B", addr])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = client(&["iperf3", "-c", addr, "-t", &secs.to_string(), "-J"])
+        .output()
+        .unwrap();
+    let _ = srv.wait();
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "iperf3: {json}");
+    iperf3_received_bps(&json)
+}
