@@ -99,14 +99,14 @@ const RING: u32 = 2048;
 
 /// The pool AF_XDP ports receive into, when the switch has any: DPDK 22.11's `net_af_xdp` maps
 /// its RX pool as the socket's UMEM assuming the mbufs lie back to back from the first
-/// (`populated_size` times the object size), which a plain pool on 4 KiB pages breaks: an mbuf
-/// past the UMEM, put in the fill ring, is dropped by the kernel with its slot, until the ring
-/// is empty and the port receives nothing more, while the kernel keeps passing the interface's
-/// other traffic (found under TCP load: `perf/shared_link.sh`, docs/operations.md). So the
-/// pool is packed (`Mempool::new_pktmbuf_packed`), and large enough for every queue's fill
-/// and TX rings besides the frames in flight: `mempool.mbufs`, and at least 4,096 per AF_XDP
-/// queue plus 2,047.
-pub fn pool(eal: &dpdk::Eal, cfg: &SwitchSpec) -> Result<Option<dpdk::Mempool>, dpdk::DpdkError> {
+/// (`populated_size` times the object size), which a plain pool on 4 KiB pages breaks: about
+/// 40% of its mbufs lie past that range, and the kernel cannot take them as buffers. With the
+/// switch's plain pool the ports wedged under sustained TCP (the fill ring dry, every barrier
+/// frame `rx_dropped`, docs/operations.md); with this one they have not. So the pool is packed
+/// (`Mempool::new_pktmbuf_packed`), and large enough for every queue's fill and TX rings
+/// besides the frames in flight: `mempool.mbufs`, and at least 4,096 per AF_XDP queue plus
+/// 2,047. Refused, with the reason, when EAL's memory cannot give it in one piece.
+pub fn pool(eal: &dpdk::Eal, cfg: &SwitchSpec) -> Result<Option<dpdk::Mempool>, String> {
     let queues: u32 = cfg
         .ports
         .iter()
@@ -123,7 +123,13 @@ pub fn pool(eal: &dpdk::Eal, cfg: &SwitchSpec) -> Result<Option<dpdk::Mempool>, 
         mbufs,
         cfg.mempool.cache,
         dpdk::MBUF_DEFAULT_BUF_SIZE,
-    )?;
+    )
+    .map_err(|e| {
+        format!(
+            "the AF_XDP ports' pool of {mbufs} mbufs ({queues} queues), in one piece: {e} \
+             (give EAL more memory, -m, or hugepages)"
+        )
+    })?;
     tracing::info!("AF_XDP ports: {mbufs} mbufs of their own, packed for the UMEM");
     Ok(Some(pool))
 }

@@ -132,7 +132,14 @@ pub fn run_config(
     )
     .map_err(RunError::Mempool)?;
     // AF_XDP ports receive into a pool of their own, packed (crate::af_xdp::pool).
-    let xdp_pool = crate::af_xdp::pool(&eal, cfg).map_err(RunError::Mempool)?;
+    let xdp_pool = crate::af_xdp::pool(&eal, cfg).map_err(|reason| RunError::AfXdp {
+        port: cfg
+            .ports
+            .iter()
+            .find(|p| matches!(p.device, Device::AfXdp { .. }))
+            .map_or_else(String::new, |p| p.name.clone()),
+        reason,
+    })?;
     let lcores: Vec<u32> = std::iter::once(eal.main_lcore().0)
         .chain(eal.worker_lcores().into_iter().map(|l| l.0))
         .collect();

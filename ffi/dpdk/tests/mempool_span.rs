@@ -1,9 +1,9 @@
 //! Where a pool's mbufs lie. DPDK 22.11's `net_af_xdp` maps a pool as its UMEM from the first
-//! object for `populated_size * object size` bytes; an mbuf beyond that, handed to the kernel in
-//! the fill ring, is discarded there with its fill slot, until the ring runs dry and the port
-//! receives nothing more (how AF_XDP ports of barrier-switch wedged under TCP load). On EAL's
-//! 4 KiB pages (`--no-huge`, the test flags) the plain pool leaves a page per 2,368-byte object,
-//! so its span is far larger than that; the packed pool is exactly that long, in one piece.
+//! object for `populated_size * object size` bytes; an mbuf beyond that is no buffer the kernel
+//! can take (with the switch's plain pool, its AF_XDP ports wedged under TCP load, their fill
+//! rings dry: docs/operations.md). On EAL's 4 KiB pages (`--no-huge`, the test flags) the plain
+//! pool leaves a page per 2,368-byte object, so its span is far larger than that; the packed
+//! pool is exactly that long, in one piece.
 
 mod common;
 
