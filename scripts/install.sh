@@ -21,6 +21,7 @@ Builds the release programs and libbarrier (cargo build --release), then install
   share/netbarrier/configs/   the example switch configurations (dataplane/switchd/configs)
   share/netbarrier/wireshark/barrier.lua   the Wireshark dissector (scripts/wireshark): copy
       it to ~/.local/lib/wireshark/plugins/, or tshark -X lua_script:PATH
+  lib/systemd/system/barrier-xdp@.service   the same for the XDP switch: barrier-xdp@NAME
   lib/systemd/system/barrier-switch@.service   the systemd unit: barrier-switch@NAME runs
       /etc/netbarrier/NAME.toml (Type=notify, RuntimeDirectory=netbarrier, Restart=on-failure;
       docs/operations.md); systemd looks there for /usr/local and /usr, run
@@ -191,13 +192,15 @@ if [ "$lib_only" = 0 ] && [ -f "$repo/scripts/wireshark/barrier.lua" ]; then
   put 0644 "$repo/scripts/wireshark/barrier.lua" "$prefix/share/netbarrier/wireshark/barrier.lua"
 fi
 if [ "$lib_only" = 0 ]; then
-  sed -e "s|@BINDIR@|$prefix/bin|g" "$repo/scripts/systemd/barrier-switch@.service" \
-    > "$tmp/barrier-switch@.service"
-  put 0644 "$tmp/barrier-switch@.service" "$prefix/lib/systemd/system/barrier-switch@.service"
+  for unit in barrier-switch@.service barrier-xdp@.service; do
+    sed -e "s|@BINDIR@|$prefix/bin|g" "$repo/scripts/systemd/$unit" > "$tmp/$unit"
+    put 0644 "$tmp/$unit" "$prefix/lib/systemd/system/$unit"
+  done
   case "$prefix" in
     /usr|/usr/local) ;;
     *) echo "install.sh: note: systemd does not look in $prefix/lib/systemd/system; to use" \
-      "barrier-switch@.service, link it into /etc/systemd/system (systemctl link PATH)" >&2 ;;
+      "barrier-switch@.service and barrier-xdp@.service, link them into /etc/systemd/system" \
+      "(systemctl link PATH)" >&2 ;;
   esac
 fi
 mkdirs "$(dirname "$prefix/$manifest_rel")"

@@ -55,7 +55,7 @@ if DESTDIR=$stage bash "$repo/scripts/install.sh" --prefix /opt/nbtest --build-d
   for f in bin/barrier-switch bin/barrier-xdp bin/barrier-leaf bin/barrier-gen bin/barrier-sim bin/barrier-demo lib/libbarrier.a \
     lib/libbarrier.so include/barrier.h lib/pkgconfig/barrier.pc lib/pkgconfig/barrier-libs.pc \
     share/netbarrier/configs/root.toml share/netbarrier/install-manifest \
-    lib/systemd/system/barrier-switch@.service; do
+    lib/systemd/system/barrier-switch@.service lib/systemd/system/barrier-xdp@.service; do
     [ -e "$stage/opt/nbtest/$f" ] || missing="$missing $f"
   done
   [ -z "$missing" ] && pass "DESTDIR: files staged" || fail "DESTDIR: missing:$missing"
@@ -120,12 +120,14 @@ for e in shared static; do
 done
 t "installed configurations pass barrier-switch check" 'n=0; for c in $(find /usr/local/share/netbarrier/configs -name "*.toml"); do barrier-switch check --config $c >/dev/null || exit 1; n=$((n+1)); done; [ $n -ge 5 ]'
 t "the systemd unit in /usr/local/lib/systemd/system" 'grep -qx "ExecStart=/usr/local/bin/barrier-switch run --config /etc/netbarrier/%i.toml" /usr/local/lib/systemd/system/barrier-switch@.service'
+t "the XDP switch's unit beside it" 'grep -qx "ExecStart=/usr/local/bin/barrier-xdp run --config /etc/netbarrier/%i.toml" /usr/local/lib/systemd/system/barrier-xdp@.service'
 if command -v systemd-analyze >/dev/null 2>&1; then
   # systemd-analyze verify loads the unit as systemd would (without a running systemd): an
   # unknown key or a bad value is a line on its output
   # (it leaves a marker file in /run/systemd: a tmpfs there, in the bed's mount namespace)
   mount -t tmpfs nbsystemd /run/systemd 2>/dev/null || true
   t "systemd-analyze verify: the unit has no error" 'v=$(systemd-analyze verify --man=no /usr/local/lib/systemd/system/barrier-switch@test.service 2>&1); [ -z "$v" ] || { echo "$v"; false; }'
+  t "systemd-analyze verify: the XDP switch's unit has no error" 'v=$(systemd-analyze verify --man=no /usr/local/lib/systemd/system/barrier-xdp@test.service 2>&1); [ -z "$v" ] || { echo "$v"; false; }'
 fi
 t "reinstall over an installation" 'bash scripts/install.sh --build-dir "$build" >/dev/null 2>&1'
 bash scripts/install.sh --uninstall > "$out/uninstall.log" 2>&1

@@ -13,6 +13,11 @@
 # - a refused configuration (exit 2) fails the unit and is not restarted
 #   (RestartPreventExitStatus=2); a missing /etc/netbarrier/NAME.toml fails the start at once.
 #
+# - scripts/systemd/barrier-xdp@.service the same way for the XDP switch on a veth pair of the
+#   namespace: start returns once it is ready, SIGKILL restarts it (the BPF link went with the
+#   killed process, so the new one attaches), stop exits 0 and leaves no program on the
+#   interfaces.
+#
 # - as shipped, output to the journal (journald started for it): the records without a time of
 #   their own (the journal stamps them) and without colour.
 #
@@ -50,6 +55,7 @@ if [ -z "$build" ]; then
   done
 fi
 [ -n "$build" ] && [ -x "$build/barrier-switch" ] || skip "build barrier-switch first"
+[ -x "$build/barrier-xdp" ] || skip "build barrier-xdp first ($build)"
 build=$(cd "$build" && pwd)
 echo "systemd_unit: barrier-switch from $build, $("$systemd" --version | head -n1)"
 
@@ -80,8 +86,9 @@ mkdir -p "$state/etc" "$state/etc.work" "$state/var" "$state/var.work" "$state/i
 
 # Inside the namespace the build folder is bound at /run/nbbin (it may lie under /tmp, which the
 # namespace hides; a CI checkout often does).
-sed -e "s|@BINDIR@|/run/nbbin|g" "$repo/scripts/systemd/barrier-switch@.service" \
-  > "$state/in/barrier-switch@.service"
+for unit in barrier-switch@.service barrier-xdp@.service; do
+  sed -e "s|@BINDIR@|/run/nbbin|g" "$repo/scripts/systemd/$unit" > "$state/in/$unit"
+done
 cat > "$state/in/test.conf" <<'EOF'
 [Unit]
 DefaultDependencies=no
@@ -123,6 +130,23 @@ children = ["a", "b"]
 socket = "/run/netbarrier/t.sock"
 EOF
 printf 'this is not toml [\n' > "$state/in/bad.toml"
+cat > "$state/in/x.toml" <<'EOF'
+[[ports]]
+name = "a"
+iface = "nbx0"
+
+[[ports]]
+name = "b"
+iface = "nbx1"
+
+[[groups]]
+number = 5
+role = "root"
+children = ["a", "b"]
+
+[control]
+socket = "/run/netbarrier/x.sock"
+EOF
 
 cat > "$state/boot.sh" <<'EOF'
 set -e
@@ -137,14 +161,17 @@ mount --bind "$state" /run/nbstate
 mount --bind "$build" /run/nbbin
 state=/run/nbstate
 mount -t tmpfs tmpfs /tmp
-mkdir -p /run/lock /run/nbtest /run/systemd/system/barrier-switch@.service.d /etc/netbarrier
-cp "$state/in/barrier-switch@.service" "$state/in/nb-test.target" /run/systemd/system/
+mkdir -p /run/lock /run/nbtest /run/systemd/system/barrier-switch@.service.d \
+  /run/systemd/system/barrier-xdp@.service.d /run/systemd/system/barrier-xdp@x.service.d /etc/netbarrier
+cp "$state/in/barrier-switch@.service" "$state/in/barrier-xdp@.service" "$state/in/nb-test.target" /run/systemd/system/
 cp "$state/in/test.conf" /run/systemd/system/barrier-switch@.service.d/
+cp "$state/in/test.conf" /run/systemd/system/barrier-xdp@.service.d/
 for i in t bad none; do
   mkdir -p "/run/systemd/system/barrier-switch@$i.service.d"
   cp "$state/in/files.conf" "/run/systemd/system/barrier-switch@$i.service.d/"
 done
-cp "$state/in/t.toml" "$state/in/bad.toml" /etc/netbarrier/
+cp "$state/in/files.conf" /run/systemd/system/barrier-xdp@x.service.d/
+cp "$state/in/t.toml" "$state/in/bad.toml" "$state/in/x.toml" /etc/netbarrier/
 cp "$state/in/t.toml" /etc/netbarrier/j.toml
 export container=other
 exec "$systemd" --system --unit=nb-test.target --log-target=null
@@ -224,6 +251,34 @@ ns timeout 30 systemctl start barrier-switch@none 2>/dev/null && fail "a missing
   && [ "$(state_of none NRestarts)" = 0 ] \
   && pass "missing /etc/netbarrier/none.toml: the start fails at once (assertion)" \
   || fail "none: assert $(state_of none AssertResult) $(state_of none ActiveState) restarts $(state_of none NRestarts)"
+
+# The XDP switch's unit, on a veth pair of the namespace.
+xstate() { ns systemctl show -p "$1" --value barrier-xdp@x.service; }
+xdp_on() { ns ip -d link show nbx0 | grep -c 'prog/xdp'; }
+ns ip link add nbx0 type veth peer name nbx1 && ns ip link set nbx0 up && ns ip link set nbx1 up
+if ns timeout 60 systemctl start barrier-xdp@x; then
+  ns grep -q '^barrier-xdp: ready' /run/nbtest/x.err \
+    && [ "$(xstate ActiveState)/$(xstate SubState)" = active/running ] && [ "$(xdp_on)" = 1 ] \
+    && pass "barrier-xdp@x: start returned once it was ready, active (running), the program on nbx0" \
+    || fail "barrier-xdp@x: $(xstate ActiveState)/$(xstate SubState), xdp $(xdp_on): $(ns cat /run/nbtest/x.err)"
+else
+  fail "systemctl start barrier-xdp@x: $(ns systemctl status barrier-xdp@x 2>&1; ns cat /run/nbtest/x.err)"
+fi
+xpid=$(xstate MainPID)
+ns systemctl kill -s KILL barrier-xdp@x
+restarted=0
+for _ in $(seq 150); do
+  if [ "$(xstate NRestarts)" = 1 ] && [ "$(xstate SubState)" = running ] \
+    && [ "$(xstate MainPID)" != "$xpid" ] && [ "$(xdp_on)" = 1 ]; then restarted=1; break; fi
+  sleep 0.1
+done
+[ "$restarted" = 1 ] && pass "barrier-xdp@x killed: started again, attached again" \
+  || fail "barrier-xdp@x not restarted: NRestarts=$(xstate NRestarts) $(xstate SubState) xdp $(xdp_on): $(ns tail -5 /run/nbtest/x.err)"
+ns timeout 60 systemctl stop barrier-xdp@x
+[ "$(xstate ActiveState)" = inactive ] && [ "$(xstate Result)" = success ] \
+  && [ "$(xstate ExecMainStatus)" = 0 ] && [ "$(xdp_on)" = 0 ] \
+  && pass "barrier-xdp@x stop: exit 0, no program left on nbx0" \
+  || fail "barrier-xdp@x stop: $(xstate ActiveState) result $(xstate Result) status $(xstate ExecMainStatus) xdp $(xdp_on)"
 
 # The unit as shipped sends stdout and stderr to the journal: the records carry no time of
 # their own there (the journal's JOURNAL_STREAM names stderr) and no colour.
