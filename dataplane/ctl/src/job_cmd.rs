@@ -220,7 +220,8 @@ fn list(state: &Path, json: bool) -> Result<String, Fail> {
     Ok(s)
 }
 
-/// Sends `sig` to `pid` (through kill(1): this crate has no unsafe code).
+/// Sends `sig` to `pid` through kill(1): this crate makes no system calls of its own (no
+/// libc), and a signal is forwarded a few times in a job's life at most.
 fn forward(sig: i32, pid: u32) {
     let _ = Command::new("kill")
         .arg(format!("-{sig}"))

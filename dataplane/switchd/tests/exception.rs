@@ -10,9 +10,7 @@ mod common;
 use barrier_protocol::wire::ETHERTYPE;
 use barrier_testbed::netns::{can_create, VethNetns};
 use common::afp::{port_rx_counter, SwitchProc};
-use common::hosts::{
-    barrier_resending, check, flood_barriers, ip, iperf3_bps, iperf3_received_bps,
-};
+use common::hosts::{barrier_resending, check, ip, iperf3_received_bps, tcp_under_barrier_flood};
 use rawsock::RawSocket;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -387,19 +385,12 @@ fn a_barrier_flood_does_not_starve_the_hosts_tcp() {
     wait_taps(&hosts.bed);
     hosts.bridge_taps();
     assert!(hosts.ping("10.78.0.2"), "no ping through the switch");
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let (bps, flood) = std::thread::scope(|s| {
-        let flood = s.spawn(|| flood_barriers(&l0, 4242, &stop));
-        std::thread::sleep(Duration::from_millis(200));
-        let bps = iperf3_bps(
-            |a| hosts.in_host(0, a),
-            |a| hosts.in_host(1, a),
-            "10.78.0.2",
-            2,
-        );
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        (bps, flood.join().unwrap())
-    });
+    let (bps, flood) = tcp_under_barrier_flood(
+        &l0,
+        |a| hosts.in_host(0, a),
+        |a| hosts.in_host(1, a),
+        "10.78.0.2",
+    );
     assert!(
         bps > 1e6,
         "iperf3 received {bps} bit/s under the barrier flood"

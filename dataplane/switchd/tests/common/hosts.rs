@@ -112,3 +112,22 @@ pub fn iperf3_bps(
     assert!(out.status.success(), "iperf3: {json}");
     iperf3_received_bps(&json)
 }
+
+/// TCP from host 0 to host 1 (`iperf3_bps`, 2 s) while `flood` (host 0's raw socket) sends
+/// reduces of group 4242, which no switch has, as fast as it can (`flood_barriers`): the
+/// received rate in bit/s and the flood frames sent.
+pub fn tcp_under_barrier_flood(
+    flood: &RawSocket,
+    client: impl Fn(&[&str]) -> Command,
+    server: impl Fn(&[&str]) -> Command,
+    addr: &str,
+) -> (f64, u64) {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sent = s.spawn(|| flood_barriers(flood, 4242, &stop));
+        std::thread::sleep(Duration::from_millis(200));
+        let bps = iperf3_bps(client, server, addr, 2);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (bps, sent.join().unwrap())
+    })
+}
