@@ -3,7 +3,8 @@
 # configurations. Run from anywhere; root for a system prefix.
 usage() {
   cat <<'EOF'
-Usage: scripts/install.sh [--prefix DIR] [--build-dir DIR] [--lib-only] [--no-ldconfig]
+Usage: scripts/install.sh [--prefix DIR] [--build-dir DIR] [--lib-only] [--no-mpi]
+                          [--no-ompi-register] [--no-ldconfig]
        scripts/install.sh --uninstall [--prefix DIR] [--no-ldconfig]
 
 Builds the release programs and libbarrier (cargo build --release), then installs under PREFIX
@@ -26,14 +27,29 @@ Builds the release programs and libbarrier (cargo build --release), then install
       /etc/netbarrier/NAME.toml (Type=notify, RuntimeDirectory=netbarrier, Restart=on-failure;
       docs/operations.md); systemd looks there for /usr/local and /usr, run
       `systemctl daemon-reload` after installing
+  share/netbarrier/slurm/   prolog.sh, epilog.sh, task_prolog.sh (and common.sh, which they
+      source), netbarrier-slurm.conf.example: a job's own run of a group through Slurm
+      (docs/operations.md, "A job gets its own run")
+  MPI programs on the in-network barrier (ffi/mpi, docs/mpi.md), built here with make from
+  ffi/mpi against the libbarrier being installed, each where its MPI's compiler wrapper is
+  found (mpicc.openmpi, mpicc.mpich), else skipped with a note:
+  lib/libnbpmpi-openmpi.so, lib/libnbpmpi-mpich.so   the PMPI libraries (LD_PRELOAD)
+  lib/netbarrier/openmpi/mca_coll_netbarrier.so      Open MPI's coll/netbarrier component,
+      and a link to it in Open MPI's component folder (`ompi_info --path pkglibdir`, outside
+      PREFIX) so that `ompi_info` lists it and every Open MPI job can select it; not with
+      DESTDIR or --no-ompi-register (then give jobs the folder: docs/mpi.md)
   share/netbarrier/install-manifest   what was installed; --uninstall removes exactly that
+
+--lib-only installs a compute node's part: libbarrier, barrier.h, the pkg-config files, the MPI
+libraries and the Slurm scripts.
 
 Options:
   --prefix DIR     where to install (default /usr/local); an absolute path
   --build-dir DIR  take the programs and libraries already built in DIR (for instance
                    target/release or target/debug) instead of running cargo
-  --lib-only       only libbarrier, barrier.h and the pkg-config files (a compute node's C
-                   API; builds barrier-leaf-capi alone)
+  --lib-only       a compute node's part only (below; builds barrier-leaf-capi alone)
+  --no-mpi         do not build or install the MPI component and libraries
+  --no-ompi-register  install coll/netbarrier under PREFIX only, no link in Open MPI's folder
   --uninstall      remove every file and link the manifest lists, then the folders this
                    script created that are empty again
   --no-ldconfig    do not run ldconfig
@@ -59,6 +75,8 @@ build_dir=
 uninstall=0
 ldconfig=1
 lib_only=0
+mpi=1
+ompi_register=1
 die() { echo "install.sh: $1" >&2; exit "${2:-1}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -68,6 +86,8 @@ while [ $# -gt 0 ]; do
     --build-dir=*) build_dir=${1#--build-dir=}; shift ;;
     --uninstall) uninstall=1; shift ;;
     --lib-only) lib_only=1; shift ;;
+    --no-mpi) mpi=0; shift ;;
+    --no-ompi-register) ompi_register=0; shift ;;
     --no-ldconfig) ldconfig=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
@@ -202,6 +222,58 @@ if [ "$lib_only" = 0 ]; then
       "barrier-switch@.service and barrier-xdp@.service, link them into /etc/systemd/system" \
       "(systemctl link PATH)" >&2 ;;
   esac
+fi
+# Slurm: the controller's prolog/epilog and the compute nodes' task prolog (scripts/slurm), side
+# by side (they source common.sh from their own folder).
+for f in prolog.sh epilog.sh task_prolog.sh common.sh netbarrier-slurm.conf.example; do
+  mode=0644
+  case "$f" in prolog.sh|epilog.sh|task_prolog.sh) mode=0755 ;; esac
+  put "$mode" "$repo/scripts/slurm/$f" "$prefix/share/netbarrier/slurm/$f"
+done
+# MPI (ffi/mpi): built with make against the libbarrier installed above (the libraries need
+# libbarrier.so.MAJOR, found as the C example finds it), for each MPI whose compiler wrapper is
+# here.
+mpi_build() { # mpi_build LABEL TARGET...: make the TARGETs (file names) in $tmp/mpi
+  local label=$1
+  shift
+  local targets=() t
+  for t in "$@"; do targets+=("$tmp/mpi/$t"); done
+  make -C "$repo/ffi/mpi" B="$tmp/mpi" BARRIER_LIBDIR="$build_dir" "${targets[@]}" \
+    > "$tmp/mpi-$label.log" 2>&1 \
+    || die "building ffi/mpi for $label failed (--no-mpi skips it):$(printf '\n'; tail -n 8 "$tmp/mpi-$label.log")"
+}
+if [ "$mpi" = 1 ] && ! command -v make >/dev/null 2>&1; then
+  echo "install.sh: note: make not found; the MPI component and libraries are not installed" >&2
+  mpi=0
+fi
+if [ "$mpi" = 1 ]; then
+  if command -v mpicc.openmpi >/dev/null 2>&1; then
+    mpi_build "Open MPI" mca_coll_netbarrier.so libnbpmpi-openmpi.so
+    put 0644 "$tmp/mpi/libnbpmpi-openmpi.so" "$prefix/lib/libnbpmpi-openmpi.so"
+    component=$prefix/lib/netbarrier/openmpi/mca_coll_netbarrier.so
+    put 0644 "$tmp/mpi/mca_coll_netbarrier.so" "$component"
+    ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+    if [ "$ompi_register" = 1 ] && [ -z "$destdir" ] && [ -d "$ompi_dir" ]; then
+      if [ -e "$ompi_dir/mca_coll_netbarrier.so" ] && [ ! -L "$ompi_dir/mca_coll_netbarrier.so" ]; then
+        echo "install.sh: replacing $ompi_dir/mca_coll_netbarrier.so (a copy from make -C ffi/mpi install?)" >&2
+      fi
+      link "$component" "$ompi_dir/mca_coll_netbarrier.so"
+      echo "install.sh: coll/netbarrier registered with Open MPI ($ompi_dir)"
+    else
+      echo "install.sh: note: coll/netbarrier is in $prefix/lib/netbarrier/openmpi, not in Open" \
+        "MPI's component folder; give jobs OMPI_MCA_mca_base_component_path (docs/mpi.md)" >&2
+    fi
+  else
+    echo "install.sh: note: mpicc.openmpi not found (libopenmpi-dev); Open MPI's component and" \
+      "PMPI library are not installed" >&2
+  fi
+  if command -v mpicc.mpich >/dev/null 2>&1; then
+    mpi_build MPICH libnbpmpi-mpich.so
+    put 0644 "$tmp/mpi/libnbpmpi-mpich.so" "$prefix/lib/libnbpmpi-mpich.so"
+  else
+    echo "install.sh: note: mpicc.mpich not found (libmpich-dev); MPICH's PMPI library is not" \
+      "installed" >&2
+  fi
 fi
 mkdirs "$(dirname "$prefix/$manifest_rel")"
 {

@@ -34,7 +34,9 @@ PACKAGES=(
   # the performance suite (perf/run.sh, docs/performance.md): Open MPI for the MPI_Barrier
   # comparison (mpicc, mpirun), gnuplot for the plots
   openmpi-bin libopenmpi-dev gnuplot-nox mpich libmpich-dev
-  slurm-wlm # a job's own run of a group through a real Slurm (scripts/slurm, scripts/tests/slurm_job.sh)
+  # a job's own run of a group through a real Slurm, authenticated by MUNGE as a site runs it
+  # (scripts/slurm, scripts/tests/slurm_job.sh)
+  slurm-wlm munge
 )
 
 need=()

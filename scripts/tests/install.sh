@@ -11,10 +11,14 @@
 #   ldconfig run (the loader cache lists libbarrier.so.MAJOR), the C example built with
 #   `pkg-config --libs barrier` (depends on libbarrier.so.MAJOR, no rpath/runpath) and with
 #   `pkg-config --static --libs barrier` (no libbarrier dependency at all), both run with
-#   LD_LIBRARY_PATH unset; the systemd unit in lib/systemd/system naming /usr/local/bin and
+#   LD_LIBRARY_PATH unset; the MPI pieces (ffi/mpi): coll/netbarrier listed by `ompi_info`
+#   (registered in Open MPI's component folder, itself an overlay in the bed), both PMPI
+#   libraries finding libbarrier.so.MAJOR through the loader cache, and plain MPI programs
+#   (MPICH with the PMPI library, Open MPI with the component) that fall back with the warning
+#   on an interface that does not exist and finish; the Slurm scripts; the systemd unit in lib/systemd/system naming /usr/local/bin and
 #   passing `systemd-analyze verify` (where installed); the example configurations in share/netbarrier/configs pass
 #   `barrier-switch check`; then --uninstall: nothing left under /usr/local, nothing in the
-#   loader cache.
+#   loader cache, nothing in Open MPI's folder.
 #
 # Needs root and a build (nb_build_dir: target/release or target/debug with the programs and
 # libbarrier); without one it says "skipped", and fails instead when NB_REQUIRE_BINARIES=1.
@@ -55,7 +59,10 @@ if DESTDIR=$stage bash "$repo/scripts/install.sh" --prefix /opt/nbtest --build-d
   for f in bin/barrier-switch bin/barrier-xdp bin/barrier-leaf bin/barrier-gen bin/barrier-sim bin/barrier-demo lib/libbarrier.a \
     lib/libbarrier.so include/barrier.h lib/pkgconfig/barrier.pc lib/pkgconfig/barrier-libs.pc \
     share/netbarrier/configs/root.toml share/netbarrier/install-manifest \
-    lib/systemd/system/barrier-switch@.service lib/systemd/system/barrier-xdp@.service; do
+    lib/systemd/system/barrier-switch@.service lib/systemd/system/barrier-xdp@.service \
+    lib/libnbpmpi-openmpi.so lib/libnbpmpi-mpich.so lib/netbarrier/openmpi/mca_coll_netbarrier.so \
+    share/netbarrier/slurm/prolog.sh share/netbarrier/slurm/epilog.sh \
+    share/netbarrier/slurm/task_prolog.sh share/netbarrier/slurm/common.sh; do
     [ -e "$stage/opt/nbtest/$f" ] || missing="$missing $f"
   done
   [ -z "$missing" ] && pass "DESTDIR: files staged" || fail "DESTDIR: missing:$missing"
@@ -67,6 +74,12 @@ if DESTDIR=$stage bash "$repo/scripts/install.sh" --prefix /opt/nbtest --build-d
     && grep -qx 'Type=notify' "$unit" && grep -qx 'RuntimeDirectory=netbarrier' "$unit" \
     && ! grep -q '@BINDIR@' "$unit" \
     && pass "DESTDIR: the systemd unit runs PREFIX/bin/barrier-switch" || fail "DESTDIR: unit: $(cat "$unit")"
+  grep -q "coll/netbarrier is in /opt/nbtest/lib/netbarrier/openmpi, not in Open" "$work/stage.log" \
+    && pass "DESTDIR: the component is not registered outside the stage, and that is said" \
+    || fail "DESTDIR: no note on the component"
+  [ -x "$stage/opt/nbtest/share/netbarrier/slurm/prolog.sh" ] \
+    && [ ! -x "$stage/opt/nbtest/share/netbarrier/slurm/common.sh" ] \
+    && pass "DESTDIR: the Slurm hooks executable, what they source not" || fail "DESTDIR: Slurm modes"
   grep -q "systemd does not look in /opt/nbtest" "$work/stage.log" \
     && pass "DESTDIR: a prefix systemd does not search is said" || fail "DESTDIR: no note on the unit"
   DESTDIR=$stage bash "$repo/scripts/install.sh" --prefix /opt/nbtest --uninstall >/dev/null 2>&1
@@ -80,8 +93,10 @@ fi
 if DESTDIR=$work/lib bash "$repo/scripts/install.sh" --prefix /opt/nbtest --build-dir "$build" \
   --lib-only >/dev/null 2>&1 && [ -f "$work/lib/opt/nbtest/lib/libbarrier.a" ] \
   && [ -f "$work/lib/opt/nbtest/lib/pkgconfig/barrier.pc" ] && [ ! -e "$work/lib/opt/nbtest/bin" ] \
+  && [ -f "$work/lib/opt/nbtest/lib/libnbpmpi-mpich.so" ] \
+  && [ -f "$work/lib/opt/nbtest/share/netbarrier/slurm/task_prolog.sh" ] \
   && [ ! -e "$work/lib/opt/nbtest/share/netbarrier/configs" ]; then
-  pass "--lib-only: the library, no programs"
+  pass "--lib-only: the library, the MPI libraries and Slurm scripts, no programs"
 else
   fail "--lib-only"
 fi
@@ -93,6 +108,12 @@ build=$1 out=$2
 bad=0
 t() { if (eval "$2"); then echo "  ok: $1"; else echo "  FAILED: $1"; bad=$((bad + 1)); fi; }
 unset LD_LIBRARY_PATH
+# Open MPI's component folder is outside /usr/local: an overlay of its own in this bed, so the
+# link install.sh puts there never reaches the machine, and what uninstall leaves is exact.
+ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+mkdir -p "$out/ompi-up" "$out/ompi-work"
+mount -t overlay nbompi -o "lowerdir=$ompi_dir,upperdir=$out/ompi-up,workdir=$out/ompi-work" "$ompi_dir" \
+  || { echo "  FAILED: overlay on Open MPI's folder '$ompi_dir'"; exit 1; }
 bash scripts/install.sh --build-dir "$build" > "$out/install.log" 2>&1
 rc=$?
 t "install to /usr/local" '[ $rc -eq 0 ] || { cat "$out/install.log"; false; }'
@@ -118,6 +139,18 @@ for e in shared static; do
   # library was found and loaded (a missing library is exit 127 from the loader)
   t "$e example runs without LD_LIBRARY_PATH" '/tmp/ex_$e nbnosuchif0 7 1 > /tmp/$e.out 2>&1; rc=$?; [ $rc -eq 2 ] && grep -q nbnosuchif0 /tmp/$e.out || { cat /tmp/$e.out; false; }'
 done
+t "coll/netbarrier registered: ompi_info lists it" 'ompi_info | grep "MCA coll: netbarrier" >/dev/null && [ "$(readlink "$ompi_dir/mca_coll_netbarrier.so")" = /usr/local/lib/netbarrier/openmpi/mca_coll_netbarrier.so ]'
+t "coll/netbarrier loads: its parameters" 'ompi_info --param coll netbarrier --level 9 | grep coll_netbarrier_priority >/dev/null'
+t "PMPI libraries find libbarrier.so.$major without LD_LIBRARY_PATH" 'for l in openmpi mpich; do ldd /usr/local/lib/libnbpmpi-$l.so | grep "libbarrier.so.$major => /usr/local/lib/libbarrier.so.$major" >/dev/null || exit 1; done'
+t "Slurm scripts in share/netbarrier/slurm" '[ -x /usr/local/share/netbarrier/slurm/prolog.sh ] && [ -x /usr/local/share/netbarrier/slurm/epilog.sh ] && [ -x /usr/local/share/netbarrier/slurm/task_prolog.sh ] && [ -f /usr/local/share/netbarrier/slurm/netbarrier-slurm.conf.example ]'
+# Plain MPI programs (they know nothing of netbarrier) on the installed pieces, told to use an
+# interface that does not exist: each rank warns once and the barriers complete in software.
+make -s -C ffi/mpi B="$out/mpitest" "$out/mpitest/nb_mpi_test-mpich" "$out/mpitest/nb_mpi_test-openmpi" > "$out/mpitest.log" 2>&1
+nbenv=(NETBARRIER_GROUP=5 NETBARRIER_IFACE=nbnosuchif0 NETBARRIER_TIMEOUT_MS=300)
+gx=() ox=()
+for e in "${nbenv[@]}"; do gx+=(-genv "${e%%=*}" "${e#*=}"); ox+=(-x "$e"); done
+t "MPICH program with the installed PMPI library: falls back, finishes" 'timeout -k 5 60 mpiexec.mpich -n 2 -iface lo "${gx[@]}" -genv LD_PRELOAD /usr/local/lib/libnbpmpi-mpich.so "$out/mpitest/nb_mpi_test-mpich" 50 "$out/mpich" 1 > "$out/mpich.log" 2>&1 && grep "netbarrier: .*warning: cannot open a leaf on nbnosuchif0" "$out/mpich.log" >/dev/null || { cat "$out/mpitest.log" "$out/mpich.log"; false; }'
+t "Open MPI program with the installed component: falls back, finishes" 'timeout -k 5 60 mpirun.openmpi --allow-run-as-root --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo -np 2 "${ox[@]}" "$out/mpitest/nb_mpi_test-openmpi" 50 "$out/ompi" 1 > "$out/ompi.log" 2>&1 && grep "netbarrier: .*warning: cannot open a leaf on nbnosuchif0" "$out/ompi.log" >/dev/null || { cat "$out/ompi.log"; false; }'
 t "installed configurations pass barrier-switch check" 'n=0; for c in $(find /usr/local/share/netbarrier/configs -name "*.toml"); do barrier-switch check --config $c >/dev/null || exit 1; n=$((n+1)); done; [ $n -ge 5 ]'
 t "the systemd unit in /usr/local/lib/systemd/system" 'grep -qx "ExecStart=/usr/local/bin/barrier-switch run --config /etc/netbarrier/%i.toml" /usr/local/lib/systemd/system/barrier-switch@.service'
 t "the XDP switch's unit beside it" 'grep -qx "ExecStart=/usr/local/bin/barrier-xdp run --config /etc/netbarrier/%i.toml" /usr/local/lib/systemd/system/barrier-xdp@.service'
@@ -135,6 +168,7 @@ rc=$?
 t "uninstall" '[ $rc -eq 0 ] || { cat "$out/uninstall.log"; false; }'
 t "loader cache without libbarrier" '! ldconfig -p | grep libbarrier >/dev/null'
 t "uninstall twice: an error" '! bash scripts/install.sh --uninstall >/dev/null 2>&1'
+t "nothing left in Open MPI's folder" 'left=$(find "$out/ompi-up" -mindepth 1); [ -z "$left" ] || { echo "$left"; false; }'
 exit $bad
 EOF
 nb_bed_run "$work/bed" "" 300 "$work/system.sh" "$build" "$work"

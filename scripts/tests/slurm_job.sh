@@ -4,7 +4,7 @@
 #
 # Inside a bed (scripts/lib/bed.sh: private /tmp, /run/netbarrier, /run/dpdk, network and PID
 # namespaces, /etc an overlay; every process dies with it) the bed's network namespace is the
-# compute node: slurmctld and slurmd run there on lo, and it owns the leaves' interfaces nbsh0
+# compute node: munged, slurmctld and slurmd (auth/munge, a key of its own) run there on lo, and it owns the leaves' interfaces nbsh0
 # and nbsh1, veths to the ports p0 and p1 of a barrier-switch (DPDK net_af_packet) in the
 # namespace nbs-sw. /etc/slurm/slurm.conf names scripts/slurm/prolog.sh as PrologSlurmctld,
 # epilog.sh as EpilogSlurmctld and task_prolog.sh as TaskProlog; /etc/netbarrier/slurm.conf is
@@ -121,13 +121,28 @@ NB_PARTITIONS=""
 NB_LOG=$T/netbarrier-slurm.log
 NB_NODES="$node=h0:nbsh0,h1:nbsh1"
 EOF
+  # MUNGE, as a site runs Slurm: its own key and daemon here (the socket in a folder every user
+  # can reach, the key and the log in one only root can).
+  mkdir -p "$T/munge" && chmod 0755 "$T/munge" && mkdir -m 0700 "$T/munge/etc"
+  mungekey --create --keyfile="$T/munge/etc/munge.key" > "$T/munge/mungekey.out" 2>&1
+  munged --foreground --key-file="$T/munge/etc/munge.key" --socket="$T/munge/munge.sock" \
+    --pid-file="$T/munge/munged.pid" --seed-file="$T/munge/etc/seed" \
+    --log-file="$T/munge/etc/munged.log" > "$T/munge/munged.out" 2>&1 &
+  pids+=($!)
+  for ((i = 0; i < 100; i++)); do [ -S "$T/munge/munge.sock" ] && break; sleep 0.05; done
+  if munge -S "$T/munge/munge.sock" -n 2>/dev/null | unmunge -S "$T/munge/munge.sock" >/dev/null 2>&1; then
+    pass "munged up: a credential made and checked"
+  else
+    fail "munged not up"; cat "$T/munge/"*.out "$T/munge/etc/munged.log" 2>/dev/null | tail -n 10
+  fi
   cat > /etc/slurm/slurm.conf <<EOF
 ClusterName=nbs
 SlurmctldHost=$node(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
-AuthType=auth/none
-CredType=cred/none
+AuthType=auth/munge
+AuthInfo=socket=$T/munge/munge.sock
+CredType=cred/munge
 StateSaveLocation=$T/slurm/state
 SlurmdSpoolDir=$T/slurm/spool
 SlurmctldPidFile=$T/slurm/slurmctld.pid
