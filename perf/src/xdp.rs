@@ -18,6 +18,12 @@
 //! CPU, so frames/s = repetitions / elapsed is the programs' per-core cost plus what both pay
 //! alike (page recycling, the veth transmit, `nb_leaf` on the far end, which runs in the same
 //! CPU's softirq).
+//!
+//! The switch is loaded as the daemon loads it (`XdpSwitch::load`: no `nb_last` record).
+//! `NB_XDP_RECORD_LAST=1` in the environment loads it with the tests' record instead
+//! (`LoadOptions::RECORDING`: one more per-CPU map write per frame, the program as it was before
+//! the record became opt-in), for a before/after comparison in one sitting (perf/README.md,
+//! step 3d); `xdp.json` says which (`switch_records_last_decision`).
 
 use barrier_bpf::{Object, XdpMode};
 use barrier_protocol::switch::GroupConfig;
@@ -25,7 +31,7 @@ use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, PortIdx, PortSet, Seq};
 use barrier_testbed::netns::VethNetns;
 use barrier_xdp::{
-    XdpSwitch, GROUP_SLOT_BYTES, GROUP_STATE_BYTES, LEAF_PROGRAM, REFLECTOR_OBJECT,
+    LoadOptions, XdpSwitch, GROUP_SLOT_BYTES, GROUP_STATE_BYTES, LEAF_PROGRAM, REFLECTOR_OBJECT,
     REFLECTOR_PROGRAM,
 };
 use serde_json::{json, Value};
@@ -103,7 +109,12 @@ fn measure(a: &XdpArgs, a_if: &str, b_if: &str) -> Result<Value, String> {
     let b_idx = barrier_bpf::ifindex(b_if).map_err(|e| e.to_string())?;
 
     // The switch: G root groups, one child each: veth-a0 (port 0).
-    let mut sw = XdpSwitch::load(groups).map_err(|e| format!("load the XDP switch: {e}"))?;
+    let record = std::env::var("NB_XDP_RECORD_LAST").is_ok_and(|v| v == "1");
+    let opts = LoadOptions {
+        record_last_decision: record,
+    };
+    let mut sw = XdpSwitch::load_object(barrier_xdp::SWITCH_OBJECT, groups, opts)
+        .map_err(|e| format!("load the XDP switch: {e}"))?;
     sw.set_switch_mac(SWITCH_MAC).map_err(|e| e.to_string())?;
     let port = PortIdx::new(0).expect("port 0");
     sw.add_port(port, a_idx).map_err(|e| e.to_string())?;
@@ -291,6 +302,7 @@ fn measure(a: &XdpArgs, a_if: &str, b_if: &str) -> Result<Value, String> {
         "pinned": pinned,
         "batch_size": a.batch,
         "groups": groups,
+        "switch_records_last_decision": record,
         "switch_config": "root groups with one child (veth-a0), fail_after 0 (no deadline armed)",
         "path": "every repeated frame is a reduce that nb_leaf wrote: group c mod G, barrier c / G; at the switch, a completion and the release broadcast over the children's devmap (one port)",
         "reps": reps,

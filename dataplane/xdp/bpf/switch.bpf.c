@@ -86,7 +86,7 @@ enum {
 enum { TO_NONE, TO_INGRESS, TO_PARENT, TO_CHILDREN, TO_CHILDREN_BUT_INGRESS, TO_MEMBERS };
 
 // The program's last decision on this CPU, for tests and debugging (what BPF_PROG_TEST_RUN
-// cannot show: where a redirect goes).
+// cannot show: where a redirect goes). Written only when the loader set nb_record_last.
 struct nb_last {
 	__u32 egress;   // 0 dropped or passed, 1 XDP_TX, 2 one port, 3 a port set
 	__u32 target;   // egress 2: port index; 3: port-set slot
@@ -158,6 +158,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct nb_last);
 } nb_last SEC(".maps");
+
+// Set by the loader before the program is loaded (XdpSwitch::load_object, LoadOptions): 1
+// keeps the record in nb_last (the tests that read where a redirect went), 0 (the daemon, the
+// perf bed) leaves it out. It is .rodata, frozen at load, so the verifier knows its value and
+// removes the branch that cannot be taken: with 0 the program has no nb_last write at all.
+// The only global in .rodata (the loader checks the section is 4 bytes).
+const volatile __u32 nb_record_last = 0;
 
 // Timer kinds (switch::Timer): a re-send to the parent (attempt 0 when armed here), the
 // failure deadline.
@@ -442,6 +449,8 @@ static __always_inline int verdict(__u32 outcome, __u32 egress, __u32 target, __
 				   int ret)
 {
 	__u32 zero = 0;
+	if (!nb_record_last)
+		return ret;
 	struct nb_last *last = bpf_map_lookup_elem(&nb_last, &zero);
 	if (last) {
 		last->egress = egress;

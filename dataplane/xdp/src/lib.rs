@@ -132,6 +132,31 @@ pub enum XdpError {
     /// Every port-set slot is taken.
     #[error("more than {MAX_PORT_SETS} distinct port sets")]
     TooManyPortSets,
+    /// [`XdpSwitch::last_decision`] on a program loaded without
+    /// [`LoadOptions::record_last_decision`].
+    #[error("the program was loaded without recording its last decision (LoadOptions)")]
+    NotRecording,
+    /// The object's `.rodata` is not the one global the loader sets.
+    #[error("the switch object's .rodata holds {0} bytes, expected 4 (nb_record_last only)")]
+    Rodata(usize),
+}
+
+/// What [`XdpSwitch::load_object`] sets in the program before the verifier sees it (`const
+/// volatile` globals in `.rodata`: the verifier takes them as constants and removes what they
+/// switch off).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Record each frame's decision in the per-CPU map `nb_last`
+    /// ([`XdpSwitch::last_decision`]): one more map write per frame, for the tests that check
+    /// where a redirect went. Off in the daemon and the perf bed.
+    pub record_last_decision: bool,
+}
+
+impl LoadOptions {
+    /// The tests' options: the last decision recorded.
+    pub const RECORDING: LoadOptions = LoadOptions {
+        record_last_decision: true,
+    };
 }
 
 /// The per-CPU counters the program keeps, in its order (`enum` in `bpf/switch.bpf.c`): the
@@ -251,18 +276,32 @@ pub struct XdpSwitch {
     configs: HashMap<u32, (GroupConfig, u32)>,
     /// Configurations written so far: the next one's generation.
     generation: u32,
+    /// Loaded with [`LoadOptions::record_last_decision`].
+    record_last: bool,
 }
 
 impl XdpSwitch {
-    /// Loads [`SWITCH_OBJECT`] with room for group numbers `0..groups`.
+    /// Loads [`SWITCH_OBJECT`] with room for group numbers `0..groups`, as the daemon runs it
+    /// (no last-decision record).
     pub fn load(groups: u32) -> Result<XdpSwitch, XdpError> {
-        XdpSwitch::load_object(SWITCH_OBJECT, groups)
+        XdpSwitch::load_object(SWITCH_OBJECT, groups, LoadOptions::default())
     }
 
-    /// Loads another build of the program (the tests' broken variant).
-    pub fn load_object(bytes: &[u8], groups: u32) -> Result<XdpSwitch, XdpError> {
+    /// Loads a build of the program ([`SWITCH_OBJECT`] or a tests' broken variant) with
+    /// `opts`.
+    pub fn load_object(
+        bytes: &[u8],
+        groups: u32,
+        opts: LoadOptions,
+    ) -> Result<XdpSwitch, XdpError> {
         let mut obj = Object::open(bytes, "barrier_xdp_switch")?;
         obj.set_max_entries("nb_groups", groups.max(1))?;
+        let rodata = obj.initial_value(".rodata")?;
+        if rodata.len() != 4 {
+            return Err(XdpError::Rodata(rodata.len()));
+        }
+        let record = u32::from(opts.record_last_decision);
+        obj.set_initial_value(".rodata", &record.to_ne_bytes())?;
         obj.load()?;
         Ok(XdpSwitch {
             obj,
@@ -271,6 +310,7 @@ impl XdpSwitch {
             sets: HashMap::new(),
             configs: HashMap::new(),
             generation: 0,
+            record_last: opts.record_last_decision,
         })
     }
 
@@ -440,8 +480,12 @@ impl XdpSwitch {
     }
 
     /// Clears the last-decision record on every CPU (before a run whose decision a test
-    /// reads with [`XdpSwitch::last_decision`]).
+    /// reads with [`XdpSwitch::last_decision`]). [`XdpError::NotRecording`] unless loaded with
+    /// [`LoadOptions::record_last_decision`].
     pub fn clear_last_decision(&self) -> Result<(), XdpError> {
+        if !self.record_last {
+            return Err(XdpError::NotRecording);
+        }
         let map = self.obj.map("nb_last")?;
         let cpus = barrier_bpf::possible_cpus()?;
         let mut v = Vec::with_capacity(16 * cpus);
@@ -454,7 +498,11 @@ impl XdpSwitch {
     }
 
     /// The decision recorded since [`XdpSwitch::clear_last_decision`], on whichever CPU ran it.
+    /// [`XdpError::NotRecording`] unless loaded with [`LoadOptions::record_last_decision`].
     pub fn last_decision(&self) -> Result<Option<LastDecision>, XdpError> {
+        if !self.record_last {
+            return Err(XdpError::NotRecording);
+        }
         let map = self.obj.map("nb_last")?;
         let Some(all) = map.lookup_percpu(&0u32.to_ne_bytes())? else {
             return Ok(None);

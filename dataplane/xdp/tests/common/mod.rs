@@ -11,7 +11,7 @@ use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr};
 use barrier_protocol::{GroupId, PortIdx, PortSet};
 use barrier_testbed::netns::{can_create, VethNetns};
 use barrier_xdp::timers::{delay_ns, parse_arm_record, TimerOutcome};
-use barrier_xdp::{counter_outcome, Egress, XdpSwitch};
+use barrier_xdp::{counter_outcome, Egress, LoadOptions, XdpSwitch};
 
 /// This switch's id (the source MAC of what it sends).
 pub const ME: MacAddr = MacAddr([0x02, 0x00, 0x00, 0x00, 0x00, 0xaa]);
@@ -40,7 +40,8 @@ pub fn port_names(bed: &VethNetns) -> Vec<String> {
 /// Loads `object` (inside the namespace) with ports 0..PORTS on the namespace's interfaces;
 /// returns the switch and the ifindex of every port.
 pub fn switch_on(bed: &VethNetns, object: &[u8]) -> (XdpSwitch, Vec<u32>) {
-    let mut sw = XdpSwitch::load_object(object, 64).expect("load the XDP program");
+    let mut sw =
+        XdpSwitch::load_object(object, 64, LoadOptions::RECORDING).expect("load the XDP program");
     sw.set_switch_mac(ME).expect("set the switch's MAC");
     let mut ifindexes = Vec::new();
     for (i, name) in port_names(bed).iter().enumerate() {
