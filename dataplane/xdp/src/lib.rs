@@ -35,6 +35,7 @@ use barrier_bpf::{
     flags, map_type, BpfError, Object, OwnedMap, Program, XdpAttachment, XdpMode, XdpRun,
 };
 use barrier_protocol::switch::{ConfigError, GroupConfig, GroupState, Outcome, Reject, Role};
+use barrier_protocol::table::GroupCounts;
 use barrier_protocol::wire::MacAddr;
 use barrier_protocol::{GroupId, PortIdx, PortSet};
 
@@ -97,6 +98,13 @@ pub const GROUP_SLOT_BYTES: usize = 48;
 pub const GROUP_STATE_BYTES: usize = 16;
 
 const NO_PARENT: u8 = 0xff;
+/// `nb_counters`'s row for frames on an interface that is no port, and for the timer entry
+/// point's decisions (`NO_PORT_ROW` in the program); rows `0..MAX_PORT` are the ports'.
+const NO_PORT_ROW: u32 = MAX_PORT as u32;
+/// `nb_sent`: cells per row, the rows of port-set slots and of left-out ingress ports.
+const SENT_CELLS: usize = 6;
+const SENT_SET: u32 = 64;
+const SENT_EXCLUDED: u32 = SENT_SET + MAX_PORT_SETS;
 const PHASE_SHIFT: u32 = 62;
 const ARRIVED_MASK: u64 = (1 << PHASE_SHIFT) - 1;
 
@@ -200,6 +208,21 @@ pub const COUNTERS: [&str; 30] = [
     "timers_lost",
 ];
 
+/// The per-port TX counters the program keeps (`nb_sent`, summed in userspace per egress
+/// port): barrier-switch's TX counter names (`TxCounters`) for what the XDP switch can count.
+/// A frame is counted when the program hands it to the kernel (`XDP_TX`, a redirect the kernel
+/// took) or the timer entry point decides it (the timer side then sends it): a frame the veth
+/// or NIC drops after that is still counted. `retransmits_out` counts the frames among them
+/// with the RETRANSMIT flag (the releases again for stale or ahead reduces, the timer's
+/// re-sent reduces).
+pub const TX_COUNTERS: [&str; 5] = [
+    "frames_out",
+    "reduce_out",
+    "release_out",
+    "abort_out",
+    "retransmits_out",
+];
+
 /// The outcome a counter index stands for, for the counters that count [`Outcome`]s.
 pub fn counter_outcome(index: usize) -> Option<Outcome> {
     Some(match COUNTERS.get(index).copied()? {
@@ -225,6 +248,12 @@ pub fn counter_outcome(index: usize) -> Option<Outcome> {
 pub struct Counters(pub [u64; COUNTERS.len()]);
 
 impl Counters {
+    fn add(&mut self, other: &Counters) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+
     /// The counter called `name`, if there is one.
     pub fn get(&self, name: &str) -> Option<u64> {
         COUNTERS.iter().position(|n| *n == name).map(|i| self.0[i])
@@ -235,6 +264,9 @@ impl Counters {
         COUNTERS.iter().copied().zip(self.0.iter().copied())
     }
 }
+
+/// One port's TX counters, in [`TX_COUNTERS`] order.
+pub type SentCounters = [u64; TX_COUNTERS.len()];
 
 /// Where the program's last decision on a CPU sent the frame (`nb_last`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,6 +328,7 @@ impl XdpSwitch {
     ) -> Result<XdpSwitch, XdpError> {
         let mut obj = Object::open(bytes, "barrier_xdp_switch")?;
         obj.set_max_entries("nb_groups", groups.max(1))?;
+        obj.set_max_entries("nb_group_counts", groups.max(1))?;
         let rodata = obj.initial_value(".rodata")?;
         if rodata.len() != 4 {
             return Err(XdpError::Rodata(rodata.len()));
@@ -463,20 +496,107 @@ impl XdpSwitch {
         Ok(())
     }
 
-    /// Every counter, summed over the CPUs.
+    /// Every counter, summed over the CPUs and the ports.
     pub fn counters(&self) -> Result<Counters, XdpError> {
-        let map = self.obj.map("nb_counters")?;
-        let mut out = [0u64; COUNTERS.len()];
-        for (i, slot) in out.iter_mut().enumerate() {
-            let per_cpu = map
-                .lookup_percpu(&(i as u32).to_ne_bytes())?
-                .unwrap_or_default();
-            *slot = per_cpu
-                .iter()
-                .map(|b| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes")))
-                .sum();
+        let mut total = Counters([0; COUNTERS.len()]);
+        for (_, c) in self.port_counters()? {
+            total.add(&c);
         }
-        Ok(Counters(out))
+        Ok(total)
+    }
+
+    /// The counters per port, summed over the CPUs: one entry per port that has an interface,
+    /// in port order, then `None`: frames on an interface that is no port of this switch, and
+    /// the timer side's decisions (`timer_resends`, `declared`).
+    pub fn port_counters(&self) -> Result<Vec<(Option<PortIdx>, Counters)>, XdpError> {
+        let map = self.obj.map("nb_counters")?;
+        let rows = (0..MAX_PORT)
+            .filter(|&i| self.ports[i as usize].is_some())
+            .map(|i| (PortIdx::new(i), u32::from(i)))
+            .chain(std::iter::once((None, NO_PORT_ROW)));
+        let mut out = Vec::new();
+        for (port, row) in rows {
+            let mut c = [0u64; COUNTERS.len()];
+            for cpu in map.lookup_percpu(&row.to_ne_bytes())?.unwrap_or_default() {
+                for (i, v) in c.iter_mut().enumerate() {
+                    *v += u64::from_ne_bytes(cpu[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+                }
+            }
+            out.push((port, Counters(c)));
+        }
+        Ok(out)
+    }
+
+    /// One `nb_sent` row's cells summed over the CPUs.
+    fn sent_row(map: &barrier_bpf::Map<'_>, row: u32) -> Result<[u64; SENT_CELLS], XdpError> {
+        let mut c = [0u64; SENT_CELLS];
+        for cpu in map.lookup_percpu(&row.to_ne_bytes())?.unwrap_or_default() {
+            for (i, v) in c.iter_mut().enumerate() {
+                *v += u64::from_ne_bytes(cpu[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+            }
+        }
+        Ok(c)
+    }
+
+    /// Frames sent per port (see [`TX_COUNTERS`]), one entry per port that has an interface,
+    /// in port order: what the program sent to that port alone, plus each broadcast over a
+    /// port set that holds it, less the broadcasts that left it out as their ingress port.
+    pub fn sent(&self) -> Result<Vec<(PortIdx, SentCounters)>, XdpError> {
+        let map = self.obj.map("nb_sent")?;
+        let mut cells: Vec<(PortIdx, [i128; SENT_CELLS])> = Vec::new();
+        for i in (0..MAX_PORT).filter(|&i| self.ports[i as usize].is_some()) {
+            let mut c = [0i128; SENT_CELLS];
+            let direct = Self::sent_row(&map, u32::from(i))?;
+            let left_out = Self::sent_row(&map, SENT_EXCLUDED + u32::from(i))?;
+            for k in 0..SENT_CELLS {
+                c[k] = i128::from(direct[k]) - i128::from(left_out[k]);
+            }
+            cells.push((PortIdx::new(i).expect("below MAX_PORT"), c));
+        }
+        for (&mask, (slot, _)) in &self.sets {
+            let row = Self::sent_row(&map, SENT_SET + *slot)?;
+            for (port, c) in cells.iter_mut() {
+                if PortSet(mask).contains(*port) {
+                    for k in 0..SENT_CELLS {
+                        c[k] += i128::from(row[k]);
+                    }
+                }
+            }
+        }
+        Ok(cells
+            .into_iter()
+            .map(|(port, c)| {
+                let c = c.map(|v| u64::try_from(v).unwrap_or(0));
+                let (reduce, release, abort) = (c[0] + c[3], c[1] + c[4], c[2] + c[5]);
+                (
+                    port,
+                    [
+                        reduce + release + abort,
+                        reduce,
+                        release,
+                        abort,
+                        c[3] + c[4] + c[5],
+                    ],
+                )
+            })
+            .collect())
+    }
+
+    /// `group`'s completions and re-sends at this switch (`nb_group_counts`), as barrier-switch's
+    /// group table counts them: since the program was loaded, across reconfigurations, resets
+    /// and removal of the group.
+    pub fn group_counts(&self, group: GroupId) -> Result<GroupCounts, XdpError> {
+        let key = self.check_group(group)?;
+        let v = self
+            .obj
+            .map("nb_group_counts")?
+            .lookup(&key, 0)?
+            .unwrap_or_else(|| vec![0; 8]);
+        let w = |i: usize| u32::from_ne_bytes(v[i..i + 4].try_into().expect("4 bytes"));
+        Ok(GroupCounts {
+            completions: w(0),
+            resends: w(4),
+        })
     }
 
     /// Clears the last-decision record on every CPU (before a run whose decision a test
