@@ -138,7 +138,7 @@ pub enum XdpError {
     #[error("group {0:?} is beyond the group map ({1} groups)")]
     GroupOutOfRange(GroupId, u32),
     /// Every port-set slot is taken.
-    #[error("more than {MAX_PORT_SETS} distinct port sets")]
+    #[error("more than {MAX_PORT_SETS} distinct port sets in use at once")]
     TooManyPortSets,
     /// [`XdpSwitch::last_decision`] on a program loaded without
     /// [`LoadOptions::record_last_decision`].
@@ -296,13 +296,32 @@ pub struct LastDecision {
     pub counter: u32,
 }
 
+/// One `nb_port_sets` slot in use: its devmap and the configured groups' references to it (a
+/// group's children and its members are one reference each, to the same slot where the two
+/// sets are equal).
+#[derive(Debug)]
+struct SetSlot {
+    slot: u32,
+    _map: OwnedMap,
+    refs: u32,
+}
+
 /// The XDP switch: the loaded program, its maps, and the port and port-set bookkeeping.
 #[derive(Debug)]
 pub struct XdpSwitch {
     obj: Object,
     groups: u32,
     ports: [Option<u32>; MAX_PORT as usize],
-    sets: HashMap<u64, (u32, OwnedMap)>,
+    /// Port sets in use, by mask.
+    sets: HashMap<u64, SetSlot>,
+    /// Slots never used yet: `next_slot..MAX_PORT_SETS`.
+    next_slot: u32,
+    /// Slots freed, the longest free first: reused only when no slot was never used, and then
+    /// the one freed longest ago (a frame that read the slot just before it was freed has
+    /// long left when it is reused).
+    free_slots: std::collections::VecDeque<u32>,
+    /// Per port index, the frames sent through port-set slots since freed (`nb_sent` cells).
+    retired_sent: [[u64; SENT_CELLS]; MAX_PORT as usize],
     /// Every configured group's registers and the generation written with them: what the
     /// timer side needs (delays, backoff) and the program does not keep.
     configs: HashMap<u32, (GroupConfig, u32)>,
@@ -341,6 +360,9 @@ impl XdpSwitch {
             groups: groups.max(1),
             ports: [None; MAX_PORT as usize],
             sets: HashMap::new(),
+            next_slot: 0,
+            free_slots: std::collections::VecDeque::new(),
+            retired_sent: [[0; SENT_CELLS]; MAX_PORT as usize],
             configs: HashMap::new(),
             generation: 0,
             record_last: opts.record_last_decision,
@@ -380,15 +402,42 @@ impl XdpSwitch {
         Ok(())
     }
 
-    /// The `nb_port_sets` slot holding a devmap of exactly `set`, created on first use.
+    /// Takes a reference to the `nb_port_sets` slot holding a devmap of exactly `set`, created
+    /// on first use in a free slot ([`XdpSwitch::release_port_set`] gives it back).
     fn port_set(&mut self, group: GroupId, set: PortSet) -> Result<u32, XdpError> {
-        if let Some((slot, _)) = self.sets.get(&set.0) {
-            return Ok(*slot);
+        if let Some(s) = self.sets.get_mut(&set.0) {
+            s.refs += 1;
+            return Ok(s.slot);
         }
-        let slot = self.sets.len() as u32;
-        if slot >= MAX_PORT_SETS {
-            return Err(XdpError::TooManyPortSets);
+        let slot = if self.next_slot < MAX_PORT_SETS {
+            self.next_slot += 1;
+            self.next_slot - 1
+        } else {
+            self.free_slots
+                .pop_front()
+                .ok_or(XdpError::TooManyPortSets)?
+        };
+        match self.fill_port_set(group, set, slot) {
+            Ok(map) => {
+                self.sets.insert(
+                    set.0,
+                    SetSlot {
+                        slot,
+                        _map: map,
+                        refs: 1,
+                    },
+                );
+                Ok(slot)
+            }
+            Err(e) => {
+                self.free_slots.push_front(slot);
+                Err(e)
+            }
         }
+    }
+
+    /// A devmap of `set`'s interfaces, published in `slot`.
+    fn fill_port_set(&self, group: GroupId, set: PortSet, slot: u32) -> Result<OwnedMap, XdpError> {
         let inner = OwnedMap::create(map_type::DEVMAP_HASH, "nb_port_set", 4, 4, 64, 0)?;
         for port in set.iter() {
             let ifindex = self
@@ -407,8 +456,47 @@ impl XdpSwitch {
         self.obj
             .map("nb_port_sets")?
             .update(&slot.to_ne_bytes(), &fd.to_ne_bytes(), flags::ANY)?;
-        self.sets.insert(set.0, (slot, inner));
-        Ok(slot)
+        Ok(inner)
+    }
+
+    /// Gives back a reference [`XdpSwitch::port_set`] took. The last one frees the slot: its
+    /// `nb_port_sets` entry is deleted (a frame that still names it is `tx_failed`), the frames
+    /// sent through it stay in its ports' totals ([`XdpSwitch::sent`]), its devmap is closed,
+    /// and the slot goes to the back of the free list.
+    fn release_port_set(&mut self, set: PortSet) -> Result<(), XdpError> {
+        let Some(s) = self.sets.get_mut(&set.0) else {
+            return Ok(());
+        };
+        s.refs -= 1;
+        if s.refs > 0 {
+            return Ok(());
+        }
+        let slot = s.slot;
+        self.sets.remove(&set.0);
+        self.free_slots.push_back(slot);
+        self.obj.map("nb_port_sets")?.delete(&slot.to_ne_bytes())?;
+        let sent = self.obj.map("nb_sent")?;
+        let row = SENT_SET + slot;
+        let cells = Self::sent_row(&sent, row)?;
+        for port in set.iter() {
+            if let Some(r) = self.retired_sent.get_mut(port.get() as usize) {
+                for (a, b) in r.iter_mut().zip(cells) {
+                    *a += b;
+                }
+            }
+        }
+        let zero = vec![0u8; 8 * SENT_CELLS * barrier_bpf::possible_cpus()?];
+        sent.update_percpu(&row.to_ne_bytes(), &zero)?;
+        Ok(())
+    }
+
+    /// Gives back the port-set references of `group`'s configuration, if it has one.
+    fn release_config(&mut self, cfg: Option<GroupConfig>) -> Result<(), XdpError> {
+        if let Some(cfg) = cfg {
+            self.release_port_set(cfg.children)?;
+            self.release_port_set(cfg.members())?;
+        }
+        Ok(())
     }
 
     fn check_group(&self, group: GroupId) -> Result<[u8; 4], XdpError> {
@@ -430,7 +518,13 @@ impl XdpSwitch {
             }
         }
         let children_set = self.port_set(group, cfg.children)?;
-        let members_set = self.port_set(group, cfg.members())?;
+        let members_set = match self.port_set(group, cfg.members()) {
+            Ok(slot) => slot,
+            Err(e) => {
+                self.release_port_set(cfg.children)?;
+                return Err(e);
+            }
+        };
         let parent = match cfg.role {
             Role::Root => NO_PARENT,
             Role::Intermediate { parent } => parent.get(),
@@ -447,8 +541,13 @@ impl XdpSwitch {
         v[40..44].copy_from_slice(&fail_after_us.to_ne_bytes());
         self.generation = self.generation.wrapping_add(1);
         v[44..48].copy_from_slice(&self.generation.to_ne_bytes());
-        self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK)?;
-        self.configs.insert(group.0, (*cfg, self.generation));
+        if let Err(e) = self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK) {
+            self.release_config(Some(*cfg))?;
+            return Err(e.into());
+        }
+        // The previous configuration's sets: freed if no other group has them.
+        let old = self.configs.insert(group.0, (*cfg, self.generation));
+        self.release_config(old.map(|(c, _)| c))?;
         Ok(())
     }
 
@@ -463,7 +562,8 @@ impl XdpSwitch {
         let key = self.check_group(group)?;
         let v = [0u8; GROUP_SLOT_BYTES];
         self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK)?;
-        self.configs.remove(&group.0);
+        let old = self.configs.remove(&group.0);
+        self.release_config(old.map(|(c, _)| c))?;
         Ok(())
     }
 
@@ -553,8 +653,13 @@ impl XdpSwitch {
             }
             cells.push((PortIdx::new(i).expect("below MAX_PORT"), c));
         }
-        for (&mask, (slot, _)) in &self.sets {
-            let row = Self::sent_row(&map, SENT_SET + *slot)?;
+        for (port, c) in cells.iter_mut() {
+            for (a, b) in c.iter_mut().zip(self.retired_sent[port.get() as usize]) {
+                *a += i128::from(b);
+            }
+        }
+        for (&mask, s) in &self.sets {
+            let row = Self::sent_row(&map, SENT_SET + s.slot)?;
             for (port, c) in cells.iter_mut() {
                 if PortSet(mask).contains(*port) {
                     for k in 0..SENT_CELLS {
@@ -647,11 +752,16 @@ impl XdpSwitch {
         Ok(None)
     }
 
+    /// Port-set slots holding a devmap now (of [`MAX_PORT_SETS`]).
+    pub fn port_sets_in_use(&self) -> usize {
+        self.sets.len()
+    }
+
     /// The port set a [`Egress::Set`] slot holds.
     pub fn port_set_of_slot(&self, slot: u32) -> Option<PortSet> {
         self.sets
             .iter()
-            .find(|(_, (s, _))| *s == slot)
+            .find(|(_, s)| s.slot == slot)
             .map(|(mask, _)| PortSet(*mask))
     }
 
