@@ -639,6 +639,21 @@ fn the_daemon_re_sends_an_intermediates_reduce_until_the_parent_answers() {
         let (status, out) = daemon.stop();
         assert!(status.success(), "{status}: {out}");
         assert!(out.contains("timer_resends"), "{out}");
+        // The report per port: the timer side's re-sends are the up port's retransmits_out,
+        // and with the first reduce its frames out.
+        let value = |line: &str, key: &str| -> u64 {
+            out.lines()
+                .find(|l| l.starts_with(line))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .find_map(|kv| kv.strip_prefix(&format!("{key}=")).map(str::to_owned))
+                })
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in {line:?} of:\n{out}"))
+        };
+        let resends = value("  rx total:", "timer_resends");
+        assert_eq!(value("  port up tx:", "retransmits_out"), resends, "{out}");
+        assert_eq!(value("  port up tx:", "frames_out"), resends + 1, "{out}");
     })
     .expect("enter the namespace");
 }
