@@ -577,13 +577,14 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
         w("%s; %s; batch %d, %d groups (%s). Reflector %sfps (range %s-%s), switch %sfps "
           "(range %s-%s); switch / reflector, median of %d alternated repetitions: **%s** "
           "(range %s-%s). Switch completions per frame: %s. State per group %d bytes, slot %d "
-          "bytes (%d MiB at 2^20 groups)." % (
+          "bytes, counts %d bytes (%d MiB at 2^20 groups)." % (
               xd["device"], xd["load"], xd["batch_size"], xd["groups"], xd["switch_config"],
               m(xd["reflector_fps"]), m(xd["reflector_fps_range"][0]), m(xd["reflector_fps_range"][1]),
               m(xd["switch_fps"]), m(xd["switch_fps_range"][0]), m(xd["switch_fps_range"][1]),
               len(xd["reps"]), fr(rx), fr(xd["ratio_range"][0]), fr(xd["ratio_range"][1]),
               fr(xd["completions_per_frame"]), xd["state_bytes_per_group"],
-              xd["slot_bytes_per_group"], xd["map_bytes_at_2_20_groups"] >> 20))
+              xd["slot_bytes_per_group"], xd.get("counts_bytes_per_group", 0),
+              xd["map_bytes_at_2_20_groups"] >> 20))
         w("")
         summary.append(("XDP switch frames/s on one CPU (veth, live frames)", "XDP reflector, same bed",
                         "%sfps vs %sfps: **%s**" % (m(xd["switch_fps"]), m(xd["reflector_fps"]), fr(rx))))
@@ -594,7 +595,7 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
                     "%d bytes" % xd["state_bytes_per_group"] if xd else "n/a"))
     targets.append(("XDP switch: a million groups in <= 16 MiB of map",
                     bool(xd) and xd["map_bytes_at_2_20_groups"] <= 16 << 20,
-                    "%d MiB (slot %d bytes)" % (xd["map_bytes_at_2_20_groups"] >> 20, xd["slot_bytes_per_group"]) if xd else "n/a"))
+                    "%d MiB (slot %d bytes, counts %d)" % (xd["map_bytes_at_2_20_groups"] >> 20, xd["slot_bytes_per_group"], xd.get("counts_bytes_per_group", 0)) if xd else "n/a"))
 
     # Issue 24: a 2,2 tree of XDP switches against the same tree of DPDK switches (step 3e).
     xt = load(d, "xdptree.json")

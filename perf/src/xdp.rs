@@ -31,8 +31,8 @@ use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, FRAME_LEN};
 use barrier_protocol::{GroupId, PortIdx, PortSet, Seq};
 use barrier_testbed::netns::VethNetns;
 use barrier_xdp::{
-    LoadOptions, XdpSwitch, GROUP_SLOT_BYTES, GROUP_STATE_BYTES, LEAF_PROGRAM, REFLECTOR_OBJECT,
-    REFLECTOR_PROGRAM,
+    LoadOptions, XdpSwitch, GROUP_COUNTS_BYTES, GROUP_SLOT_BYTES, GROUP_STATE_BYTES, LEAF_PROGRAM,
+    REFLECTOR_OBJECT, REFLECTOR_PROGRAM,
 };
 use serde_json::{json, Value};
 use std::time::Instant;
@@ -320,6 +320,7 @@ fn measure(a: &XdpArgs, a_if: &str, b_if: &str) -> Result<Value, String> {
         "programs": {"switch": info(&swp), "reflector": info(&refl), "leaf": info(&leaf)},
         "state_bytes_per_group": GROUP_STATE_BYTES,
         "slot_bytes_per_group": GROUP_SLOT_BYTES,
-        "map_bytes_at_2_20_groups": GROUP_SLOT_BYTES << 20,
+        "counts_bytes_per_group": GROUP_COUNTS_BYTES,
+        "map_bytes_at_2_20_groups": (GROUP_SLOT_BYTES + GROUP_COUNTS_BYTES) << 20,
     }))
 }

@@ -94,6 +94,9 @@ pub const MAX_PORT_SETS: u32 = 1024;
 /// microseconds, the configuration generation).
 pub const GROUP_SLOT_BYTES: usize = 48;
 
+/// Bytes per group of `nb_group_counts` beside the slot: completions and re-sends (u32 each).
+pub const GROUP_COUNTS_BYTES: usize = 8;
+
 /// Of [`GROUP_SLOT_BYTES`], the group's state: spin lock (4), seq (4), word (8).
 pub const GROUP_STATE_BYTES: usize = 16;
 
