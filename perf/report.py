@@ -588,6 +588,24 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
         w("")
         summary.append(("XDP switch frames/s on one CPU (veth, live frames)", "XDP reflector, same bed",
                         "%sfps vs %sfps: **%s**" % (m(xd["switch_fps"]), m(xd["reflector_fps"]), fr(rx))))
+        dp = xd.get("dpdk_af_packet") or {}
+        if dp.get("fps"):
+            w("barrier-switch (DPDK): %s; %s; %s. %sfps (range %s-%s, %d runs); "
+              "barrier-switch / reflector: **%s** (the XDP switch's: %s). Not alternated with the "
+              "reflector (the ratio is to the reflector's median above), and its load is a closed "
+              "loop, not live frames." % (
+                  dp["device"], dp["load"], dp["switch_config"], m(dp["fps"]),
+                  m(dp["fps_range"][0]), m(dp["fps_range"][1]), len(dp["runs_fps"]),
+                  fr(dp["ratio_to_reflector"]), fr(rx)))
+            w("")
+            summary.append(("barrier-switch on net_af_packet frames/s on one CPU (same veth bed, closed loop)",
+                            "XDP reflector, same bed",
+                            "%sfps vs %sfps: **%s**" % (m(dp["fps"]), m(xd["reflector_fps"]),
+                                                       fr(dp["ratio_to_reflector"]))))
+        elif dp:
+            w("barrier-switch on net_af_packet on the same bed: not measured (%s)." %
+              (dp.get("error") or dp.get("skipped")))
+            w("")
     targets.append(("XDP switch frames/s per core >= 0.5x an XDP reflector on the same veth bed",
                     rx is not None and rx >= 0.5, fr(rx)))
     targets.append(("XDP switch: <= 16 bytes of state per group",

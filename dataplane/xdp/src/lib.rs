@@ -71,6 +71,14 @@ pub const REFLECTOR_PROGRAM: &str = "nb_reflect";
 /// (map `nb_leaf_cfg`: groups as a power of two, epoch, source MAC) and drops it.
 pub const LEAF_PROGRAM: &str = "nb_leaf";
 
+/// In [`REFLECTOR_OBJECT`]: [`LEAF_PROGRAM`]'s rewrite, sent back out (`XDP_TX`) instead of
+/// dropped: starts `barrier-perf xdp`'s closed loop through barrier-switch.
+pub const KICK_PROGRAM: &str = "nb_kick";
+
+/// In [`REFLECTOR_OBJECT`]: turns every release it receives into the same group's next reduce
+/// and sends it back (`XDP_TX`), counting them (map `nb_pong_count`); passes anything else.
+pub const PONG_PROGRAM: &str = "nb_pong";
+
 /// The program's name in the object.
 pub const PROGRAM: &str = "nb_switch";
 
