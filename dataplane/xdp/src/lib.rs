@@ -327,10 +327,11 @@ pub struct XdpSwitch {
     sets: HashMap<u64, SetSlot>,
     /// Slots never used yet: `next_slot..MAX_PORT_SETS`.
     next_slot: u32,
-    /// Slots freed, the longest free first: reused only when no slot was never used, and then
-    /// the one freed longest ago (a frame that read the slot just before it was freed has
-    /// long left when it is reused).
-    free_slots: std::collections::VecDeque<u32>,
+    /// Published sets no configured group names (`refs` 0), the longest idle first: taken
+    /// back at no cost if named again, reclaimed for a new set when no slot is free.
+    idle: std::collections::VecDeque<u64>,
+    /// Slots reclaimed and not yet given to a set (a set whose devmap could not be made).
+    free_slots: Vec<u32>,
     /// Per port index, the frames sent through port-set slots since freed (`nb_sent` cells).
     retired_sent: [[u64; SENT_CELLS]; MAX_PORT as usize],
     /// Every configured group's registers and the generation written with them: what the
@@ -372,7 +373,8 @@ impl XdpSwitch {
             ports: [None; MAX_PORT as usize],
             sets: HashMap::new(),
             next_slot: 0,
-            free_slots: std::collections::VecDeque::new(),
+            idle: std::collections::VecDeque::new(),
+            free_slots: Vec::new(),
             retired_sent: [[0; SENT_CELLS]; MAX_PORT as usize],
             configs: HashMap::new(),
             generation: 0,
@@ -413,20 +415,27 @@ impl XdpSwitch {
         Ok(())
     }
 
-    /// Takes a reference to the `nb_port_sets` slot holding a devmap of exactly `set`, created
-    /// on first use in a free slot ([`XdpSwitch::release_port_set`] gives it back).
+    /// Takes a reference to the `nb_port_sets` slot holding a devmap of exactly `set`: the
+    /// published one (idle or not), else a new one in a free slot, a slot never used, or the
+    /// slot of the set idle longest, reclaimed ([`XdpSwitch::release_port_set`] gives the
+    /// reference back).
     fn port_set(&mut self, group: GroupId, set: PortSet) -> Result<u32, XdpError> {
         if let Some(s) = self.sets.get_mut(&set.0) {
+            if s.refs == 0 {
+                self.idle.retain(|&m| m != set.0);
+            }
             s.refs += 1;
             return Ok(s.slot);
         }
-        let slot = if self.next_slot < MAX_PORT_SETS {
+        let slot = if let Some(slot) = self.free_slots.pop() {
+            slot
+        } else if self.next_slot < MAX_PORT_SETS {
             self.next_slot += 1;
             self.next_slot - 1
+        } else if let Some(mask) = self.idle.pop_front() {
+            self.reclaim(mask)?
         } else {
-            self.free_slots
-                .pop_front()
-                .ok_or(XdpError::TooManyPortSets)?
+            return Err(XdpError::TooManyPortSets);
         };
         match self.fill_port_set(group, set, slot) {
             Ok(map) => {
@@ -441,7 +450,7 @@ impl XdpSwitch {
                 Ok(slot)
             }
             Err(e) => {
-                self.free_slots.push_front(slot);
+                self.free_slots.push(slot);
                 Err(e)
             }
         }
@@ -470,26 +479,33 @@ impl XdpSwitch {
         Ok(inner)
     }
 
-    /// Gives back a reference [`XdpSwitch::port_set`] took. The last one frees the slot: its
-    /// `nb_port_sets` entry is deleted (a frame that still names it is `tx_failed`), the frames
-    /// sent through it stay in its ports' totals ([`XdpSwitch::sent`]), its devmap is closed,
-    /// and the slot goes to the back of the free list.
+    /// Gives back a reference [`XdpSwitch::port_set`] took. A set no group names any more
+    /// stays published, idle, until its slot is needed ([`XdpSwitch::reclaim`]).
     fn release_port_set(&mut self, set: PortSet) -> Result<(), XdpError> {
         let Some(s) = self.sets.get_mut(&set.0) else {
             return Ok(());
         };
         s.refs -= 1;
-        if s.refs > 0 {
-            return Ok(());
+        if s.refs == 0 {
+            self.idle.push_back(set.0);
         }
-        let slot = s.slot;
-        self.sets.remove(&set.0);
-        self.free_slots.push_back(slot);
-        self.obj.map("nb_port_sets")?.delete(&slot.to_ne_bytes())?;
+        Ok(())
+    }
+
+    /// Unpublishes the idle set `mask` and returns its slot: its `nb_port_sets` entry is
+    /// deleted (the kernel waits an RCU grace period there, so no program still holds the
+    /// devmap or counts in the slot's row when it returns), the frames sent through it are
+    /// added to its ports' totals ([`XdpSwitch::sent`]) and its `nb_sent` row zeroed, and its
+    /// devmap is closed.
+    fn reclaim(&mut self, mask: u64) -> Result<u32, XdpError> {
+        let s = self.sets.remove(&mask).expect("an idle set is published");
+        self.obj
+            .map("nb_port_sets")?
+            .delete(&s.slot.to_ne_bytes())?;
         let sent = self.obj.map("nb_sent")?;
-        let row = SENT_SET + slot;
+        let row = SENT_SET + s.slot;
         let cells = Self::sent_row(&sent, row)?;
-        for port in set.iter() {
+        for port in PortSet(mask).iter() {
             if let Some(r) = self.retired_sent.get_mut(port.get() as usize) {
                 for (a, b) in r.iter_mut().zip(cells) {
                     *a += b;
@@ -498,7 +514,19 @@ impl XdpSwitch {
         }
         let zero = vec![0u8; 8 * SENT_CELLS * barrier_bpf::possible_cpus()?];
         sent.update_percpu(&row.to_ne_bytes(), &zero)?;
-        Ok(())
+        Ok(s.slot)
+    }
+
+    /// Reclaims every idle port set now (see [`XdpSwitch::reclaim`]); returns how many. A
+    /// switch does this by itself, one set at a time, when a new set finds no free slot.
+    pub fn reclaim_idle_port_sets(&mut self) -> Result<usize, XdpError> {
+        let mut n = 0;
+        while let Some(mask) = self.idle.pop_front() {
+            let slot = self.reclaim(mask)?;
+            self.free_slots.push(slot);
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// Gives back the port-set references of `group`'s configuration, if it has one.
@@ -763,8 +791,13 @@ impl XdpSwitch {
         Ok(None)
     }
 
-    /// Port-set slots holding a devmap now (of [`MAX_PORT_SETS`]).
+    /// Port sets some configured group names (of [`MAX_PORT_SETS`] slots).
     pub fn port_sets_in_use(&self) -> usize {
+        self.sets.values().filter(|s| s.refs > 0).count()
+    }
+
+    /// Port sets published in `nb_port_sets`: those in use and the idle ones not reclaimed yet.
+    pub fn port_sets_published(&self) -> usize {
         self.sets.len()
     }
 

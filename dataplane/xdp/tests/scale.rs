@@ -37,9 +37,10 @@ fn a_million_groups_load() {
 
 /// Port-set slots are freed with their last group: four groups reconfigured again and again,
 /// each time over a port set no group had before, pass `MAX_PORT_SETS` distinct sets (before
-/// the slots were counted, the 1,025th was refused); removing the groups frees every slot; a
-/// set two groups share stays while one of them has it, and its broadcast still reaches
-/// exactly its ports; the frames sent through a freed slot stay in its ports' totals.
+/// the slots were counted, the 1,025th was refused; the last 100 take the slots of sets idle
+/// longest); removing the groups leaves no set in use; a set two groups share stays while one
+/// of them has it, and its broadcast still reaches exactly its ports; the frames sent through
+/// a set stay in its ports' totals when it goes idle and when its slot is reclaimed.
 #[test]
 fn port_set_slots_are_freed_with_their_last_group() {
     let Some(bed) = common::bed("port_set_slots_are_freed_with_their_last_group") else {
@@ -65,6 +66,7 @@ fn port_set_slots_are_freed_with_their_last_group() {
                 "{} in use",
                 sw.port_sets_in_use()
             );
+            assert!(sw.port_sets_published() <= MAX_PORT_SETS as usize);
         }
         for g in 0..4 {
             sw.remove(GroupId(g)).expect("remove");
@@ -110,7 +112,15 @@ fn port_set_slots_are_freed_with_their_last_group() {
         assert_eq!(
             released(&sw),
             [1, 1],
-            "the freed slot's frames left the totals"
+            "the idle set's frames left the totals"
+        );
+        let reclaimed = sw.reclaim_idle_port_sets().expect("reclaim");
+        assert!(reclaimed >= 1, "{reclaimed}");
+        assert_eq!(sw.port_sets_published(), 0);
+        assert_eq!(
+            released(&sw),
+            [1, 1],
+            "the reclaimed slot's frames left the totals"
         );
     })
     .expect("enter the namespace");
