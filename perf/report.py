@@ -577,16 +577,35 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
         w("%s; %s; batch %d, %d groups (%s). Reflector %sfps (range %s-%s), switch %sfps "
           "(range %s-%s); switch / reflector, median of %d alternated repetitions: **%s** "
           "(range %s-%s). Switch completions per frame: %s. State per group %d bytes, slot %d "
-          "bytes (%d MiB at 2^20 groups)." % (
+          "bytes, counts %d bytes (%d MiB at 2^20 groups)." % (
               xd["device"], xd["load"], xd["batch_size"], xd["groups"], xd["switch_config"],
               m(xd["reflector_fps"]), m(xd["reflector_fps_range"][0]), m(xd["reflector_fps_range"][1]),
               m(xd["switch_fps"]), m(xd["switch_fps_range"][0]), m(xd["switch_fps_range"][1]),
               len(xd["reps"]), fr(rx), fr(xd["ratio_range"][0]), fr(xd["ratio_range"][1]),
               fr(xd["completions_per_frame"]), xd["state_bytes_per_group"],
-              xd["slot_bytes_per_group"], xd["map_bytes_at_2_20_groups"] >> 20))
+              xd["slot_bytes_per_group"], xd.get("counts_bytes_per_group", 0),
+              xd["map_bytes_at_2_20_groups"] >> 20))
         w("")
         summary.append(("XDP switch frames/s on one CPU (veth, live frames)", "XDP reflector, same bed",
                         "%sfps vs %sfps: **%s**" % (m(xd["switch_fps"]), m(xd["reflector_fps"]), fr(rx))))
+        dp = xd.get("dpdk_af_packet") or {}
+        if dp.get("fps"):
+            w("barrier-switch (DPDK): %s; %s; %s. %sfps (range %s-%s, %d runs); "
+              "barrier-switch / reflector: **%s** (the XDP switch's: %s). Not alternated with the "
+              "reflector (the ratio is to the reflector's median above), and its load is a closed "
+              "loop, not live frames." % (
+                  dp["device"], dp["load"], dp["switch_config"], m(dp["fps"]),
+                  m(dp["fps_range"][0]), m(dp["fps_range"][1]), len(dp["runs_fps"]),
+                  fr(dp["ratio_to_reflector"]), fr(rx)))
+            w("")
+            summary.append(("barrier-switch on net_af_packet frames/s on one CPU (same veth bed, closed loop)",
+                            "XDP reflector, same bed",
+                            "%sfps vs %sfps: **%s**" % (m(dp["fps"]), m(xd["reflector_fps"]),
+                                                       fr(dp["ratio_to_reflector"]))))
+        elif dp:
+            w("barrier-switch on net_af_packet on the same bed: not measured (%s)." %
+              (dp.get("error") or dp.get("skipped")))
+            w("")
     targets.append(("XDP switch frames/s per core >= 0.5x an XDP reflector on the same veth bed",
                     rx is not None and rx >= 0.5, fr(rx)))
     targets.append(("XDP switch: <= 16 bytes of state per group",
@@ -594,7 +613,7 @@ plot 'sim.dat' u 1:2 w lp t 'tree latency', '' u 1:3 w lp t 'dissemination laten
                     "%d bytes" % xd["state_bytes_per_group"] if xd else "n/a"))
     targets.append(("XDP switch: a million groups in <= 16 MiB of map",
                     bool(xd) and xd["map_bytes_at_2_20_groups"] <= 16 << 20,
-                    "%d MiB (slot %d bytes)" % (xd["map_bytes_at_2_20_groups"] >> 20, xd["slot_bytes_per_group"]) if xd else "n/a"))
+                    "%d MiB (slot %d bytes, counts %d)" % (xd["map_bytes_at_2_20_groups"] >> 20, xd["slot_bytes_per_group"], xd.get("counts_bytes_per_group", 0)) if xd else "n/a"))
 
     # Issue 24: a 2,2 tree of XDP switches against the same tree of DPDK switches (step 3e).
     xt = load(d, "xdptree.json")

@@ -246,9 +246,10 @@ if want twoproc; then
 fi
 
 # 3d. The XDP switch against an XDP reflector on one veth pair, one CPU (issue 24; BPF_PROG_RUN
-# live frames, perf/README.md); the group slot's size.
+# live frames, perf/README.md); then barrier-switch on net_af_packet on the same pair and CPU
+# (the binary built above, beside barrier-perf; a closed loop); the group slot's size.
 if want xdp; then
-  log "3d. XDP switch vs XDP reflector (BPF_PROG_RUN live frames, veth), $REPS x $SECS s each"
+  log "3d. XDP switch vs XDP reflector (BPF_PROG_RUN live frames, veth), $REPS x $SECS s each; then barrier-switch on net_af_packet"
   "$bin/barrier-perf" xdp --out "$out" --secs "$SECS" --reps "$REPS" 2>"$out/xdp.log" \
     || { cat "$out/xdp.log" >&2; exit 1; }
 fi

@@ -13,6 +13,12 @@
 //   initialised; later uses reset the data pointers, not the bytes), so what nb_leaf writes is
 //   what the program under test receives next. It does the same work whatever it is given, so
 //   the reflector and the switch pay the same for it.
+// - nb_kick: nb_leaf's rewrite, sent (XDP_TX) instead of dropped: run with BPF_PROG_RUN live
+//   frames on the leaves' end, it starts the closed loop that measures barrier-switch on
+//   net_af_packet on the same veth pair (one reduce per group, barrier 0).
+// - nb_pong: attached to the leaves' end for that measurement: every release it receives
+//   becomes the same group's next reduce (barrier + 1) and goes back (XDP_TX); it counts them
+//   (nb_pong_count). Anything else goes on to the kernel.
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -69,24 +75,19 @@ static __always_inline __u16 csum_fold(__u32 sum)
 	return (__u16)sum;
 }
 
-SEC("xdp")
-int nb_leaf(struct xdp_md *ctx)
+// Per CPU: releases nb_pong turned into reduces.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} nb_pong_count SEC(".maps");
+
+// Writes FrameRepr::emit's reduce of `group`, barrier `seq` at p (60 bytes, checked by the
+// caller): broadcast, the leaves' MAC, magic 0xBA, version 2, kind 1, the checksum.
+static __always_inline void write_reduce(__u8 *p, const struct nb_leaf_cfg *cfg, __u32 group,
+					 __u32 seq)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	__u8 *p = data;
-	__u32 zero = 0;
-	if (p + FRAME_LEN > (__u8 *)data_end)
-		return XDP_DROP;
-	struct nb_leaf_cfg *cfg = bpf_map_lookup_elem(&nb_leaf_cfg, &zero);
-	__u64 *count = bpf_map_lookup_elem(&nb_leaf_count, &zero);
-	if (!cfg || !count)
-		return XDP_DROP;
-	__u64 c = (*count)++;
-	__u32 shift = cfg->shift & 31;
-	__u32 group = (__u32)(c & ((1ull << shift) - 1));
-	__u32 seq = (__u32)(c >> shift);
-	// FrameRepr::emit's reduce: broadcast, the leaves' MAC, magic 0xBA, version 2, kind 1.
 #pragma unroll
 	for (int i = 0; i < 6; i++) {
 		p[i] = 0xff;
@@ -111,7 +112,61 @@ int nb_leaf(struct xdp_md *ctx)
 	__u16 k = ~csum_fold(sum);
 	p[38] = k >> 8;
 	p[39] = k & 0xff;
+}
+
+// nb_leaf's rewrite: the leaves' next reduce (group c mod 2^shift, barrier c >> shift).
+static __always_inline int next_reduce(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *p = data;
+	__u32 zero = 0;
+	if (p + FRAME_LEN > (__u8 *)data_end)
+		return -1;
+	struct nb_leaf_cfg *cfg = bpf_map_lookup_elem(&nb_leaf_cfg, &zero);
+	__u64 *count = bpf_map_lookup_elem(&nb_leaf_count, &zero);
+	if (!cfg || !count)
+		return -1;
+	__u64 c = (*count)++;
+	__u32 shift = cfg->shift & 31;
+	write_reduce(p, cfg, (__u32)(c & ((1ull << shift) - 1)), (__u32)(c >> shift));
+	return 0;
+}
+
+SEC("xdp")
+int nb_leaf(struct xdp_md *ctx)
+{
+	next_reduce(ctx);
 	return XDP_DROP;
+}
+
+SEC("xdp")
+int nb_kick(struct xdp_md *ctx)
+{
+	return next_reduce(ctx) == 0 ? XDP_TX : XDP_DROP;
+}
+
+SEC("xdp")
+int nb_pong(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *p = data;
+	__u32 zero = 0;
+	if (p + FRAME_LEN > (__u8 *)data_end)
+		return XDP_PASS;
+	// A release (EtherType, magic, version, kind 2); anything else is the kernel's.
+	if (p[12] != 0x88 || p[13] != 0xB5 || p[14] != 0xBA || p[15] != 2 || p[16] != 2)
+		return XDP_PASS;
+	struct nb_leaf_cfg *cfg = bpf_map_lookup_elem(&nb_leaf_cfg, &zero);
+	__u64 *count = bpf_map_lookup_elem(&nb_pong_count, &zero);
+	if (!cfg || !count)
+		return XDP_DROP;
+	*count += 1;
+	__u32 group = bpf_ntohl(*(__u32 *)(p + 18));
+	__u32 seq = bpf_ntohl(*(__u32 *)(p + 26));
+	write_reduce(p, cfg, group, seq + 1);
+	return XDP_TX;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

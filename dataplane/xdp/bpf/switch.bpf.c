@@ -86,7 +86,7 @@ enum {
 enum { TO_NONE, TO_INGRESS, TO_PARENT, TO_CHILDREN, TO_CHILDREN_BUT_INGRESS, TO_MEMBERS };
 
 // The program's last decision on this CPU, for tests and debugging (what BPF_PROG_TEST_RUN
-// cannot show: where a redirect goes).
+// cannot show: where a redirect goes). Written only when the loader set nb_record_last.
 struct nb_last {
 	__u32 egress;   // 0 dropped or passed, 1 XDP_TX, 2 one port, 3 a port set
 	__u32 target;   // egress 2: port index; 3: port-set slot
@@ -145,12 +145,60 @@ struct {
 	__type(value, struct nb_self);
 } nb_self SEC(".maps");
 
+// The counters, one row per port: row r (the ingress port's index; NO_PORT_ROW for a frame
+// on an interface that is no port, and for the timer entry point's decisions) holds C_COUNT
+// counters. A frame looks its row up once and counts in it; userspace sums the CPUs, and the
+// rows for the switch's totals (XdpSwitch::port_counters, XdpSwitch::counters).
+#define NO_PORT_ROW MAX_PORT
+#define COUNTER_ROWS (MAX_PORT + 1)
+
+struct nb_counter_row {
+	__u64 c[C_COUNT];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, C_COUNT);
+	__uint(max_entries, COUNTER_ROWS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct nb_counter_row);
 } nb_counters SEC(".maps");
+
+// Frames sent, counted where the program knows their destination without walking a port set:
+// row d is a port index (XDP_TX, the redirect to the parent), SENT_SET + a port-set slot (a
+// broadcast redirect) or SENT_EXCLUDED + a port index (the ingress port a broadcast left out);
+// its cells are (kind - 1) + 3 * retransmit. Userspace turns it into frames per egress port, a
+// set's count going to each of its ports less the exclusions (XdpSwitch::sent).
+#define SENT_CELLS 6
+#define SENT_SET 64
+#define SENT_EXCLUDED (SENT_SET + MAX_PORT_SETS)
+#define SENT_ROWS (SENT_EXCLUDED + 64)
+
+struct nb_sent_row {
+	__u64 c[SENT_CELLS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SENT_ROWS);
+	__type(key, __u32);
+	__type(value, struct nb_sent_row);
+} nb_sent SEC(".maps");
+
+// Per group, what barrier-switch's group table counts (GroupCounts): barriers completed here,
+// and re-sends (releases sent again for stale reduces, reduces re-sent by the timer side). A
+// map of its own, so that reconfiguring, resetting or removing the group (a write of its whole
+// nb_groups slot) leaves them, as the group table's do. Atomic adds: every CPU writes them.
+struct nb_group_counts {
+	__u32 completions;
+	__u32 resends;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536); // the loader sets the size: nb_groups's
+	__type(key, __u32);
+	__type(value, struct nb_group_counts);
+} nb_group_counts SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -158,6 +206,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct nb_last);
 } nb_last SEC(".maps");
+
+// Set by the loader before the program is loaded (XdpSwitch::load_object, LoadOptions): 1
+// keeps the record in nb_last (the tests that read where a redirect went), 0 (the daemon, the
+// perf bed) leaves it out. It is .rodata, frozen at load, so the verifier knows its value and
+// removes the branch that cannot be taken: with 0 the program has no nb_last write at all.
+// The only global in .rodata (the loader checks the section is 4 bytes).
+const volatile __u32 nb_record_last = 0;
 
 // Timer kinds (switch::Timer): a re-send to the parent (attempt 0 when armed here), the
 // failure deadline.
@@ -180,11 +235,30 @@ struct {
 	__uint(max_entries, 1 << 20); // 32-byte records (header included): 32,768 in flight
 } nb_arm SEC(".maps");
 
-static __always_inline void count(__u32 idx)
+// Per CPU: no other CPU writes this copy.
+static __always_inline void count(struct nb_counter_row *r, __u32 idx)
 {
-	__u64 *c = bpf_map_lookup_elem(&nb_counters, &idx);
-	if (c)
-		*c += 1; // per CPU: no other CPU writes this copy
+	if (idx < C_COUNT)
+		r->c[idx] += 1;
+}
+
+static __always_inline void count_sent(__u32 dest, __u8 kind, __u8 retransmit)
+{
+	struct nb_sent_row *r = bpf_map_lookup_elem(&nb_sent, &dest);
+	__u32 cell = (kind - 1) + (retransmit ? 3 : 0);
+	if (r && cell < SENT_CELLS)
+		r->c[cell] += 1;
+}
+
+static __always_inline void count_group(__u32 group, int completion, int resend)
+{
+	struct nb_group_counts *c = bpf_map_lookup_elem(&nb_group_counts, &group);
+	if (!c)
+		return;
+	if (completion)
+		__sync_fetch_and_add(&c->completions, 1);
+	if (resend)
+		__sync_fetch_and_add(&c->resends, 1);
 }
 
 // a is ahead of b: a - b (mod 2^32) in 1..2^31 (Seq::is_ahead_of).
@@ -442,6 +516,8 @@ static __always_inline int verdict(__u32 outcome, __u32 egress, __u32 target, __
 				   int ret)
 {
 	__u32 zero = 0;
+	if (!nb_record_last)
+		return ret;
 	struct nb_last *last = bpf_map_lookup_elem(&nb_last, &zero);
 	if (last) {
 		last->egress = egress;
@@ -454,8 +530,8 @@ static __always_inline int verdict(__u32 outcome, __u32 egress, __u32 target, __
 
 
 // Asks userspace to arm a timer (the ring buffer record nb_arm); a full ring loses it, counted.
-static __always_inline void arm(__u32 group, __u32 seq, __u32 epoch, __u32 generation,
-				__u32 timer)
+static __always_inline void arm(struct nb_counter_row *ctr, __u32 group, __u32 seq,
+				__u32 epoch, __u32 generation, __u32 timer)
 {
 	struct nb_arm rec = {
 		.group = group,
@@ -466,7 +542,7 @@ static __always_inline void arm(__u32 group, __u32 seq, __u32 epoch, __u32 gener
 		.pad = 0,
 	};
 	if (bpf_ringbuf_output(&nb_arm, &rec, sizeof(rec), 0))
-		count(C_TIMERS_LOST);
+		count(ctr, C_TIMERS_LOST);
 }
 
 // Writes FrameRepr::emit's 60 bytes at p (checked by the caller to hold 60): destination
@@ -515,55 +591,62 @@ int nb_switch(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u8 *p = data;
 	__u32 zero = 0;
+	// The port first: every counter below is in the port's row (NO_PORT_ROW: no port here).
+	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 *port = bpf_map_lookup_elem(&nb_ports, &ifindex);
+	__u32 row = port && *port < MAX_PORT ? *port : NO_PORT_ROW;
+	struct nb_counter_row *ctr = bpf_map_lookup_elem(&nb_counters, &row);
+	if (!ctr)
+		return XDP_ABORTED; // cannot happen: row < COUNTER_ROWS
 
-	count(C_FRAMES);
+	count(ctr, C_FRAMES);
 	if (p + 14 > (__u8 *)data_end) {
-		count(C_DROP_TOO_SHORT);
+		count(ctr, C_DROP_TOO_SHORT);
 		return verdict(C_DROP_TOO_SHORT, 0, 0, 0, XDP_DROP);
 	}
 	if (((__u16)p[12] << 8 | p[13]) != ETHERTYPE) {
 		// Someone else's traffic (a VLAN tag included): the kernel's.
-		count(C_PASS_NOT_BARRIER);
+		count(ctr, C_PASS_NOT_BARRIER);
 		return verdict(C_PASS_NOT_BARRIER, 0, 0, 0, XDP_PASS);
 	}
 	if (p + HEADER_END > (__u8 *)data_end) {
-		count(C_DROP_TOO_SHORT);
+		count(ctr, C_DROP_TOO_SHORT);
 		return verdict(C_DROP_TOO_SHORT, 0, 0, 0, XDP_DROP);
 	}
 	if (p[14] != MAGIC) {
-		count(C_DROP_BAD_MAGIC);
+		count(ctr, C_DROP_BAD_MAGIC);
 		return verdict(C_DROP_BAD_MAGIC, 0, 0, 0, XDP_DROP);
 	}
 	if (p[15] != VERSION) {
-		count(C_DROP_BAD_VERSION);
+		count(ctr, C_DROP_BAD_VERSION);
 		return verdict(C_DROP_BAD_VERSION, 0, 0, 0, XDP_DROP);
 	}
 	__u8 kind = p[16], flags = p[17];
 	// FrameRepr::parse checks the flags before the kind.
 	if (flags & ~(FLAG_RETRANSMIT | FLAG_HAS_TIMESTAMP)) {
-		count(C_DROP_RESERVED_FLAGS);
+		count(ctr, C_DROP_RESERVED_FLAGS);
 		return verdict(C_DROP_RESERVED_FLAGS, 0, 0, 0, XDP_DROP);
 	}
 	if (kind < KIND_REDUCE || kind > KIND_ABORT ||
 	    (kind == KIND_ABORT && ((flags & FLAG_HAS_TIMESTAMP) || p[37] != 0))) {
-		count(C_DROP_BAD_KIND);
+		count(ctr, C_DROP_BAD_KIND);
 		return verdict(C_DROP_BAD_KIND, 0, 0, 0, XDP_DROP);
 	}
 	__u32 group = bpf_ntohl(*(__u32 *)(p + 18));
 	if (group >= MAX_GROUPS) {
-		count(C_DROP_GROUP_OUT_OF_RANGE);
+		count(ctr, C_DROP_GROUP_OUT_OF_RANGE);
 		return verdict(C_DROP_GROUP_OUT_OF_RANGE, 0, 0, 0, XDP_DROP);
 	}
 	if (csum_fold(header_sum(p)) != 0xffff) {
-		count(C_DROP_BAD_CHECKSUM);
+		count(ctr, C_DROP_BAD_CHECKSUM);
 		return verdict(C_DROP_BAD_CHECKSUM, 0, 0, 0, XDP_DROP);
 	}
 	if (kind == KIND_REDUCE)
-		count(C_REDUCE_IN);
+		count(ctr, C_REDUCE_IN);
 	else if (kind == KIND_RELEASE)
-		count(C_RELEASE_IN);
+		count(ctr, C_RELEASE_IN);
 	else
-		count(C_ABORT_IN);
+		count(ctr, C_ABORT_IN);
 
 	struct event ev = {
 		.kind = kind,
@@ -579,21 +662,19 @@ int nb_switch(struct xdp_md *ctx)
 			id = id << 8 | p[i];
 		ev.failure = id | (__u64)p[36] << ABORT_PORT_SHIFT;
 	}
-	__u32 ifindex = ctx->ingress_ifindex;
-	__u32 *port = bpf_map_lookup_elem(&nb_ports, &ifindex);
 	if (!port) {
 		// A frame on an interface that is no port of this switch: refused before the
 		// group is looked up, as barrier-switch does.
 		__u32 c = kind == KIND_RELEASE ? C_DROP_NOT_THE_PARENT : C_DROP_NOT_A_CHILD;
-		count(c);
+		count(ctr, c);
 		return verdict(c, 0, 0, 0, XDP_DROP);
 	}
-	if (*port < MAX_PORT)
-		ev.port = *port;
+	if (row != NO_PORT_ROW)
+		ev.port = row;
 
 	struct nb_group *g = bpf_map_lookup_elem(&nb_groups, &group);
 	if (!g || !g->configured) {
-		count(C_DROP_UNKNOWN_GROUP);
+		count(ctr, C_DROP_UNKNOWN_GROUP);
 		return verdict(C_DROP_UNKNOWN_GROUP, 0, 0, 0, XDP_DROP);
 	}
 
@@ -611,7 +692,7 @@ int nb_switch(struct xdp_md *ctx)
 #ifndef NB_BROKEN_NO_LOCK
 		bpf_spin_unlock(&g->lock);
 #endif
-		count(C_DROP_UNKNOWN_GROUP);
+		count(ctr, C_DROP_UNKNOWN_GROUP);
 		return verdict(C_DROP_UNKNOWN_GROUP, 0, 0, 0, XDP_DROP);
 	}
 	decide(g, &ev, &nseq, &nword, &d);
@@ -626,9 +707,11 @@ int nb_switch(struct xdp_md *ctx)
 	bpf_spin_unlock(&g->lock);
 #endif
 
-	count(d.outcome);
+	count(ctr, d.outcome);
+	if (d.outcome == C_COMPLETIONS || d.outcome == C_STALE_REDUCE)
+		count_group(group, d.outcome == C_COMPLETIONS, d.outcome == C_STALE_REDUCE);
 	if (d.timer)
-		arm(group, d.timer_seq, epoch, generation, d.timer);
+		arm(ctr, group, d.timer_seq, epoch, generation, d.timer);
 	if (!d.kind)
 		return verdict(d.outcome, 0, 0, 0, XDP_DROP);
 
@@ -636,14 +719,14 @@ int nb_switch(struct xdp_md *ctx)
 	// this switch, no timestamp, 60 bytes.
 	int delta = FRAME_LEN - (int)((long)data_end - (long)data);
 	if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta)) {
-		count(C_TX_FAILED);
+		count(ctr, C_TX_FAILED);
 		return verdict(d.outcome, 0, 0, 0, XDP_DROP);
 	}
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
 	p = data;
 	if (p + FRAME_LEN > (__u8 *)data_end) {
-		count(C_TX_FAILED);
+		count(ctr, C_TX_FAILED);
 		return verdict(d.outcome, 0, 0, 0, XDP_DROP);
 	}
 	struct nb_self *self = bpf_map_lookup_elem(&nb_self, &zero);
@@ -656,11 +739,14 @@ int nb_switch(struct xdp_md *ctx)
 	__u64 rflags = BPF_F_BROADCAST;
 	switch (d.to) {
 	case TO_INGRESS:
+		count_sent(ev.port, d.kind, d.retransmit);
 		return verdict(d.outcome, 1, ev.port, 0, XDP_TX);
 	case TO_PARENT:
 		ret = bpf_redirect_map(&nb_tx, parent, XDP_DROP);
 		if (ret != XDP_REDIRECT)
-			count(C_TX_FAILED);
+			count(ctr, C_TX_FAILED);
+		else
+			count_sent(parent, d.kind, d.retransmit);
 		return verdict(d.outcome, 2, parent, 0, ret);
 	case TO_CHILDREN_BUT_INGRESS:
 		rflags |= BPF_F_EXCLUDE_INGRESS;
@@ -673,12 +759,17 @@ int nb_switch(struct xdp_md *ctx)
 	}
 	void *devmap = bpf_map_lookup_elem(&nb_port_sets, &set);
 	if (!devmap) {
-		count(C_TX_FAILED);
+		count(ctr, C_TX_FAILED);
 		return verdict(d.outcome, 3, set, (__u32)rflags, XDP_DROP);
 	}
 	ret = bpf_redirect_map(devmap, 0, rflags);
-	if (ret != XDP_REDIRECT)
-		count(C_TX_FAILED);
+	if (ret != XDP_REDIRECT) {
+		count(ctr, C_TX_FAILED);
+	} else {
+		count_sent(SENT_SET + set, d.kind, d.retransmit);
+		if (rflags & BPF_F_EXCLUDE_INGRESS)
+			count_sent(SENT_EXCLUDED + ev.port, d.kind, d.retransmit);
+	}
 	return verdict(d.outcome, 3, set, (__u32)rflags, ret);
 }
 
@@ -812,7 +903,8 @@ int nb_timer(struct xdp_md *ctx)
 	struct decision d = {};
 	struct nb_timer_reply out = {};
 	__u64 nword, children, parent_bit;
-	__u32 epoch;
+	__u32 epoch, members_set, norow = NO_PORT_ROW;
+	__u8 parent;
 	bpf_spin_lock(&g->lock);
 	if (!g->configured) {
 		bpf_spin_unlock(&g->lock);
@@ -824,18 +916,26 @@ int nb_timer(struct xdp_md *ctx)
 	g->word = nword;
 	epoch = g->epoch;
 	children = g->children;
-	parent_bit = g->parent < MAX_PORT ? 1ull << g->parent : 0;
+	parent = g->parent;
+	members_set = g->members_set;
+	parent_bit = parent < MAX_PORT ? 1ull << parent : 0;
 	bpf_spin_unlock(&g->lock);
 
-	if (out.result == T_RESENT_REDUCE)
-		count(C_TIMER_RESENDS);
-	else if (out.result == T_DECLARED)
-		count(C_DECLARED);
+	struct nb_counter_row *ctr = bpf_map_lookup_elem(&nb_counters, &norow);
+	if (out.result == T_RESENT_REDUCE) {
+		if (ctr)
+			count(ctr, C_TIMER_RESENDS);
+		count_group(req.group, 0, 1);
+	} else if (out.result == T_DECLARED && ctr) {
+		count(ctr, C_DECLARED);
+	}
 	if (!d.kind) {
 		*(struct nb_timer_reply *)(p + TIMER_REPLY) = out;
 		return XDP_DROP;
 	}
 	out.ports = d.to == TO_PARENT ? parent_bit : children | parent_bit;
+	// Counted as sent when decided: the timer side sends it on each of these ports.
+	count_sent(d.to == TO_PARENT ? parent : SENT_SET + members_set, d.kind, d.retransmit);
 	write_frame(p, self, d.kind, d.retransmit, req.group, epoch, d.seq, d.failure);
 	*(struct nb_timer_reply *)(p + TIMER_REPLY) = out;
 	return XDP_TX;

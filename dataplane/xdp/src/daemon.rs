@@ -7,7 +7,7 @@
 //! this process: nothing of a run survives it but the file.
 
 use barrier_bpf::XdpMode;
-use barrier_mgmt::{metrics, notify, telemetry, Set};
+use barrier_mgmt::{metrics, notify, telemetry};
 use barrier_mgmt::{BindError, Control, ControlServer, Dataplane, Groups};
 use barrier_protocol::wire::MacAddr;
 use barrier_protocol::PortIdx;
@@ -113,19 +113,11 @@ fn start_timers(
         .expect("spawn the timer thread"))
 }
 
-/// The counters as barrier-switch's report shows them (`== switch NAME`, non-zero counters),
-/// of the one set the program has: switch-wide, summed over the CPUs.
+/// The counters as barrier-switch's report shows them (`barrier_mgmt::snapshot::report_counters`:
+/// `== switch NAME`, the totals, then each port's RX and TX; non-zero counters), each summed
+/// over the CPUs.
 fn counters_report(dp: &XdpDataplane) -> String {
-    let snap = dp.snapshot();
-    format!(
-        "== switch {} (XDP: counters switch-wide, summed over CPUs; none per port)\n{}",
-        snap.switch,
-        barrier_runtime::counters::format_sum(
-            "  rx total",
-            snap.names(Set::Rx),
-            [snap.total(Set::Rx)]
-        )
-    )
+    barrier_mgmt::snapshot::report_counters(&dp.snapshot())
 }
 
 /// What to do about a refused attach, by its errno.

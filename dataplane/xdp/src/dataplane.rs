@@ -1,8 +1,9 @@
 //! [`XdpDataplane`]: the XDP switch as `barrier_mgmt` sees it (`Dataplane`, `Groups`), so the
 //! control socket, Prometheus and `--stats-json` serve it as they serve barrier-switch. Groups
 //! are configured, removed and read in the program's `nb_groups` map; the counters are the
-//! program's per-CPU counters summed. What the program has not: per-group counts, per-port
-//! counters, policers, the straggler watch (each answers `None`).
+//! program's per-CPU counters summed: per port (RX by ingress port, TX by egress port, under
+//! barrier-switch's names) and per group (completions, re-sends). What the program has not:
+//! policers, the straggler watch (each answers `None`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -13,13 +14,15 @@ use barrier_protocol::switch::{GroupConfig, GroupState, Run};
 use barrier_protocol::table::GroupCounts;
 use barrier_protocol::GroupId;
 
-use crate::{XdpSwitch, COUNTERS};
+use crate::{XdpSwitch, COUNTERS, TX_COUNTERS};
 
-/// The counter names of the XDP switch's snapshot: the program's counters as one RX set
-/// (per CPU in the program, summed; not per port), no TX or scheduler set.
+/// The counter names of the XDP switch's snapshot: the program's counters as the RX set, one
+/// row set per port (queue 0; per CPU in the program, summed) and one without a port (frames
+/// on no port, the timer side's decisions); the frames sent per port as the TX set
+/// ([`TX_COUNTERS`]); no scheduler set.
 pub const NAMES: Names = Names {
     rx: &COUNTERS,
-    tx: &[],
+    tx: &TX_COUNTERS,
     scheduler: &[],
 };
 
@@ -70,8 +73,14 @@ impl Groups for XdpGroups {
     fn state(&self, group: GroupId) -> Option<GroupState> {
         self.lock().sw.state(group).ok().flatten()
     }
-    fn counts(&self, _group: GroupId) -> Option<GroupCounts> {
-        None
+    fn counts(&self, group: GroupId) -> Option<GroupCounts> {
+        match self.lock().sw.group_counts(group) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!("group {}: counts: {e}", group.0);
+                None
+            }
+        }
     }
     fn run(&self, _group: GroupId) -> Option<Run> {
         None
@@ -118,8 +127,25 @@ impl Dataplane for XdpDataplane {
     }
     fn snapshot(&self) -> Snapshot {
         let mut snap = Snapshot::new(self.name.clone(), self.port_names.clone(), NAMES);
-        match self.groups.with_switch(XdpSwitch::counters) {
-            Ok(c) => snap.push(Set::Rx, None, None, None, c.0.to_vec()),
+        let read = self
+            .groups
+            .with_switch(|sw| Ok::<_, crate::XdpError>((sw.port_counters()?, sw.sent()?)));
+        match read {
+            Ok((rx, tx)) => {
+                for (port, c) in rx {
+                    let port = port.map(|p| usize::from(p.get()));
+                    snap.push(Set::Rx, port, port.map(|_| 0), None, c.0.to_vec());
+                }
+                for (port, c) in tx {
+                    snap.push(
+                        Set::Tx,
+                        Some(usize::from(port.get())),
+                        None,
+                        None,
+                        c.to_vec(),
+                    );
+                }
+            }
             Err(e) => tracing::warn!("counters: {e}"),
         }
         snap

@@ -35,6 +35,7 @@ use barrier_bpf::{
     flags, map_type, BpfError, Object, OwnedMap, Program, XdpAttachment, XdpMode, XdpRun,
 };
 use barrier_protocol::switch::{ConfigError, GroupConfig, GroupState, Outcome, Reject, Role};
+use barrier_protocol::table::GroupCounts;
 use barrier_protocol::wire::MacAddr;
 use barrier_protocol::{GroupId, PortIdx, PortSet};
 
@@ -70,6 +71,14 @@ pub const REFLECTOR_PROGRAM: &str = "nb_reflect";
 /// (map `nb_leaf_cfg`: groups as a power of two, epoch, source MAC) and drops it.
 pub const LEAF_PROGRAM: &str = "nb_leaf";
 
+/// In [`REFLECTOR_OBJECT`]: [`LEAF_PROGRAM`]'s rewrite, sent back out (`XDP_TX`) instead of
+/// dropped: starts `barrier-perf xdp`'s closed loop through barrier-switch.
+pub const KICK_PROGRAM: &str = "nb_kick";
+
+/// In [`REFLECTOR_OBJECT`]: turns every release it receives into the same group's next reduce
+/// and sends it back (`XDP_TX`), counting them (map `nb_pong_count`); passes anything else.
+pub const PONG_PROGRAM: &str = "nb_pong";
+
 /// The program's name in the object.
 pub const PROGRAM: &str = "nb_switch";
 
@@ -93,10 +102,20 @@ pub const MAX_PORT_SETS: u32 = 1024;
 /// microseconds, the configuration generation).
 pub const GROUP_SLOT_BYTES: usize = 48;
 
+/// Bytes per group of `nb_group_counts` beside the slot: completions and re-sends (u32 each).
+pub const GROUP_COUNTS_BYTES: usize = 8;
+
 /// Of [`GROUP_SLOT_BYTES`], the group's state: spin lock (4), seq (4), word (8).
 pub const GROUP_STATE_BYTES: usize = 16;
 
 const NO_PARENT: u8 = 0xff;
+/// `nb_counters`'s row for frames on an interface that is no port, and for the timer entry
+/// point's decisions (`NO_PORT_ROW` in the program); rows `0..MAX_PORT` are the ports'.
+const NO_PORT_ROW: u32 = MAX_PORT as u32;
+/// `nb_sent`: cells per row, the rows of port-set slots and of left-out ingress ports.
+const SENT_CELLS: usize = 6;
+const SENT_SET: u32 = 64;
+const SENT_EXCLUDED: u32 = SENT_SET + MAX_PORT_SETS;
 const PHASE_SHIFT: u32 = 62;
 const ARRIVED_MASK: u64 = (1 << PHASE_SHIFT) - 1;
 
@@ -130,8 +149,33 @@ pub enum XdpError {
     #[error("group {0:?} is beyond the group map ({1} groups)")]
     GroupOutOfRange(GroupId, u32),
     /// Every port-set slot is taken.
-    #[error("more than {MAX_PORT_SETS} distinct port sets")]
+    #[error("more than {MAX_PORT_SETS} distinct port sets in use at once")]
     TooManyPortSets,
+    /// [`XdpSwitch::last_decision`] on a program loaded without
+    /// [`LoadOptions::record_last_decision`].
+    #[error("the program was loaded without recording its last decision (LoadOptions)")]
+    NotRecording,
+    /// The object's `.rodata` is not the one global the loader sets.
+    #[error("the switch object's .rodata holds {0} bytes, expected 4 (nb_record_last only)")]
+    Rodata(usize),
+}
+
+/// What [`XdpSwitch::load_object`] sets in the program before the verifier sees it (`const
+/// volatile` globals in `.rodata`: the verifier takes them as constants and removes what they
+/// switch off).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Record each frame's decision in the per-CPU map `nb_last`
+    /// ([`XdpSwitch::last_decision`]): one more map write per frame, for the tests that check
+    /// where a redirect went. Off in the daemon and the perf bed.
+    pub record_last_decision: bool,
+}
+
+impl LoadOptions {
+    /// The tests' options: the last decision recorded.
+    pub const RECORDING: LoadOptions = LoadOptions {
+        record_last_decision: true,
+    };
 }
 
 /// The per-CPU counters the program keeps, in its order (`enum` in `bpf/switch.bpf.c`): the
@@ -175,6 +219,21 @@ pub const COUNTERS: [&str; 30] = [
     "timers_lost",
 ];
 
+/// The per-port TX counters the program keeps (`nb_sent`, summed in userspace per egress
+/// port): barrier-switch's TX counter names (`TxCounters`) for what the XDP switch can count.
+/// A frame is counted when the program hands it to the kernel (`XDP_TX`, a redirect the kernel
+/// took) or the timer entry point decides it (the timer side then sends it): a frame the veth
+/// or NIC drops after that is still counted. `retransmits_out` counts the frames among them
+/// with the RETRANSMIT flag (the releases again for stale or ahead reduces, the timer's
+/// re-sent reduces).
+pub const TX_COUNTERS: [&str; 5] = [
+    "frames_out",
+    "reduce_out",
+    "release_out",
+    "abort_out",
+    "retransmits_out",
+];
+
 /// The outcome a counter index stands for, for the counters that count [`Outcome`]s.
 pub fn counter_outcome(index: usize) -> Option<Outcome> {
     Some(match COUNTERS.get(index).copied()? {
@@ -200,6 +259,12 @@ pub fn counter_outcome(index: usize) -> Option<Outcome> {
 pub struct Counters(pub [u64; COUNTERS.len()]);
 
 impl Counters {
+    fn add(&mut self, other: &Counters) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+
     /// The counter called `name`, if there is one.
     pub fn get(&self, name: &str) -> Option<u64> {
         COUNTERS.iter().position(|n| *n == name).map(|i| self.0[i])
@@ -210,6 +275,9 @@ impl Counters {
         COUNTERS.iter().copied().zip(self.0.iter().copied())
     }
 }
+
+/// One port's TX counters, in [`TX_COUNTERS`] order.
+pub type SentCounters = [u64; TX_COUNTERS.len()];
 
 /// Where the program's last decision on a CPU sent the frame (`nb_last`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,38 +307,78 @@ pub struct LastDecision {
     pub counter: u32,
 }
 
+/// One `nb_port_sets` slot in use: its devmap and the configured groups' references to it (a
+/// group's children and its members are one reference each, to the same slot where the two
+/// sets are equal).
+#[derive(Debug)]
+struct SetSlot {
+    slot: u32,
+    _map: OwnedMap,
+    refs: u32,
+}
+
 /// The XDP switch: the loaded program, its maps, and the port and port-set bookkeeping.
 #[derive(Debug)]
 pub struct XdpSwitch {
     obj: Object,
     groups: u32,
     ports: [Option<u32>; MAX_PORT as usize],
-    sets: HashMap<u64, (u32, OwnedMap)>,
+    /// Port sets in use, by mask.
+    sets: HashMap<u64, SetSlot>,
+    /// Slots never used yet: `next_slot..MAX_PORT_SETS`.
+    next_slot: u32,
+    /// Published sets no configured group names (`refs` 0), the longest idle first: taken
+    /// back at no cost if named again, reclaimed for a new set when no slot is free.
+    idle: std::collections::VecDeque<u64>,
+    /// Slots reclaimed and not yet given to a set (a set whose devmap could not be made).
+    free_slots: Vec<u32>,
+    /// Per port index, the frames sent through port-set slots since freed (`nb_sent` cells).
+    retired_sent: [[u64; SENT_CELLS]; MAX_PORT as usize],
     /// Every configured group's registers and the generation written with them: what the
     /// timer side needs (delays, backoff) and the program does not keep.
     configs: HashMap<u32, (GroupConfig, u32)>,
     /// Configurations written so far: the next one's generation.
     generation: u32,
+    /// Loaded with [`LoadOptions::record_last_decision`].
+    record_last: bool,
 }
 
 impl XdpSwitch {
-    /// Loads [`SWITCH_OBJECT`] with room for group numbers `0..groups`.
+    /// Loads [`SWITCH_OBJECT`] with room for group numbers `0..groups`, as the daemon runs it
+    /// (no last-decision record).
     pub fn load(groups: u32) -> Result<XdpSwitch, XdpError> {
-        XdpSwitch::load_object(SWITCH_OBJECT, groups)
+        XdpSwitch::load_object(SWITCH_OBJECT, groups, LoadOptions::default())
     }
 
-    /// Loads another build of the program (the tests' broken variant).
-    pub fn load_object(bytes: &[u8], groups: u32) -> Result<XdpSwitch, XdpError> {
+    /// Loads a build of the program ([`SWITCH_OBJECT`] or a tests' broken variant) with
+    /// `opts`.
+    pub fn load_object(
+        bytes: &[u8],
+        groups: u32,
+        opts: LoadOptions,
+    ) -> Result<XdpSwitch, XdpError> {
         let mut obj = Object::open(bytes, "barrier_xdp_switch")?;
         obj.set_max_entries("nb_groups", groups.max(1))?;
+        obj.set_max_entries("nb_group_counts", groups.max(1))?;
+        let rodata = obj.initial_value(".rodata")?;
+        if rodata.len() != 4 {
+            return Err(XdpError::Rodata(rodata.len()));
+        }
+        let record = u32::from(opts.record_last_decision);
+        obj.set_initial_value(".rodata", &record.to_ne_bytes())?;
         obj.load()?;
         Ok(XdpSwitch {
             obj,
             groups: groups.max(1),
             ports: [None; MAX_PORT as usize],
             sets: HashMap::new(),
+            next_slot: 0,
+            idle: std::collections::VecDeque::new(),
+            free_slots: Vec::new(),
+            retired_sent: [[0; SENT_CELLS]; MAX_PORT as usize],
             configs: HashMap::new(),
             generation: 0,
+            record_last: opts.record_last_decision,
         })
     }
 
@@ -307,15 +415,49 @@ impl XdpSwitch {
         Ok(())
     }
 
-    /// The `nb_port_sets` slot holding a devmap of exactly `set`, created on first use.
+    /// Takes a reference to the `nb_port_sets` slot holding a devmap of exactly `set`: the
+    /// published one (idle or not), else a new one in a free slot, a slot never used, or the
+    /// slot of the set idle longest, reclaimed ([`XdpSwitch::release_port_set`] gives the
+    /// reference back).
     fn port_set(&mut self, group: GroupId, set: PortSet) -> Result<u32, XdpError> {
-        if let Some((slot, _)) = self.sets.get(&set.0) {
-            return Ok(*slot);
+        if let Some(s) = self.sets.get_mut(&set.0) {
+            if s.refs == 0 {
+                self.idle.retain(|&m| m != set.0);
+            }
+            s.refs += 1;
+            return Ok(s.slot);
         }
-        let slot = self.sets.len() as u32;
-        if slot >= MAX_PORT_SETS {
+        let slot = if let Some(slot) = self.free_slots.pop() {
+            slot
+        } else if self.next_slot < MAX_PORT_SETS {
+            self.next_slot += 1;
+            self.next_slot - 1
+        } else if let Some(mask) = self.idle.pop_front() {
+            self.reclaim(mask)?
+        } else {
             return Err(XdpError::TooManyPortSets);
+        };
+        match self.fill_port_set(group, set, slot) {
+            Ok(map) => {
+                self.sets.insert(
+                    set.0,
+                    SetSlot {
+                        slot,
+                        _map: map,
+                        refs: 1,
+                    },
+                );
+                Ok(slot)
+            }
+            Err(e) => {
+                self.free_slots.push(slot);
+                Err(e)
+            }
         }
+    }
+
+    /// A devmap of `set`'s interfaces, published in `slot`.
+    fn fill_port_set(&self, group: GroupId, set: PortSet, slot: u32) -> Result<OwnedMap, XdpError> {
         let inner = OwnedMap::create(map_type::DEVMAP_HASH, "nb_port_set", 4, 4, 64, 0)?;
         for port in set.iter() {
             let ifindex = self
@@ -334,8 +476,66 @@ impl XdpSwitch {
         self.obj
             .map("nb_port_sets")?
             .update(&slot.to_ne_bytes(), &fd.to_ne_bytes(), flags::ANY)?;
-        self.sets.insert(set.0, (slot, inner));
-        Ok(slot)
+        Ok(inner)
+    }
+
+    /// Gives back a reference [`XdpSwitch::port_set`] took. A set no group names any more
+    /// stays published, idle, until its slot is needed ([`XdpSwitch::reclaim`]).
+    fn release_port_set(&mut self, set: PortSet) -> Result<(), XdpError> {
+        let Some(s) = self.sets.get_mut(&set.0) else {
+            return Ok(());
+        };
+        s.refs -= 1;
+        if s.refs == 0 {
+            self.idle.push_back(set.0);
+        }
+        Ok(())
+    }
+
+    /// Unpublishes the idle set `mask` and returns its slot: its `nb_port_sets` entry is
+    /// deleted (the kernel waits an RCU grace period there, so no program still holds the
+    /// devmap or counts in the slot's row when it returns), the frames sent through it are
+    /// added to its ports' totals ([`XdpSwitch::sent`]) and its `nb_sent` row zeroed, and its
+    /// devmap is closed.
+    fn reclaim(&mut self, mask: u64) -> Result<u32, XdpError> {
+        let s = self.sets.remove(&mask).expect("an idle set is published");
+        self.obj
+            .map("nb_port_sets")?
+            .delete(&s.slot.to_ne_bytes())?;
+        let sent = self.obj.map("nb_sent")?;
+        let row = SENT_SET + s.slot;
+        let cells = Self::sent_row(&sent, row)?;
+        for port in PortSet(mask).iter() {
+            if let Some(r) = self.retired_sent.get_mut(port.get() as usize) {
+                for (a, b) in r.iter_mut().zip(cells) {
+                    *a += b;
+                }
+            }
+        }
+        let zero = vec![0u8; 8 * SENT_CELLS * barrier_bpf::possible_cpus()?];
+        sent.update_percpu(&row.to_ne_bytes(), &zero)?;
+        Ok(s.slot)
+    }
+
+    /// Reclaims every idle port set now (see [`XdpSwitch::reclaim`]); returns how many. A
+    /// switch does this by itself, one set at a time, when a new set finds no free slot.
+    pub fn reclaim_idle_port_sets(&mut self) -> Result<usize, XdpError> {
+        let mut n = 0;
+        while let Some(mask) = self.idle.pop_front() {
+            let slot = self.reclaim(mask)?;
+            self.free_slots.push(slot);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Gives back the port-set references of `group`'s configuration, if it has one.
+    fn release_config(&mut self, cfg: Option<GroupConfig>) -> Result<(), XdpError> {
+        if let Some(cfg) = cfg {
+            self.release_port_set(cfg.children)?;
+            self.release_port_set(cfg.members())?;
+        }
+        Ok(())
     }
 
     fn check_group(&self, group: GroupId) -> Result<[u8; 4], XdpError> {
@@ -357,7 +557,13 @@ impl XdpSwitch {
             }
         }
         let children_set = self.port_set(group, cfg.children)?;
-        let members_set = self.port_set(group, cfg.members())?;
+        let members_set = match self.port_set(group, cfg.members()) {
+            Ok(slot) => slot,
+            Err(e) => {
+                self.release_port_set(cfg.children)?;
+                return Err(e);
+            }
+        };
         let parent = match cfg.role {
             Role::Root => NO_PARENT,
             Role::Intermediate { parent } => parent.get(),
@@ -374,8 +580,13 @@ impl XdpSwitch {
         v[40..44].copy_from_slice(&fail_after_us.to_ne_bytes());
         self.generation = self.generation.wrapping_add(1);
         v[44..48].copy_from_slice(&self.generation.to_ne_bytes());
-        self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK)?;
-        self.configs.insert(group.0, (*cfg, self.generation));
+        if let Err(e) = self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK) {
+            self.release_config(Some(*cfg))?;
+            return Err(e.into());
+        }
+        // The previous configuration's sets: freed if no other group has them.
+        let old = self.configs.insert(group.0, (*cfg, self.generation));
+        self.release_config(old.map(|(c, _)| c))?;
         Ok(())
     }
 
@@ -390,7 +601,8 @@ impl XdpSwitch {
         let key = self.check_group(group)?;
         let v = [0u8; GROUP_SLOT_BYTES];
         self.obj.map("nb_groups")?.update(&key, &v, flags::LOCK)?;
-        self.configs.remove(&group.0);
+        let old = self.configs.remove(&group.0);
+        self.release_config(old.map(|(c, _)| c))?;
         Ok(())
     }
 
@@ -423,25 +635,121 @@ impl XdpSwitch {
         Ok(())
     }
 
-    /// Every counter, summed over the CPUs.
+    /// Every counter, summed over the CPUs and the ports.
     pub fn counters(&self) -> Result<Counters, XdpError> {
-        let map = self.obj.map("nb_counters")?;
-        let mut out = [0u64; COUNTERS.len()];
-        for (i, slot) in out.iter_mut().enumerate() {
-            let per_cpu = map
-                .lookup_percpu(&(i as u32).to_ne_bytes())?
-                .unwrap_or_default();
-            *slot = per_cpu
-                .iter()
-                .map(|b| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes")))
-                .sum();
+        let mut total = Counters([0; COUNTERS.len()]);
+        for (_, c) in self.port_counters()? {
+            total.add(&c);
         }
-        Ok(Counters(out))
+        Ok(total)
+    }
+
+    /// The counters per port, summed over the CPUs: one entry per port that has an interface,
+    /// in port order, then `None`: frames on an interface that is no port of this switch, and
+    /// the timer side's decisions (`timer_resends`, `declared`).
+    pub fn port_counters(&self) -> Result<Vec<(Option<PortIdx>, Counters)>, XdpError> {
+        let map = self.obj.map("nb_counters")?;
+        let rows = (0..MAX_PORT)
+            .filter(|&i| self.ports[i as usize].is_some())
+            .map(|i| (PortIdx::new(i), u32::from(i)))
+            .chain(std::iter::once((None, NO_PORT_ROW)));
+        let mut out = Vec::new();
+        for (port, row) in rows {
+            let mut c = [0u64; COUNTERS.len()];
+            for cpu in map.lookup_percpu(&row.to_ne_bytes())?.unwrap_or_default() {
+                for (i, v) in c.iter_mut().enumerate() {
+                    *v += u64::from_ne_bytes(cpu[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+                }
+            }
+            out.push((port, Counters(c)));
+        }
+        Ok(out)
+    }
+
+    /// One `nb_sent` row's cells summed over the CPUs.
+    fn sent_row(map: &barrier_bpf::Map<'_>, row: u32) -> Result<[u64; SENT_CELLS], XdpError> {
+        let mut c = [0u64; SENT_CELLS];
+        for cpu in map.lookup_percpu(&row.to_ne_bytes())?.unwrap_or_default() {
+            for (i, v) in c.iter_mut().enumerate() {
+                *v += u64::from_ne_bytes(cpu[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+            }
+        }
+        Ok(c)
+    }
+
+    /// Frames sent per port (see [`TX_COUNTERS`]), one entry per port that has an interface,
+    /// in port order: what the program sent to that port alone, plus each broadcast over a
+    /// port set that holds it, less the broadcasts that left it out as their ingress port.
+    pub fn sent(&self) -> Result<Vec<(PortIdx, SentCounters)>, XdpError> {
+        let map = self.obj.map("nb_sent")?;
+        let mut cells: Vec<(PortIdx, [i128; SENT_CELLS])> = Vec::new();
+        for i in (0..MAX_PORT).filter(|&i| self.ports[i as usize].is_some()) {
+            let mut c = [0i128; SENT_CELLS];
+            let direct = Self::sent_row(&map, u32::from(i))?;
+            let left_out = Self::sent_row(&map, SENT_EXCLUDED + u32::from(i))?;
+            for k in 0..SENT_CELLS {
+                c[k] = i128::from(direct[k]) - i128::from(left_out[k]);
+            }
+            cells.push((PortIdx::new(i).expect("below MAX_PORT"), c));
+        }
+        for (port, c) in cells.iter_mut() {
+            for (a, b) in c.iter_mut().zip(self.retired_sent[port.get() as usize]) {
+                *a += i128::from(b);
+            }
+        }
+        for (&mask, s) in &self.sets {
+            let row = Self::sent_row(&map, SENT_SET + s.slot)?;
+            for (port, c) in cells.iter_mut() {
+                if PortSet(mask).contains(*port) {
+                    for k in 0..SENT_CELLS {
+                        c[k] += i128::from(row[k]);
+                    }
+                }
+            }
+        }
+        Ok(cells
+            .into_iter()
+            .map(|(port, c)| {
+                let c = c.map(|v| u64::try_from(v).unwrap_or(0));
+                let (reduce, release, abort) = (c[0] + c[3], c[1] + c[4], c[2] + c[5]);
+                (
+                    port,
+                    [
+                        reduce + release + abort,
+                        reduce,
+                        release,
+                        abort,
+                        c[3] + c[4] + c[5],
+                    ],
+                )
+            })
+            .collect())
+    }
+
+    /// `group`'s completions and re-sends at this switch (`nb_group_counts`), as barrier-switch's
+    /// group table counts them: since the program was loaded, across reconfigurations, resets
+    /// and removal of the group.
+    pub fn group_counts(&self, group: GroupId) -> Result<GroupCounts, XdpError> {
+        let key = self.check_group(group)?;
+        let v = self
+            .obj
+            .map("nb_group_counts")?
+            .lookup(&key, 0)?
+            .unwrap_or_else(|| vec![0; 8]);
+        let w = |i: usize| u32::from_ne_bytes(v[i..i + 4].try_into().expect("4 bytes"));
+        Ok(GroupCounts {
+            completions: w(0),
+            resends: w(4),
+        })
     }
 
     /// Clears the last-decision record on every CPU (before a run whose decision a test
-    /// reads with [`XdpSwitch::last_decision`]).
+    /// reads with [`XdpSwitch::last_decision`]). [`XdpError::NotRecording`] unless loaded with
+    /// [`LoadOptions::record_last_decision`].
     pub fn clear_last_decision(&self) -> Result<(), XdpError> {
+        if !self.record_last {
+            return Err(XdpError::NotRecording);
+        }
         let map = self.obj.map("nb_last")?;
         let cpus = barrier_bpf::possible_cpus()?;
         let mut v = Vec::with_capacity(16 * cpus);
@@ -454,7 +762,11 @@ impl XdpSwitch {
     }
 
     /// The decision recorded since [`XdpSwitch::clear_last_decision`], on whichever CPU ran it.
+    /// [`XdpError::NotRecording`] unless loaded with [`LoadOptions::record_last_decision`].
     pub fn last_decision(&self) -> Result<Option<LastDecision>, XdpError> {
+        if !self.record_last {
+            return Err(XdpError::NotRecording);
+        }
         let map = self.obj.map("nb_last")?;
         let Some(all) = map.lookup_percpu(&0u32.to_ne_bytes())? else {
             return Ok(None);
@@ -479,11 +791,21 @@ impl XdpSwitch {
         Ok(None)
     }
 
+    /// Port sets some configured group names (of [`MAX_PORT_SETS`] slots).
+    pub fn port_sets_in_use(&self) -> usize {
+        self.sets.values().filter(|s| s.refs > 0).count()
+    }
+
+    /// Port sets published in `nb_port_sets`: those in use and the idle ones not reclaimed yet.
+    pub fn port_sets_published(&self) -> usize {
+        self.sets.len()
+    }
+
     /// The port set a [`Egress::Set`] slot holds.
     pub fn port_set_of_slot(&self, slot: u32) -> Option<PortSet> {
         self.sets
             .iter()
-            .find(|(_, (s, _))| *s == slot)
+            .find(|(_, s)| s.slot == slot)
             .map(|(mask, _)| PortSet(*mask))
     }
 

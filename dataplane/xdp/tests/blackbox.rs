@@ -24,7 +24,7 @@ use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr, ETHERTYPE};
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 use barrier_testbed::netns::{can_create, VethNetns};
 use barrier_testbed::switch_process::{counter, root_config, switch_binary, SwitchProcess};
-use barrier_xdp::{XdpSwitch, BROKEN_NO_EPOCH_CHECK_OBJECT, SWITCH_OBJECT};
+use barrier_xdp::{LoadOptions, XdpSwitch, BROKEN_NO_EPOCH_CHECK_OBJECT, SWITCH_OBJECT};
 use rawsock::RawSocket;
 
 const GROUP: GroupId = GroupId(11);
@@ -214,7 +214,8 @@ fn bed(test: &str) -> Option<VethNetns> {
 /// The XDP switch (`object`) on the `b` ends of `bed`, the root of `GROUP` over the first
 /// `MEMBERS` of them; the pass program on the `a` ends. Call inside the namespace.
 fn xdp_switch_on(bed: &VethNetns, object: &[u8]) -> (XdpSwitch, Vec<XdpAttachment>) {
-    let mut sw = XdpSwitch::load_object(object, 64).expect("load the XDP program");
+    let mut sw =
+        XdpSwitch::load_object(object, 64, LoadOptions::default()).expect("load the XDP program");
     sw.set_switch_mac(common::ME).expect("switch MAC");
     let mut attached = Vec::new();
     for (i, (a, b)) in bed.pairs.iter().enumerate() {

@@ -2,7 +2,8 @@
 //! `run` on veth ports in a throw-away namespace serves the control socket as barrier-switch
 //! does: a group created through it releases the leaves' barrier (raw sockets on the far
 //! ends), `stats` shows the completion, the group is reset and deleted, features the XDP
-//! switch has not are refused by name, and SIGTERM detaches the program; and a group planned
+//! switch has not are refused by name, and SIGTERM detaches the program; `ports`, `group show`,
+//! `stats` and Prometheus count frames per port and completions per group; and a group planned
 //! over a tree of two XDP switches is applied through their sockets and releases. The runs
 //! need root: skipped otherwise, failed under `NB_REQUIRE_ROOT=1`.
 
@@ -208,8 +209,13 @@ const METRICS: &str = "127.0.0.1:19464";
 
 /// One Prometheus scrape of the daemon (from a thread in its namespace).
 fn scrape() -> String {
+    scrape_at(METRICS)
+}
+
+/// One Prometheus scrape of the endpoint at `addr`.
+fn scrape_at(addr: &str) -> String {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(METRICS).expect("connect to the metrics endpoint");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the metrics endpoint");
     s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
         .expect("send the scrape");
     let mut out = String::new();
@@ -298,8 +304,8 @@ fn run_serves_the_control_socket_on_veth_ports() {
             panic!("show: another reply")
         };
         assert_eq!(
-            (g.phase, g.seq, g.uncounted),
-            (PhaseName::Collecting, Some(2), true)
+            (g.phase, g.seq, g.completions, g.uncounted),
+            (PhaseName::Collecting, Some(2), 2, false)
         );
         assert_eq!(rx_total(&mut c, "completions"), 2);
         let scraped = scrape();
@@ -633,6 +639,21 @@ fn the_daemon_re_sends_an_intermediates_reduce_until_the_parent_answers() {
         let (status, out) = daemon.stop();
         assert!(status.success(), "{status}: {out}");
         assert!(out.contains("timer_resends"), "{out}");
+        // The report per port: the timer side's re-sends are the up port's retransmits_out,
+        // and with the first reduce its frames out.
+        let value = |line: &str, key: &str| -> u64 {
+            out.lines()
+                .find(|l| l.starts_with(line))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .find_map(|kv| kv.strip_prefix(&format!("{key}=")).map(str::to_owned))
+                })
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in {line:?} of:\n{out}"))
+        };
+        let resends = value("  rx total:", "timer_resends");
+        assert_eq!(value("  port up tx:", "retransmits_out"), resends, "{out}");
+        assert_eq!(value("  port up tx:", "frames_out"), resends + 1, "{out}");
     })
     .expect("enter the namespace");
 }
@@ -726,4 +747,132 @@ fn pass_on_peers(
                 .expect("attach the pass program")
         })
         .collect()
+}
+
+/// The XDP switch's per-port and per-group figures, black-box: the daemon on veth ports, three
+/// barriers of group 3 between leaf0 and leaf1 and then a stale reduce from leaf0, read back
+/// through `ports`, `group show`, `stats` and a Prometheus scrape under barrier-switch's
+/// names: frames in and out per port, the re-sent release on leaf0 only, the group's
+/// completions and re-sends; a third port that carried nothing shows zeroes.
+#[test]
+fn ports_group_show_and_prometheus_count_per_port_and_per_group() {
+    let Some(bed) = common::bed("ports_group_show_and_prometheus_count_per_port_and_per_group")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("xdp.toml");
+    let stats = dir.path().join("stats.json");
+    let sock = dir.path().join("xdp.sock");
+    let (a0, b0) = bed.pairs[0].clone();
+    let (a1, b1) = bed.pairs[1].clone();
+    let (a2, _) = bed.pairs[2].clone();
+    let metrics = "127.0.0.1:19466";
+    std::fs::write(
+        &config,
+        format!(
+            "[switch]\nmac = \"02:00:00:00:00:aa\"\n\n[[ports]]\nname = \"leaf0\"\niface = \"{a0}\"\n\n\
+             [[ports]]\nname = \"leaf1\"\niface = \"{a1}\"\n\n[[ports]]\nname = \"idle\"\niface = \"{a2}\"\n\n\
+             [control]\nsocket = \"{}\"\ncapacity = 16\n\n[metrics]\nlisten = \"{metrics}\"\ngroups = [3]\n\n\
+             [[groups]]\nnumber = 3\nrole = \"root\"\nchildren = [\"leaf0\", \"leaf1\"]\nepoch = 2\n",
+            sock.display()
+        ),
+    )
+    .expect("write the config");
+    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
+    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    let leaves = [&leaf0, &leaf1];
+    bed.exec(&["ip", "link", "set", "lo", "up"])
+        .expect("loopback up");
+
+    barrier_bpf::in_netns(&bed.netns, || {
+        let pass = XdpSwitch::load(1).expect("load the pass program");
+        let _peers: Vec<_> = [&b0, &b1]
+            .iter()
+            .map(|n| {
+                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
+                    .expect("attach the pass program")
+            })
+            .collect();
+        let daemon = Daemon::start(&bed.netns, &config, &stats);
+        daemon.wait_ready();
+        let mut c = Client::connect(&sock).expect("connect to the control socket");
+
+        for seq in 0..3 {
+            barrier(leaves, 3, 2, seq);
+        }
+        // A stale reduce (barrier 0, now at 3): the release of 2 again, to leaf0 only.
+        reduce(&leaf0, 3, 2, 0);
+        let f = common::next_from_switch(&leaf0, Duration::from_secs(2))
+            .expect("leaf 0: the release again");
+        assert_eq!(
+            (f.kind, f.seq, f.flags),
+            (Kind::Release, Seq(2), Flags::RETRANSMIT)
+        );
+
+        // `ports`: frames in and out per port.
+        let Reply::Ports { ports } = c.request(&Request::Ports {}).expect("ports") else {
+            panic!("ports: another reply")
+        };
+        let by_name = |n: &str| {
+            ports
+                .iter()
+                .find(|p| p.name == n)
+                .unwrap_or_else(|| panic!("no port {n} in {ports:?}"))
+                .clone()
+        };
+        let (p0, p1, p2) = (by_name("leaf0"), by_name("leaf1"), by_name("idle"));
+        assert_eq!((p0.rx_frames, p0.tx_frames), (4, 4), "{p0:?}");
+        assert_eq!((p1.rx_frames, p1.tx_frames), (3, 3), "{p1:?}");
+        assert_eq!((p2.rx_frames, p2.tx_frames), (0, 0), "{p2:?}");
+
+        // `group show`: completions and re-sends, counted.
+        let Reply::Group { group: g } = c
+            .request(&Request::GroupShow { group: 3 })
+            .expect("show group 3")
+        else {
+            panic!("show: another reply")
+        };
+        assert_eq!(
+            (g.completions, g.resends, g.uncounted),
+            (3, 1, false),
+            "{g:?}"
+        );
+        // `stats`: the per-port sets and the groups' sums.
+        let Reply::Stats { sets } = c.request(&Request::Stats {}).expect("stats") else {
+            panic!("stats: another reply")
+        };
+        let set = |scope: &str, name: &str| {
+            sets.iter()
+                .find(|s| s.scope == scope)
+                .unwrap_or_else(|| panic!("no {scope:?} in {sets:?}"))
+                .counters
+                .get(name)
+                .copied()
+                .unwrap_or(0)
+        };
+        assert_eq!(set("groups", "completions"), 3);
+        assert_eq!(set("groups", "resends"), 1);
+        assert_eq!(set("rx total", "completions"), 3);
+
+        // Prometheus: the per-port and per-group series barrier-switch exports.
+        let scraped = scrape_at(metrics);
+        for line in [
+            "barrier_frames_received_total{port=\"leaf0\",kind=\"reduce\"} 4",
+            "barrier_frames_received_total{port=\"leaf1\",kind=\"reduce\"} 3",
+            "barrier_frames_received_total{port=\"idle\",kind=\"reduce\"} 0",
+            "barrier_frames_sent_total{port=\"leaf0\",kind=\"release\"} 4",
+            "barrier_frames_sent_total{port=\"leaf1\",kind=\"release\"} 3",
+            "barrier_frames_sent_total{port=\"idle\",kind=\"release\"} 0",
+            "barrier_tx_events_total{port=\"leaf0\",event=\"retransmits_out\"} 1",
+            "barrier_tx_events_total{port=\"leaf1\",event=\"retransmits_out\"} 0",
+            "barrier_group_completions_total{group=\"3\"} 3",
+            "barrier_group_resends_total{group=\"3\"} 1",
+        ] {
+            assert!(scraped.contains(line), "want {line:?} in:\n{scraped}");
+        }
+        let (status, _) = daemon.stop();
+        assert!(status.success(), "{status:?}");
+    })
+    .expect("enter the namespace");
 }

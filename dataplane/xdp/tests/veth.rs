@@ -12,7 +12,7 @@ use barrier_bpf::XdpMode;
 use barrier_protocol::switch::{Event, GroupConfig, Phase};
 use barrier_protocol::wire::{Kind, ETHERTYPE};
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
-use barrier_xdp::SWITCH_OBJECT;
+use barrier_xdp::{Egress, XdpError, XdpSwitch, SWITCH_OBJECT};
 use rawsock::RawSocket;
 
 const OTHER_ETHERTYPE: u16 = 0x88B6;
@@ -112,6 +112,70 @@ fn attached_natively_it_passes_other_traffic_and_releases_a_barrier() {
         let c = sw.counters().expect("counters");
         assert_eq!(c.get("completions"), Some(1));
         assert_eq!(c.get("tx_failed"), Some(0));
+    })
+    .expect("enter the namespace");
+}
+
+/// `nb_last` is opt-in at load time: loaded as the daemon loads it (`XdpSwitch::load`, no
+/// record), the program has no write to it (the verifier removed the branch on the `.rodata`
+/// switch: fewer instructions than the recording build) and `last_decision` refuses; loaded
+/// with `LoadOptions::RECORDING`, the same frame's decision is there.
+#[test]
+fn the_last_decision_is_recorded_only_when_asked_at_load() {
+    let Some(bed) = common::bed("the_last_decision_is_recorded_only_when_asked_at_load") else {
+        return;
+    };
+    barrier_bpf::in_netns(&bed.netns, || {
+        let (mut rec, ifindexes) = common::switch_on(&bed, SWITCH_OBJECT);
+        let mut plain = XdpSwitch::load(64).expect("load without the record");
+        plain.set_switch_mac(common::ME).expect("MAC");
+        let p0 = PortIdx::new(0).expect("port");
+        plain.add_port(p0, ifindexes[0]).expect("add port");
+        let group = GroupId(3);
+        let cfg = GroupConfig::root(PortSet::single(p0));
+        rec.configure(group, &cfg).expect("configure");
+        plain.configure(group, &cfg).expect("configure");
+        let frame = common::frame_for(
+            group,
+            Event::Reduce {
+                port: p0,
+                epoch: cfg.epoch,
+                seq: Seq(0),
+            },
+            false,
+        );
+
+        rec.clear_last_decision().expect("clear");
+        rec.run_frame(&frame, ifindexes[0]).expect("run");
+        let last = rec.last_decision().expect("read").expect("a decision");
+        assert!(matches!(last.egress, Egress::Set { .. }), "{last:?}");
+
+        plain.run_frame(&frame, ifindexes[0]).expect("run");
+        assert_eq!(
+            plain.counters().expect("counters").get("completions"),
+            Some(1)
+        );
+        assert!(matches!(plain.last_decision(), Err(XdpError::NotRecording)));
+        assert!(matches!(
+            plain.clear_last_decision(),
+            Err(XdpError::NotRecording)
+        ));
+
+        let (ri, pi) = (
+            rec.program().expect("program").info().expect("info"),
+            plain.program().expect("program").info().expect("info"),
+        );
+        eprintln!(
+            "xlated bytes: recording {}, not recording {}",
+            ri.xlated_len, pi.xlated_len
+        );
+        assert!(
+            pi.xlated_len < ri.xlated_len,
+            "the program without the record is not shorter ({} >= {} bytes): the nb_last write \
+             was not removed",
+            pi.xlated_len,
+            ri.xlated_len
+        );
     })
     .expect("enter the namespace");
 }

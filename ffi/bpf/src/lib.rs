@@ -154,6 +154,58 @@ impl Object {
         Ok(())
     }
 
+    /// The bytes a global-data map (`.rodata`, `.data`, `.bss`) will be created with
+    /// (`bpf_map__initial_value`): the values the object file gives its globals until
+    /// [`Object::set_initial_value`] changes them.
+    pub fn initial_value(&self, name: &str) -> Result<Vec<u8>, BpfError> {
+        let m = self.map_ptr(name)?;
+        let mut size = 0usize;
+        // SAFETY: a map of this object; libbpf returns a pointer to `size` bytes it owns (or
+        // NULL for a map that has no initial value), valid until the object is closed.
+        let p = unsafe { sys::bpf_map__initial_value(m.as_ptr(), &mut size) };
+        if p.is_null() {
+            return Err(os_err(
+                format!("map {name} has no initial value (not a global-data map?)"),
+                -1,
+            ));
+        }
+        // SAFETY: p points at `size` initialised bytes (see above); copied out at once.
+        Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size) }.to_vec())
+    }
+
+    /// Sets the bytes a global-data map is created with, before loading
+    /// (`bpf_map__set_initial_value`): how a loader sets a `const volatile` global in
+    /// `.rodata`, which the verifier then sees as a constant (a branch on it that cannot be
+    /// taken is removed). `bytes` must be as long as the map's value
+    /// ([`Object::initial_value`]).
+    pub fn set_initial_value(&mut self, name: &str, bytes: &[u8]) -> Result<(), BpfError> {
+        let what = format!("set the initial value of map {name}");
+        if self.loaded {
+            return Err(os_err(
+                format!("{what}: the object is loaded"),
+                -libc::EBUSY,
+            ));
+        }
+        let expected = self.initial_value(name)?.len();
+        if bytes.len() != expected {
+            return Err(BpfError::Size {
+                what,
+                part: "value",
+                len: bytes.len(),
+                expected,
+            });
+        }
+        let m = self.map_ptr(name)?;
+        // SAFETY: a map of this not yet loaded object; libbpf copies `bytes.len()` bytes.
+        let rc = unsafe {
+            sys::bpf_map__set_initial_value(m.as_ptr(), bytes.as_ptr().cast(), bytes.len())
+        };
+        if rc < 0 {
+            return Err(os_err(what, rc));
+        }
+        Ok(())
+    }
+
     /// Loads every program and creates every map (`bpf_object__load`). The verifier's log
     /// goes to libbpf's printer (stderr) on failure.
     pub fn load(&mut self) -> Result<(), BpfError> {

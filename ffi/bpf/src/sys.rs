@@ -250,6 +250,9 @@ extern "C" {
     pub fn bpf_map__key_size(map: *const bpf_map) -> u32;
     pub fn bpf_map__value_size(map: *const bpf_map) -> u32;
     pub fn bpf_map__type(map: *const bpf_map) -> c_int;
+    pub fn bpf_map__initial_value(map: *mut bpf_map, psize: *mut usize) -> *const c_void;
+    pub fn bpf_map__set_initial_value(map: *mut bpf_map, data: *const c_void, size: usize)
+        -> c_int;
     pub fn bpf_map_create(
         map_type: u32,
         map_name: *const c_char,

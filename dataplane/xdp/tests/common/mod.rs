@@ -11,7 +11,7 @@ use barrier_protocol::wire::{Flags, FrameRepr, Kind, MacAddr};
 use barrier_protocol::{GroupId, PortIdx, PortSet};
 use barrier_testbed::netns::{can_create, VethNetns};
 use barrier_xdp::timers::{delay_ns, parse_arm_record, TimerOutcome};
-use barrier_xdp::{counter_outcome, Egress, XdpSwitch};
+use barrier_xdp::{counter_outcome, Egress, LoadOptions, XdpSwitch};
 
 /// This switch's id (the source MAC of what it sends).
 pub const ME: MacAddr = MacAddr([0x02, 0x00, 0x00, 0x00, 0x00, 0xaa]);
@@ -40,7 +40,8 @@ pub fn port_names(bed: &VethNetns) -> Vec<String> {
 /// Loads `object` (inside the namespace) with ports 0..PORTS on the namespace's interfaces;
 /// returns the switch and the ifindex of every port.
 pub fn switch_on(bed: &VethNetns, object: &[u8]) -> (XdpSwitch, Vec<u32>) {
-    let mut sw = XdpSwitch::load_object(object, 64).expect("load the XDP program");
+    let mut sw =
+        XdpSwitch::load_object(object, 64, LoadOptions::RECORDING).expect("load the XDP program");
     sw.set_switch_mac(ME).expect("set the switch's MAC");
     let mut ifindexes = Vec::new();
     for (i, name) in port_names(bed).iter().enumerate() {
@@ -124,9 +125,18 @@ pub fn step(
     len: usize,
 ) -> Result<GroupState, String> {
     let (next, outcome, acts) = on_event(cfg, st, ev);
+    // The protocol sends a frame: the TX counters per port are read around the run (a
+    // decision that sends nothing has no send path to count in, which the verdict check
+    // below holds it to).
+    let sends_any = acts.iter().any(|a| a.frame().is_some());
     let port = port_of(&ev);
     let frame = frame_for(group, ev, false);
     let before = sw.counters().map_err(|e| e.to_string())?;
+    let sent_before = if sends_any {
+        sw.sent().map_err(|e| e.to_string())?
+    } else {
+        Vec::new()
+    };
     sw.clear_last_decision().map_err(|e| e.to_string())?;
     let run = sw
         .run_frame(&frame[..len], ifindexes[port.get() as usize])
@@ -161,6 +171,34 @@ pub fn step(
     // the bytes left in the buffer and where the redirect goes.
     let sends: Vec<(PortSet, Kind, barrier_protocol::Seq, bool)> =
         acts.iter().filter_map(|a| a.frame()).collect();
+    // The TX counters per port (`XdpSwitch::sent`: frames_out, reduce_out, release_out,
+    // abort_out, retransmits_out) moved by exactly the protocol's sends.
+    let sent_after = if sends_any {
+        sw.sent().map_err(|e| e.to_string())?
+    } else {
+        Vec::new()
+    };
+    for ((p, b), (_, a)) in sent_before.iter().zip(&sent_after) {
+        let mut want = [0u64; 5];
+        for (ports, kind, _, retransmit) in &sends {
+            if ports.contains(*p) {
+                want[0] += 1;
+                want[match kind {
+                    Kind::Reduce => 1,
+                    Kind::Release => 2,
+                    Kind::Abort(_) => 3,
+                }] += 1;
+                want[4] += u64::from(*retransmit);
+            }
+        }
+        let got: Vec<u64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+        if got != want {
+            return Err(format!(
+                "{}: port {p:?} sent counters moved by {got:?}, the protocol's sends {want:?}",
+                ctx()
+            ));
+        }
+    }
     let last = sw
         .last_decision()
         .map_err(|e| e.to_string())?
