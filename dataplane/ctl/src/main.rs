@@ -649,7 +649,7 @@ fn human(reply: &Reply) -> String {
             ));
             if g.uncounted {
                 const NOT_COUNTED: &str =
-                    "not counted per group by this dataplane (XDP): see barrierctl stats";
+                    "not counted per group by this dataplane: see barrierctl stats";
                 rows.push(("completions", NOT_COUNTED.to_string()));
                 rows.push(("re-sends", NOT_COUNTED.to_string()));
             } else {

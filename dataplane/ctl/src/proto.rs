@@ -283,8 +283,9 @@ pub struct GroupInfo {
     pub completions: u32,
     /// Re-sends (timer re-sends up, releases again for stale reduces) since it started.
     pub resends: u32,
-    /// The dataplane does not count per group (the XDP switch): `completions` and `resends`
-    /// are 0 and say nothing; its totals are in `stats`.
+    /// The dataplane does not count per group (its `Dataplane::counts` gives none; both
+    /// shipped dataplanes count): `completions` and `resends` are 0 and say nothing; its
+    /// totals are in `stats`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub uncounted: bool,
     /// Straggler report, for a group the switch watches (`[stragglers] groups`).

@@ -563,8 +563,8 @@ impl Control {
             ("capacity".to_string(), u64::from(cap)),
             ("configured".to_string(), configured),
         ];
-        // Per-group sums only where the dataplane counts per group (the XDP switch does not;
-        // its completions are in the rx counters).
+        // Per-group sums only where the dataplane counts per group (both shipped ones do; one
+        // that does not has its completions in the rx counters only).
         let counts: Option<Vec<_>> = (0..cap).map(|n| self.table().counts(GroupId(n))).collect();
         if let Some(counts) = counts {
             let completions = counts.iter().map(|c| u64::from(c.completions)).sum();
