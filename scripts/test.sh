@@ -8,6 +8,17 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
+# What the tests leave on the machine: every install a test makes goes to a bed, a DESTDIR or a
+# scratch prefix, and none may leave a file outside it (a link in Open MPI's component folder,
+# say, which made a later test depend on the order the tests ran in). Compared at the end.
+installed_state() {
+  local ompi_dir
+  ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+  find /usr/local /etc/netbarrier ${ompi_dir:+"$ompi_dir"} -maxdepth 4 \
+    \( -name '*barrier*' -o -name '*nbpmpi*' \) 2>/dev/null | sort
+}
+state_before=$(installed_state)
+
 echo "== format"
 cargo fmt --all --check
 
@@ -70,3 +81,12 @@ echo "== libbarrier with DPDK (barrier_leaf_open_dpdk from C)"
 cargo build -p barrier-leaf-capi --features dpdk
 cargo test -p barrier-leaf-capi --features dpdk --test c_dpdk
 cargo build -p barrier-leaf-capi
+
+echo "== what the tests left on the machine"
+state_after=$(installed_state)
+if [ "$state_before" != "$state_after" ]; then
+  echo "the tests changed the machine outside their beds and scratch folders:" >&2
+  diff <(echo "$state_before") <(echo "$state_after") >&2 || true
+  exit 1
+fi
+echo "nothing: the same netbarrier files as before the tests"

@@ -11,8 +11,10 @@
 # - /tmp, /run/dpdk (= /var/run/dpdk, DPDK's runtime folders) and /run/netbarrier (the control
 #   sockets of the shipped switch files) are empty private tmpfs;
 # - /usr/local and /etc are overlays: what the script writes there (an install, ldconfig's
-#   cache) lands in STATE/usr-local and STATE/etc, never in the machine's folders. BASE, when not
-#   empty, is the STATE of an earlier bed, stacked below (its install is visible, read-only);
+#   cache) lands in STATE/usr-local and STATE/etc, never in the machine's folders; so is Open
+#   MPI's component folder (`ompi_info --path pkglibdir`, where scripts/install.sh links
+#   coll/netbarrier), in STATE/ompi, where Open MPI is installed. BASE, when not empty, is the
+#   STATE of an earlier bed, stacked below (its install is visible, read-only);
 # - when SCRIPT ends, or after TIMEOUT seconds, every process it started dies with the PID
 #   namespace (unshare --kill-child), and the namespaces, veths and mounts go with it.
 #
@@ -25,16 +27,21 @@ nb_bed_run() {
   shift 4
   local repo
   repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-  mkdir -p "$state/usr-local" "$state/usr-local.work" "$state/etc" "$state/etc.work" /run/netns
+  local dirs="usr-local:/usr/local etc:/etc" ompi_dir
+  ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+  [ -z "$ompi_dir" ] || [ ! -d "$ompi_dir" ] || dirs="$dirs ompi:$ompi_dir"
+  local d
+  for d in $dirs; do mkdir -p "$state/${d%%:*}" "$state/${d%%:*}.work"; done
+  mkdir -p /run/netns
   timeout -k 5 "$timeout" unshare --pid --fork --kill-child --mount --net --propagation private \
     --mount-proc bash -c '
       set -e
-      state=$1 base=$2 repo=$3 script=$4
-      shift 4
-      for d in usr-local:/usr/local etc:/etc; do
+      state=$1 base=$2 repo=$3 script=$4 dirs=$5
+      shift 5
+      for d in $dirs; do
         up=${d%%:*} dir=${d#*:}
         lower=$dir
-        [ -z "$base" ] || lower=$base/$up:$dir
+        [ -z "$base" ] || [ ! -d "$base/$up" ] || lower=$base/$up:$dir
         mount -t overlay nbbed -o "lowerdir=$lower,upperdir=$state/$up,workdir=$state/$up.work" "$dir"
       done
       mkdir -p /run/dpdk /run/netbarrier
@@ -62,7 +69,7 @@ nb_bed_run() {
         [ "$rc" -ne 0 ] || rc=3
       fi
       exit "$rc"
-    ' nbbed "$state" "$base" "$repo" "$script" "$@"
+    ' nbbed "$state" "$base" "$repo" "$script" "$dirs" "$@"
 }
 
 # The folder of built programs and libbarrier for a test: $NB_BUILD_DIR, else the newest of

@@ -112,6 +112,9 @@ fn static_and_pkg_config_builds_link_and_run() {
             .arg("--build-dir")
             .arg(lib_dir())
             .arg("--lib-only")
+            // no MPI pieces: install.sh would link coll/netbarrier into Open MPI's folder (outside
+            // the prefix, on the machine), pointing at this scratch folder
+            .arg("--no-mpi")
             .arg("--no-ldconfig"),
     );
     for pc in ["barrier.pc", "barrier-libs.pc"] {
