@@ -14,8 +14,9 @@ bash scripts/setup.sh
 installed_state() {
   local ompi_dir
   ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
-  find /usr/local /etc/netbarrier ${ompi_dir:+"$ompi_dir"} -maxdepth 4 \
-    \( -name '*barrier*' -o -name '*nbpmpi*' \) 2>/dev/null | sort
+  # (find exits 1 on a folder that is not there: /etc/netbarrier on a fresh machine)
+  { find /usr/local /etc/netbarrier ${ompi_dir:+"$ompi_dir"} -maxdepth 4 \
+    \( -name '*barrier*' -o -name '*nbpmpi*' \) 2>/dev/null || true; } | sort
 }
 state_before=$(installed_state)
 
