@@ -232,8 +232,8 @@ fn run_serves_the_control_socket_on_veth_ports() {
     let config = dir.path().join("xdp.toml");
     let stats = dir.path().join("stats.json");
     let sock = dir.path().join("xdp.sock");
-    let (a0, b0) = bed.pairs[0].clone();
-    let (a1, b1) = bed.pairs[1].clone();
+    let a0 = bed.pairs[0].0.clone();
+    let a1 = bed.pairs[1].0.clone();
     std::fs::write(
         &config,
         format!(
@@ -244,8 +244,7 @@ fn run_serves_the_control_socket_on_veth_ports() {
         ),
     )
     .expect("write the config");
-    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
-    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    let (leaf0, leaf1) = two_leaves(&bed);
     let leaves = [&leaf0, &leaf1];
     // The metrics endpoint listens on the namespace's loopback.
     bed.exec(&["ip", "link", "set", "lo", "up"])
@@ -255,13 +254,7 @@ fn run_serves_the_control_socket_on_veth_ports() {
         // A veth delivers a redirected frame only to a peer with an XDP receive path: the leaves'
         // ends run the pass program (tests/veth.rs); detached here, inside the namespace.
         let pass = XdpSwitch::load(1).expect("load the pass program");
-        let _peers: Vec<_> = [&b0, &b1]
-            .iter()
-            .map(|n| {
-                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
-                    .expect("attach the pass program")
-            })
-            .collect();
+        let _peers = pass_on_peers(&pass, &bed, 2);
 
         let daemon = Daemon::start(&bed.netns, &config, &stats);
         let ready = daemon.wait_ready();
@@ -571,7 +564,7 @@ fn the_daemon_re_sends_an_intermediates_reduce_until_the_parent_answers() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("mid.toml");
-    let [(a0, b0), (a1, b1), (a2, b2)] = [0, 1, 2].map(|i| bed.pairs[i].clone());
+    let [(a0, _), (a1, _), (a2, b2)] = [0, 1, 2].map(|i| bed.pairs[i].clone());
     std::fs::write(
         &config,
         format!(
@@ -584,18 +577,11 @@ fn the_daemon_re_sends_an_intermediates_reduce_until_the_parent_answers() {
         ),
     )
     .expect("write the config");
-    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
-    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    let (leaf0, leaf1) = two_leaves(&bed);
     let parent = RawSocket::open_in_netns(&bed.netns, &b2, ETHERTYPE).expect("parent socket");
     barrier_bpf::in_netns(&bed.netns, || {
         let pass = XdpSwitch::load(1).expect("load the pass program");
-        let _peers: Vec<_> = [&b0, &b1, &b2]
-            .iter()
-            .map(|n| {
-                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
-                    .expect("attach the pass program")
-            })
-            .collect();
+        let _peers = pass_on_peers(&pass, &bed, 3);
         let daemon = Daemon::start(&bed.netns, &config, &dir.path().join("s.json"));
         daemon.wait_ready();
         reduce(&leaf0, 3, 1, 0);
@@ -764,8 +750,8 @@ fn ports_group_show_and_prometheus_count_per_port_and_per_group() {
     let config = dir.path().join("xdp.toml");
     let stats = dir.path().join("stats.json");
     let sock = dir.path().join("xdp.sock");
-    let (a0, b0) = bed.pairs[0].clone();
-    let (a1, b1) = bed.pairs[1].clone();
+    let a0 = bed.pairs[0].0.clone();
+    let a1 = bed.pairs[1].0.clone();
     let (a2, _) = bed.pairs[2].clone();
     let metrics = "127.0.0.1:19466";
     std::fs::write(
@@ -779,21 +765,14 @@ fn ports_group_show_and_prometheus_count_per_port_and_per_group() {
         ),
     )
     .expect("write the config");
-    let leaf0 = RawSocket::open_in_netns(&bed.netns, &b0, ETHERTYPE).expect("leaf 0 socket");
-    let leaf1 = RawSocket::open_in_netns(&bed.netns, &b1, ETHERTYPE).expect("leaf 1 socket");
+    let (leaf0, leaf1) = two_leaves(&bed);
     let leaves = [&leaf0, &leaf1];
     bed.exec(&["ip", "link", "set", "lo", "up"])
         .expect("loopback up");
 
     barrier_bpf::in_netns(&bed.netns, || {
         let pass = XdpSwitch::load(1).expect("load the pass program");
-        let _peers: Vec<_> = [&b0, &b1]
-            .iter()
-            .map(|n| {
-                pass.attach_pass(barrier_bpf::ifindex(n).expect("ifindex"))
-                    .expect("attach the pass program")
-            })
-            .collect();
+        let _peers = pass_on_peers(&pass, &bed, 2);
         let daemon = Daemon::start(&bed.netns, &config, &stats);
         daemon.wait_ready();
         let mut c = Client::connect(&sock).expect("connect to the control socket");
