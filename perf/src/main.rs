@@ -1176,7 +1176,7 @@ fn main() {
                     write_json(&cli.out, "xdp.json", &v);
                 }
                 Err(e) => {
-                    eprintln!("barrier-perf xdp: {e} (needs root)");
+                    eprintln!("barrier-perf xdp: {e} ({})", xdp_refusal_hint());
                     std::process::exit(1);
                 }
             }
@@ -1208,5 +1208,38 @@ fn main() {
                 }
             }
         }
+    }
+}
+
+/// What to say after a failed `barrier-perf xdp`: it needs root, and a root whose capability
+/// set is cut (a sandbox: seen on a machine whose bounding set lacked CAP_SYS_RESOURCE) gets
+/// EPERM from BPF_PROG_RUN's live-frames mode while the rest of the bed works; the process's
+/// own figures (/proc/self/status) say which case this is.
+fn xdp_refusal_hint() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    if field("Uid:") != "0" {
+        return "needs root".into();
+    }
+    let eff = field("CapEff:");
+    // every capability this kernel knows: bits 0..=cap_last_cap
+    let full = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|l| l.trim().parse::<u32>().ok())
+        .map(|last| (1u128 << (last + 1)) - 1);
+    let have = u128::from_str_radix(&eff, 16).ok();
+    if full.is_some() && have == full {
+        "root with every capability: not a permission problem".into()
+    } else {
+        format!(
+            "running as root, but with a reduced capability set (CapEff {eff}, `capsh --print` \
+             names what is missing): the kernel may refuse live frames to such a process"
+        )
     }
 }
