@@ -10,15 +10,18 @@ bash scripts/setup.sh
 
 # What the tests leave on the machine: every install a test makes goes to a bed, a DESTDIR or a
 # scratch prefix, and none may leave a file outside it (a link in Open MPI's component folder,
-# say, which made a later test depend on the order the tests ran in). Compared at the end.
-installed_state() {
+# say, which made a later test depend on the order the tests ran in); every DPDK process a test
+# starts, and does not kill, removes its runtime folder in /run/dpdk (a switch refusing its
+# configuration once left one). Compared at the end.
+machine_state() {
   local ompi_dir
   ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
   # (find exits 1 on a folder that is not there: /etc/netbarrier on a fresh machine)
   { find /usr/local /etc/netbarrier ${ompi_dir:+"$ompi_dir"} -maxdepth 4 \
-    \( -name '*barrier*' -o -name '*nbpmpi*' \) 2>/dev/null || true; } | sort
+      \( -name '*barrier*' -o -name '*nbpmpi*' \) 2>/dev/null || true
+    find /run/dpdk -mindepth 1 -maxdepth 1 2>/dev/null || true; } | sort
 }
-state_before=$(installed_state)
+state_before=$(machine_state)
 
 echo "== format"
 cargo fmt --all --check
@@ -84,10 +87,10 @@ cargo test -p barrier-leaf-capi --features dpdk --test c_dpdk
 cargo build -p barrier-leaf-capi
 
 echo "== what the tests left on the machine"
-state_after=$(installed_state)
+state_after=$(machine_state)
 if [ "$state_before" != "$state_after" ]; then
-  echo "the tests changed the machine outside their beds and scratch folders:" >&2
+  echo "the tests changed the machine outside their beds and scratch folders (< before, > after):" >&2
   diff <(echo "$state_before") <(echo "$state_after") >&2 || true
   exit 1
 fi
-echo "nothing: the same netbarrier files as before the tests"
+echo "nothing: the same netbarrier files and DPDK runtime folders as before the tests"

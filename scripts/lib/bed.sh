@@ -33,6 +33,10 @@ nb_bed_run() {
   local d
   for d in $dirs; do mkdir -p "$state/${d%%:*}" "$state/${d%%:*}.work"; done
   mkdir -p /run/netns
+  # The tmpfs mounts below need their mount points on the machine's /run; one the bed made is
+  # removed after it (a machine without netbarrier keeps no /run/netbarrier).
+  local made=""
+  [ -d /run/netbarrier ] || made=/run/netbarrier
   timeout -k 5 "$timeout" unshare --pid --fork --kill-child --mount --net --propagation private \
     --mount-proc bash -c '
       set -e
@@ -70,6 +74,9 @@ nb_bed_run() {
       fi
       exit "$rc"
     ' nbbed "$state" "$base" "$repo" "$script" "$dirs" "$@"
+  local rc=$?
+  [ -z "$made" ] || rmdir "$made" 2>/dev/null || true
+  return "$rc"
 }
 
 # The folder of built programs and libbarrier for a test: $NB_BUILD_DIR, else the newest of

@@ -121,6 +121,23 @@ pub fn run_config(
             "built without cmpxchg16b: every group-table operation picks its compare-and-swap at run time (see .cargo/config.toml)"
         );
     }
+    // What can be refused from the configuration and the interfaces alone is refused before
+    // DPDK starts: nothing to undo (an AF_XDP port opened before a later one was refused kept
+    // mbufs of its pool, and the pool and EAL's runtime folder outlived the process).
+    for pc in &cfg.ports {
+        if let Some(x) = &pc.exception {
+            crate::tap::check_tap(x.iface()).map_err(|reason| RunError::Tap {
+                port: pc.name.clone(),
+                reason,
+            })?;
+        }
+        if let Device::AfXdp { iface, .. } = &pc.device {
+            crate::af_xdp::check_port(iface, pc.rx_queues).map_err(|reason| RunError::AfXdp {
+                port: pc.name.clone(),
+                reason,
+            })?;
+        }
+    }
     let (eal, _app) = Eal::init(eal_args(cfg, eal_overrides)).map_err(RunError::Eal)?;
     let clock = Clock::from_counter(dpdk::tsc, dpdk::tsc_hz());
     let pool = Mempool::new_pktmbuf(
@@ -161,19 +178,11 @@ pub fn run_config(
     };
     let mut steer_file = None;
     for pc in &cfg.ports {
-        if let Some(x) = &pc.exception {
-            crate::tap::check_tap(x.iface()).map_err(|reason| RunError::Tap {
-                port: pc.name.clone(),
-                reason,
-            })?;
-        }
         let af_xdp_spec;
         let device = match &pc.device {
             Device::Vdev(spec) => PortDevice::Vdev(spec),
             Device::Pci(addr) => PortDevice::Existing(addr),
             Device::AfXdp { iface, name } => {
-                crate::af_xdp::check_port(iface, pc.rx_queues)
-                    .map_err(|e| af_xdp_err(&pc.name, e))?;
                 if steer_file.is_none() {
                     steer_file = Some(crate::af_xdp::ObjectFile::write().map_err(|e| {
                         af_xdp_err(&pc.name, format!("writing the steering program: {e}"))
@@ -196,8 +205,8 @@ pub fn run_config(
             (Device::AfXdp { .. }, Some(p)) => p,
             _ => &pool,
         };
-        ports.push(open_port(&eal, device, setup, rx_pool).map_err(
-            |source| match &pc.exception {
+        let opened =
+            open_port(&eal, device, setup, rx_pool).map_err(|source| match &pc.exception {
                 Some(x) => RunError::Tap {
                     port: pc.name.clone(),
                     reason: format!(
@@ -214,8 +223,19 @@ pub fn run_config(
                     port: pc.name.clone(),
                     source,
                 },
-            },
-        )?);
+            });
+        match opened {
+            Ok(port) => ports.push(port),
+            Err(e) => {
+                // The ports opened so far close as at shutdown (an AF_XDP port's PMD keeps
+                // mbufs), so that the pools and EAL end and its runtime folder goes.
+                let pools: Vec<&Mempool> = std::iter::once(&pool).chain(&xdp_pool).collect();
+                if let Err(c) = close_ports(ports, &pools) {
+                    tracing::warn!("closing the ports opened before the refusal: {c}");
+                }
+                return Err(e);
+            }
+        }
     }
     // The exception paths' TAP ports, after the switch's own (whose indices are the group
     // registers' port numbers): one queue pair per RX queue of the port, the TAP interface

@@ -311,7 +311,9 @@ fn check_refuses_af_xdp_ports_that_cannot_work() {
         text.contains("port leaf1: no interface \"nosuch0\" in this network namespace"),
         "{text}"
     );
-    // run refuses it the same way, before DPDK starts.
+    // run refuses it the same way, before DPDK starts: no EAL line, and no runtime folder of
+    // the file prefix left in /var/run/dpdk (leaf0's AF_XDP port, opened before leaf1 was
+    // refused, used to keep its pool, and with it EAL, past the exit).
     let out = hosts
         .bed
         .command(env!("CARGO_BIN_EXE_barrier-switch"))
@@ -322,6 +324,16 @@ fn check_refuses_af_xdp_ports_that_cannot_work() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("no interface \"nosuch0\""), "{err}");
+    assert!(
+        !err.contains("EAL:"),
+        "DPDK started before the refusal:\n{err}"
+    );
+    let runtime = std::path::Path::new("/var/run/dpdk").join(format!(
+        "nb-afxdp-{}-{}",
+        std::process::id(),
+        hosts.bed.netns
+    ));
+    assert!(!runtime.exists(), "{} left behind", runtime.display());
 }
 
 /// The switch's two ports bridged by Linux (`br0` in the switch's namespace), the two hosts in
