@@ -565,8 +565,7 @@ impl Control {
         ];
         // Per-group sums only where the dataplane counts per group (both shipped ones do; one
         // that does not has its completions in the rx counters only).
-        let counts: Option<Vec<_>> = (0..cap).map(|n| self.table().counts(GroupId(n))).collect();
-        if let Some(counts) = counts {
+        if let Some(counts) = self.table().all_counts() {
             let completions = counts.iter().map(|c| u64::from(c.completions)).sum();
             let resends = counts.iter().map(|c| u64::from(c.resends)).sum();
             counters.push(("completions".to_string(), completions));

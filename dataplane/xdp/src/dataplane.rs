@@ -82,6 +82,18 @@ impl Groups for XdpGroups {
             }
         }
     }
+    fn all_counts(&self) -> Option<Vec<GroupCounts>> {
+        match self.lock().sw.all_group_counts() {
+            Ok(mut c) => {
+                c.truncate(self.capacity as usize);
+                Some(c)
+            }
+            Err(e) => {
+                tracing::warn!("group counts: {e}");
+                None
+            }
+        }
+    }
     fn run(&self, _group: GroupId) -> Option<Run> {
         None
     }

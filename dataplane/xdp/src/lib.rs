@@ -743,6 +743,19 @@ impl XdpSwitch {
         })
     }
 
+    /// Every group's completions and re-sends, indexed by group number (`nb_group_counts` read
+    /// in batches: `stats` over a million groups in a thousand syscalls, not a million).
+    pub fn all_group_counts(&self) -> Result<Vec<GroupCounts>, XdpError> {
+        let v = self.obj.map("nb_group_counts")?.array_values(1024)?;
+        let w = |b: &[u8]| u32::from_ne_bytes(b.try_into().expect("4 bytes"));
+        Ok(v.chunks_exact(GROUP_COUNTS_BYTES)
+            .map(|c| GroupCounts {
+                completions: w(&c[0..4]),
+                resends: w(&c[4..8]),
+            })
+            .collect())
+    }
+
     /// Clears the last-decision record on every CPU (before a run whose decision a test
     /// reads with [`XdpSwitch::last_decision`]). [`XdpError::NotRecording`] unless loaded with
     /// [`LoadOptions::record_last_decision`].

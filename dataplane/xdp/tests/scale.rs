@@ -22,9 +22,50 @@ fn a_million_groups_load() {
                 .expect("add port");
         }
         let last = GroupId(MAX_GROUPS - 1);
-        sw.configure(last, &GroupConfig::root(PortSet(0b11)))
-            .expect("configure the last group");
+        let cfg = GroupConfig::root(PortSet(0b11));
+        sw.configure(last, &cfg).expect("configure the last group");
         assert_eq!(sw.state(last).expect("state"), Some(GroupState::fresh()));
+
+        // Every group's counts at once (what `barrierctl stats` sums): the last group's one
+        // barrier and group 5's two, found where a lookup per group finds them.
+        let ifindexes: Vec<u32> = common::port_names(&bed)
+            .iter()
+            .map(|n| barrier_bpf::ifindex(n).expect("ifindex"))
+            .collect();
+        sw.configure(GroupId(5), &cfg).expect("configure group 5");
+        for (group, barriers) in [(last, 1), (GroupId(5), 2)] {
+            for seq in 0..barriers {
+                for (p, &ifindex) in ifindexes.iter().enumerate().take(2) {
+                    let ev = Event::Reduce {
+                        port: PortIdx::new(p as u8).expect("port"),
+                        epoch: cfg.epoch,
+                        seq: Seq(seq),
+                    };
+                    sw.run_frame(&common::frame_for(group, ev, false), ifindex)
+                        .expect("run");
+                }
+            }
+        }
+        let t = std::time::Instant::now();
+        let all = sw.all_group_counts().expect("all counts");
+        let batched = t.elapsed();
+        assert_eq!(all.len(), MAX_GROUPS as usize);
+        assert_eq!(all[last.0 as usize].completions, 1);
+        assert_eq!(all[5].completions, 2);
+        let t = std::time::Instant::now();
+        for (n, c) in all.iter().enumerate() {
+            assert_eq!(
+                sw.group_counts(GroupId(n as u32)).expect("counts"),
+                *c,
+                "group {n}"
+            );
+        }
+        let one_by_one = t.elapsed();
+        assert_eq!(all.iter().map(|c| c.completions).sum::<u32>(), 3);
+        eprintln!(
+            "counts of {MAX_GROUPS} groups: {batched:?} in batches of 1,024, {one_by_one:?} a \
+             lookup each (with the comparison)"
+        );
         eprintln!(
             "nb_groups: {} groups x {} bytes = {} MiB",
             MAX_GROUPS,

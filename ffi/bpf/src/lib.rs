@@ -51,6 +51,18 @@ pub enum BpfError {
         /// Bytes the map has.
         expected: usize,
     },
+    /// An operation one map type offers, asked of a map of another.
+    #[error("{what}: map {name} is of type {map_type}, not {expected}")]
+    MapType {
+        /// What was attempted.
+        what: &'static str,
+        /// The map's name.
+        name: String,
+        /// Its `enum bpf_map_type`.
+        map_type: u32,
+        /// The type the operation needs.
+        expected: u32,
+    },
 }
 
 impl BpfError {
@@ -388,6 +400,65 @@ impl Map<'_> {
             return Err(e);
         }
         Ok(true)
+    }
+
+    /// Every value of an `ARRAY` map, in key order, `max_entries * value_size` bytes: read
+    /// `chunk` entries a syscall (`bpf_map_lookup_batch`) instead of one lookup per key (a
+    /// million keys: a thousand calls of 1,024 instead of a million). Entries written while it
+    /// reads are seen in either state, each whole as a single lookup sees it.
+    pub fn array_values(&self, chunk: u32) -> Result<Vec<u8>, BpfError> {
+        if self.map_type != map_type::ARRAY {
+            return Err(BpfError::MapType {
+                what: "array_values",
+                name: self.name.clone(),
+                map_type: self.map_type,
+                expected: map_type::ARRAY,
+            });
+        }
+        let n = self.max_entries as usize;
+        let vs = self.value_size;
+        let chunk = chunk.max(1);
+        let mut values = vec![0u8; n * vs];
+        let mut keys = vec![0u8; chunk as usize * self.key_size];
+        // The kernel's position: the key after the last one returned (an array's 4-byte key).
+        let mut pos_in = [0u8; 4];
+        let mut pos_out = [0u8; 4];
+        let mut done = 0usize;
+        while done < n {
+            let mut count = chunk.min((n - done) as u32);
+            let in_batch = if done == 0 {
+                std::ptr::null_mut()
+            } else {
+                pos_in.as_mut_ptr().cast()
+            };
+            // SAFETY: keys has room for `count` keys and values[done * vs..] for `count`
+            // values (count <= n - done); the position buffers hold an array's 4-byte key;
+            // NULL opts is allowed.
+            let rc = unsafe {
+                sys::bpf_map_lookup_batch(
+                    self.fd,
+                    in_batch,
+                    pos_out.as_mut_ptr().cast(),
+                    keys.as_mut_ptr().cast(),
+                    values[done * vs..].as_mut_ptr().cast(),
+                    &mut count,
+                    std::ptr::null(),
+                )
+            };
+            done += count as usize;
+            if rc < 0 {
+                let e = os_err(format!("batch lookup in map {}", self.name), rc);
+                if e.errno() == Some(libc::ENOENT) {
+                    break; // the end of the map, with the last entries copied
+                }
+                return Err(e);
+            }
+            if count == 0 {
+                break;
+            }
+            pos_in = pos_out;
+        }
+        Ok(values)
     }
 
     /// A per-CPU map's value on every possible CPU (`Ok(None)` when absent). Each element is

@@ -274,6 +274,16 @@ extern "C" {
         flags: u64,
     ) -> c_int;
     pub fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
+    /// `opts` may be NULL (no element flags).
+    pub fn bpf_map_lookup_batch(
+        fd: c_int,
+        in_batch: *mut c_void,
+        out_batch: *mut c_void,
+        keys: *mut c_void,
+        values: *mut c_void,
+        count: *mut u32,
+        opts: *const c_void,
+    ) -> c_int;
     pub fn bpf_prog_test_run_opts(prog_fd: c_int, opts: *mut bpf_test_run_opts) -> c_int;
     pub fn bpf_obj_get_info_by_fd(bpf_fd: c_int, info: *mut c_void, info_len: *mut u32) -> c_int;
     pub fn bpf_link_create(
