@@ -250,13 +250,15 @@ pub fn run(name: &str, cfg: &XdpSpec, signals: &Signals) -> Result<RunOutcome, R
     let _ = writeln!(
         report,
         "timer side: timers_armed={} timers_fired={} frames_out={} tx_failed={} \
-         stale_records={} fire_failed={}",
+         stale_records={} fire_failed={} loss_rescans={} rearmed_after_loss={}",
         tc.timers_armed,
         tc.timers_fired,
         tc.frames_out,
         tc.tx_failed,
         tc.stale_records,
-        tc.fire_failed
+        tc.fire_failed,
+        tc.loss_rescans,
+        tc.rearmed_after_loss
     );
     let stats_json = telemetry::stats_json(&dp);
     let mut detached = 0;

@@ -596,6 +596,13 @@ impl XdpSwitch {
         self.configs.get(&group.0).copied()
     }
 
+    /// Every configured group with its configuration and generation, in no particular order.
+    pub fn configured(&self) -> impl Iterator<Item = (GroupId, GroupConfig, u32)> + '_ {
+        self.configs
+            .iter()
+            .map(|(&g, &(cfg, generation))| (GroupId(g), cfg, generation))
+    }
+
     /// Removes `group`: its frames are `drop_unknown_group` from now on.
     pub fn remove(&mut self, group: GroupId) -> Result<(), XdpError> {
         let key = self.check_group(group)?;

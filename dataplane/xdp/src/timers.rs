@@ -44,7 +44,7 @@
 use std::io;
 
 use barrier_bpf::RingBuffer;
-use barrier_protocol::switch::{Fired, GroupConfig, Run, Timer};
+use barrier_protocol::switch::{Fired, GroupConfig, Phase, Role, Run, Timer};
 use barrier_protocol::wire::ETHERTYPE;
 use barrier_protocol::{Epoch, GroupId, PortIdx, PortSet, Seq};
 use barrier_runtime::wheel::TimerWheel;
@@ -256,7 +256,15 @@ pub struct TimerCounters {
     pub tx_failed: u64,
     /// Fired timers `nb_timer` could not be run for (a failed `BPF_PROG_TEST_RUN`): dropped.
     pub fire_failed: u64,
+    /// Times the program's `timers_lost` was found grown and the groups' states were read to
+    /// arm again what the lost records would have armed ([`TimerSide::poll`]).
+    pub loss_rescans: u64,
+    /// Timers those rescans armed.
+    pub rearmed_after_loss: u64,
 }
+
+/// How often [`TimerSide::poll`] reads the program's `timers_lost` (a few map lookups).
+pub const LOSS_CHECK_NS: u64 = 50_000_000;
 
 /// The timers of one [`XdpSwitch`]: call [`TimerSide::poll`] from the daemon's loop, often
 /// (its wheel's tick is 65.5 µs; a timer fires at the first poll after its deadline).
@@ -265,6 +273,9 @@ pub struct TimerSide {
     wheel: TimerWheel<Fired>,
     fired: Vec<Fired>,
     records: Vec<Fired>,
+    /// `timers_lost` as the last check read it, and when the next check is due.
+    lost_seen: u64,
+    next_loss_check_ns: u64,
     /// What it did so far.
     pub counters: TimerCounters,
 }
@@ -289,6 +300,9 @@ impl TimerSide {
             wheel: TimerWheel::new(4096, 16, now_ns),
             fired: Vec::new(),
             records: Vec::new(),
+            // 0: records lost before this side existed are recovered at the first poll.
+            lost_seen: 0,
+            next_loss_check_ns: now_ns,
             counters: TimerCounters::default(),
         })
     }
@@ -328,6 +342,65 @@ impl TimerSide {
         }
     }
 
+    /// A record the ring had no room for is a timer nobody armed: when the program's
+    /// `timers_lost` has grown since the last look, every configured group's state says what
+    /// may be missing, and that is armed for its current barrier and run: the re-send (reduce
+    /// or abort to the parent) of an intermediate awaiting its parent or aborted, the deadline
+    /// of a barrier some child has reported with `fail_after` set. `nb_timer` decides again
+    /// when each fires, so one that was not lost (or no longer applies) costs at most a
+    /// second re-send chain until the release, or nothing; a deadline armed now fires later
+    /// than the lost one would have, never earlier.
+    fn rearm_lost(&mut self, sw: &XdpSwitch, now_ns: u64) {
+        let lost = match sw.counters() {
+            Ok(c) => c.get("timers_lost").unwrap_or(0),
+            Err(e) => {
+                tracing::warn!("timer side: reading timers_lost: {e}");
+                return;
+            }
+        };
+        if lost <= self.lost_seen {
+            return;
+        }
+        tracing::warn!(
+            "timer side: {} timer record(s) lost to a full ring: arming again from the groups' states",
+            lost - self.lost_seen
+        );
+        self.lost_seen = lost;
+        self.counters.loss_rescans += 1;
+        let missing: Vec<Fired> = sw
+            .configured()
+            .filter_map(|(group, cfg, generation)| {
+                let st = sw.state(group).ok().flatten()?;
+                let timer = match st.phase {
+                    Phase::AwaitingRelease | Phase::Aborted
+                        if matches!(cfg.role, Role::Intermediate { .. }) =>
+                    {
+                        Timer::Resend { attempt: 0 }
+                    }
+                    Phase::Collecting | Phase::Unknown
+                        if cfg.fail_after_ns > 0 && !st.arrived.is_empty() =>
+                    {
+                        Timer::Deadline
+                    }
+                    _ => return None,
+                };
+                Some(Fired {
+                    group,
+                    seq: st.seq,
+                    timer,
+                    run: Run {
+                        epoch: cfg.epoch,
+                        generation,
+                    },
+                })
+            })
+            .collect();
+        for f in missing {
+            self.arm(sw, f, now_ns);
+            self.counters.rearmed_after_loss += 1;
+        }
+    }
+
     /// Takes the program's timer records and arms them, then fires every timer due at
     /// `now_ns`: `nb_timer` decides, the frame goes out of its ports through `tx`, the re-send
     /// it asks for is armed. Returns how many timers fired. Fails only when the ring cannot be
@@ -347,6 +420,10 @@ impl TimerSide {
             self.arm(sw, f, now_ns);
         }
         self.records = records;
+        if now_ns >= self.next_loss_check_ns {
+            self.next_loss_check_ns = now_ns.saturating_add(LOSS_CHECK_NS);
+            self.rearm_lost(sw, now_ns);
+        }
         let mut fired = std::mem::take(&mut self.fired);
         fired.clear();
         self.wheel.advance(now_ns, &mut fired);

@@ -335,3 +335,126 @@ fn an_intermediate_re_sends_its_abort_until_the_parent_answers() {
     })
     .expect("enter the namespace");
 }
+
+/// Frames the timer side sends, kept instead of sent.
+#[derive(Default)]
+struct Kept(Vec<(PortIdx, FrameRepr)>);
+
+impl barrier_xdp::timers::FrameSink for Kept {
+    fn send(&mut self, port: PortIdx, frame: &[u8]) -> std::io::Result<()> {
+        self.0
+            .push((port, FrameRepr::parse(frame).expect("a barrier frame")));
+        Ok(())
+    }
+}
+
+/// A timer record the ring had no room for (`timers_lost`) is not the end of the timer: the
+/// timer side, seeing the counter grow, reads the configured groups' states and arms what
+/// their phase needs. Here the ring fills while nothing consumes it (an intermediate's 32,768
+/// completions, each arming a re-send), the next completion's record is lost, and the re-send
+/// of that barrier's reduce must still go to the parent once the timer side runs. Without the
+/// rescan no timer exists for it and the barrier waits for the parent forever.
+#[test]
+fn a_timer_record_lost_to_a_full_ring_is_armed_again_from_the_state() {
+    let Some(ns) = common::bed("a_timer_record_lost_to_a_full_ring_is_armed_again_from_the_state")
+    else {
+        return;
+    };
+    barrier_bpf::in_netns(&ns.netns, || {
+        let (mut sw, ifindexes) = common::switch_on(&ns, SWITCH_OBJECT);
+        let group = GroupId(6);
+        let (c0, c1, parent) = (p(0), p(2), p(4));
+        let cfg = GroupConfig::intermediate(
+            parent,
+            PortSet::single(c0).union(PortSet::single(c1)),
+            1_000_000,
+        );
+        sw.configure(group, &cfg).expect("configure");
+        let run = |port: PortIdx, ev: Event| {
+            sw.run_frame(
+                &common::frame_for(group, ev, false),
+                ifindexes[usize::from(port.get())],
+            )
+            .expect("run");
+        };
+        let complete = |seq: u32| {
+            for c in [c0, c1] {
+                run(
+                    c,
+                    Event::Reduce {
+                        port: c,
+                        epoch: cfg.epoch,
+                        seq: Seq(seq),
+                    },
+                );
+            }
+        };
+        let lost = || {
+            sw.counters()
+                .expect("counters")
+                .get("timers_lost")
+                .expect("timers_lost")
+        };
+        // Barriers until the ring is full (each completion writes a record, each release
+        // from the parent opens the next barrier), then one more: its record is lost.
+        let mut seq = 0;
+        while lost() == 0 {
+            assert!(seq < 40_000, "the ring never filled");
+            for _ in 0..1_000 {
+                complete(seq);
+                run(
+                    parent,
+                    Event::Release {
+                        port: parent,
+                        epoch: cfg.epoch,
+                        seq: Seq(seq),
+                    },
+                );
+                seq += 1;
+            }
+        }
+        complete(seq);
+        let before = lost();
+        assert!(before >= 1);
+        assert_eq!(
+            sw.state(group).expect("state").map(|s| (s.phase, s.seq)),
+            Some((Phase::AwaitingRelease, Seq(seq)))
+        );
+
+        // The timer side starts now: the ring's 32,768 records are barriers long released
+        // (they fire and do nothing); the last barrier's re-send must come from the rescan.
+        let mut side = TimerSide::new(&sw, now_ns()).expect("timer side");
+        let mut kept = Kept::default();
+        let end = Instant::now() + Duration::from_secs(20);
+        let resent = loop {
+            side.poll(&sw, &mut kept, now_ns()).expect("poll");
+            let found = kept.0.iter().find(|(port, f)| {
+                *port == parent
+                    && f.kind == Kind::Reduce
+                    && f.seq == Seq(seq)
+                    && f.flags.contains(Flags::RETRANSMIT)
+            });
+            if let Some(found) = found {
+                break Some(*found);
+            }
+            if Instant::now() > end {
+                break None;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        };
+        assert!(
+            resent.is_some(),
+            "no re-send of barrier {seq}'s reduce after its timer record was lost \
+             ({before} lost; frames sent: {}, counters {:?})",
+            kept.0.len(),
+            side.counters
+        );
+        assert!(
+            kept.0.iter().all(|(_, f)| f.seq == Seq(seq)),
+            "a released barrier's timer sent a frame"
+        );
+        assert_eq!(side.counters.loss_rescans, 1, "{:?}", side.counters);
+        assert_eq!(side.counters.rearmed_after_loss, 1, "{:?}", side.counters);
+    })
+    .expect("enter the namespace");
+}
