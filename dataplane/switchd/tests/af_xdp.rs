@@ -336,6 +336,57 @@ fn check_refuses_af_xdp_ports_that_cannot_work() {
     assert!(!runtime.exists(), "{} left behind", runtime.display());
 }
 
+/// A port whose device cannot be opened after an AF_XDP port opened (leaf1 a pcap device
+/// reading a file that does not exist): `run` fails naming the port, and the AF_XDP port it
+/// had opened is closed as at shutdown, so EAL ends and its runtime folder goes with it (the
+/// PMD's mbufs otherwise kept the pool, and EAL, alive past the exit).
+#[test]
+fn a_port_that_cannot_open_closes_the_af_xdp_port_before_it() {
+    let Some(hosts) = Hosts::new() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = hosts.config(dir.path(), 1);
+    let missing = dir.path().join("missing.pcap");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        &format!("af_xdp = \"{}\"", hosts.bed.pairs[1].0),
+        &format!(
+            "vdev = \"net_pcap_nb1,rx_pcap={},tx_iface=lo\"",
+            missing.display()
+        ),
+    );
+    assert!(text.contains("net_pcap_nb1"), "{text}");
+    std::fs::write(&cfg, text).unwrap();
+    let out = hosts
+        .bed
+        .command(env!("CARGO_BIN_EXE_barrier-switch"))
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("leaf1"), "{err}");
+    assert!(
+        err.contains("AF_XDP ports"),
+        "no pool for the AF_XDP port:\n{err}"
+    );
+    let runtime = std::path::Path::new("/var/run/dpdk").join(format!(
+        "nb-afxdp-{}-{}",
+        std::process::id(),
+        hosts.bed.netns
+    ));
+    assert!(
+        !runtime.exists(),
+        "{} left behind:\n{err}",
+        runtime.display()
+    );
+    assert!(
+        hosts.xdp_on(0).is_none(),
+        "a steering program stayed on veth-a0"
+    );
+}
+
 /// The switch's two ports bridged by Linux (`br0` in the switch's namespace), the two hosts in
 /// one subnet through it: TCP (iperf3), ARP and IPv6 neighbour discovery cross the switch's
 /// interfaces as if it were not there, while the hosts' barriers complete through the same
