@@ -13,9 +13,11 @@ bash scripts/setup.sh
 # say, which made a later test depend on the order the tests ran in); every DPDK process a test
 # starts, and does not kill, removes its runtime folder in /run/dpdk (a switch refusing its
 # configuration once left one). Compared at the end.
+# shellcheck source=lib/bed.sh
+source scripts/lib/bed.sh
 machine_state() {
   local ompi_dir
-  ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+  ompi_dir=$(nb_ompi_component_dir)
   # (find exits 1 on a folder that is not there: /etc/netbarrier on a fresh machine)
   { find /usr/local /etc/netbarrier ${ompi_dir:+"$ompi_dir"} -maxdepth 4 \
       \( -name '*barrier*' -o -name '*nbpmpi*' \) 2>/dev/null || true

@@ -28,7 +28,7 @@ nb_bed_run() {
   local repo
   repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   local dirs="usr-local:/usr/local etc:/etc" ompi_dir
-  ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+  ompi_dir=$(nb_ompi_component_dir)
   [ -z "$ompi_dir" ] || [ ! -d "$ompi_dir" ] || dirs="$dirs ompi:$ompi_dir"
   local d
   for d in $dirs; do mkdir -p "$state/${d%%:*}" "$state/${d%%:*}.work"; done
@@ -96,4 +96,10 @@ nb_build_dir() {
     if [ -z "$best" ] || [ "$d/barrier-switch" -nt "$best/barrier-switch" ]; then best=$d; fi
   done
   echo "$best"
+}
+
+# Open MPI's component folder (`ompi_info --path pkglibdir`), where scripts/install.sh links
+# coll/netbarrier; empty when Open MPI is not installed.
+nb_ompi_component_dir() {
+  ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p'
 }

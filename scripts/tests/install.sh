@@ -108,10 +108,11 @@ build=$1 out=$2
 bad=0
 t() { if (eval "$2"); then echo "  ok: $1"; else echo "  FAILED: $1"; bad=$((bad + 1)); fi; }
 unset LD_LIBRARY_PATH
+source scripts/lib/bed.sh
 # Open MPI's component folder is outside /usr/local; the bed overlays it too (scripts/lib/bed.sh),
 # so the link install.sh puts there never reaches the machine; what uninstall leaves is checked
 # from outside, after the bed.
-ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+ompi_dir=$(nb_ompi_component_dir)
 bash scripts/install.sh --build-dir "$build" > "$out/install.log" 2>&1
 rc=$?
 t "install to /usr/local" '[ $rc -eq 0 ] || { cat "$out/install.log"; false; }'
@@ -179,7 +180,7 @@ left=$(cd "$work/bed/usr-local" && find . -mindepth 1 \( ! -type d -o -type d ! 
 # The same for Open MPI's folder: nothing, except a whiteout (a character device) where the
 # machine's folder already held a name, which install.sh replaced and uninstall removed (a
 # component another install left there: the test does not depend on the machine being clean).
-ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+ompi_dir=$(nb_ompi_component_dir)
 if [ -d "$work/bed/ompi" ]; then
   left=$(cd "$work/bed/ompi" && find . -mindepth 1 ! \( -type c -exec sh -c 'test -e "$1" || test -L "$1"' - "$ompi_dir/{}" \; \) -print)
   [ -z "$left" ] && pass "Open MPI's folder: uninstall leaves nothing" || fail "Open MPI's folder: left: $left"

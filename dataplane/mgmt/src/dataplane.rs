@@ -50,7 +50,7 @@ pub trait Groups: Send + Sync {
     /// The group's completions and re-sends, if the dataplane counts per group.
     fn counts(&self, group: GroupId) -> Option<GroupCounts>;
     /// Every group's counts, indexed by group number (`0..capacity()`), if the dataplane counts
-    /// per group: what `stats` and the telemetry summary add up. One [`Groups::counts`] per
+    /// per group: what `stats` adds up. One [`Groups::counts`] per
     /// group unless the dataplane reads them all at once (the XDP switch: one map batch).
     fn all_counts(&self) -> Option<Vec<GroupCounts>> {
         (0..self.capacity())
