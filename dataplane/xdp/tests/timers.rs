@@ -350,10 +350,12 @@ impl barrier_xdp::timers::FrameSink for Kept {
 
 /// A timer record the ring had no room for (`timers_lost`) is not the end of the timer: the
 /// timer side, seeing the counter grow, reads the configured groups' states and arms what
-/// their phase needs. Here the ring fills while nothing consumes it (an intermediate's 32,768
-/// completions, each arming a re-send), the next completion's record is lost, and the re-send
-/// of that barrier's reduce must still go to the parent once the timer side runs. Without the
-/// rescan no timer exists for it and the barrier waits for the parent forever.
+/// their phase needs. Here the ring fills while nothing consumes it (an intermediate's 32,767
+/// completions, each arming a re-send); then two records are lost: the intermediate's next
+/// completion (its re-send) and a root's first arrival with `fail_after` set (its deadline).
+/// Once the timer side runs, the reduce must still be re-sent to the parent and the root must
+/// still declare its silent child failed. Without the rescan neither timer exists: the
+/// barrier waits for the parent, and the root for its child, forever.
 #[test]
 fn a_timer_record_lost_to_a_full_ring_is_armed_again_from_the_state() {
     let Some(ns) = common::bed("a_timer_record_lost_to_a_full_ring_is_armed_again_from_the_state")
@@ -370,13 +372,19 @@ fn a_timer_record_lost_to_a_full_ring_is_armed_again_from_the_state() {
             1_000_000,
         );
         sw.configure(group, &cfg).expect("configure");
-        let run = |port: PortIdx, ev: Event| {
+        // The root: children c0 and c1, a child declared failed 1 ms after the first arrival.
+        let root = GroupId(7);
+        let root_cfg = GroupConfig::root(PortSet::single(c0).union(PortSet::single(c1)))
+            .with_fail_after(1_000_000);
+        sw.configure(root, &root_cfg).expect("configure the root");
+        let run_in = |group: GroupId, port: PortIdx, ev: Event| {
             sw.run_frame(
                 &common::frame_for(group, ev, false),
                 ifindexes[usize::from(port.get())],
             )
             .expect("run");
         };
+        let run = |port: PortIdx, ev: Event| run_in(group, port, ev);
         let complete = |seq: u32| {
             for c in [c0, c1] {
                 run(
@@ -414,8 +422,21 @@ fn a_timer_record_lost_to_a_full_ring_is_armed_again_from_the_state() {
             }
         }
         complete(seq);
+        let lost_before_root = lost();
+        run_in(
+            root,
+            c0,
+            Event::Reduce {
+                port: c0,
+                epoch: root_cfg.epoch,
+                seq: Seq(0),
+            },
+        );
         let before = lost();
-        assert!(before >= 1);
+        assert!(
+            before > lost_before_root,
+            "the root's deadline record was not lost"
+        );
         assert_eq!(
             sw.state(group).expect("state").map(|s| (s.phase, s.seq)),
             Some((Phase::AwaitingRelease, Seq(seq)))
@@ -426,35 +447,48 @@ fn a_timer_record_lost_to_a_full_ring_is_armed_again_from_the_state() {
         let mut side = TimerSide::new(&sw, now_ns()).expect("timer side");
         let mut kept = Kept::default();
         let end = Instant::now() + Duration::from_secs(20);
-        let resent = loop {
-            side.poll(&sw, &mut kept, now_ns()).expect("poll");
-            let found = kept.0.iter().find(|(port, f)| {
+        let resent = |kept: &Kept| {
+            kept.0.iter().any(|(port, f)| {
                 *port == parent
+                    && f.group == group
                     && f.kind == Kind::Reduce
                     && f.seq == Seq(seq)
                     && f.flags.contains(Flags::RETRANSMIT)
-            });
-            if let Some(found) = found {
-                break Some(*found);
-            }
-            if Instant::now() > end {
-                break None;
-            }
-            std::thread::sleep(Duration::from_micros(200));
+            })
         };
-        assert!(
-            resent.is_some(),
-            "no re-send of barrier {seq}'s reduce after its timer record was lost \
-             ({before} lost; frames sent: {}, counters {:?})",
+        // The root's abort to both children (the deadline declared c1, which never reported).
+        let aborted = |kept: &Kept| {
+            [c0, c1].iter().all(|&c| {
+                kept.0.iter().any(|(port, f)| {
+                    *port == c && f.group == root && matches!(f.kind, Kind::Abort(_))
+                })
+            })
+        };
+        while !(resent(&kept) && aborted(&kept)) && Instant::now() < end {
+            side.poll(&sw, &mut kept, now_ns()).expect("poll");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let seen = format!(
+            "{before} lost; frames sent: {}, counters {:?}",
             kept.0.len(),
             side.counters
         );
         assert!(
-            kept.0.iter().all(|(_, f)| f.seq == Seq(seq)),
+            resent(&kept),
+            "no re-send of barrier {seq}'s reduce after its timer record was lost ({seen})"
+        );
+        assert!(
+            aborted(&kept),
+            "the root's deadline was lost with its record: no abort ({seen})"
+        );
+        assert!(
+            kept.0
+                .iter()
+                .all(|(_, f)| (f.group == group && f.seq == Seq(seq)) || f.group == root),
             "a released barrier's timer sent a frame"
         );
         assert_eq!(side.counters.loss_rescans, 1, "{:?}", side.counters);
-        assert_eq!(side.counters.rearmed_after_loss, 1, "{:?}", side.counters);
+        assert_eq!(side.counters.rearmed_after_loss, 2, "{:?}", side.counters);
     })
     .expect("enter the namespace");
 }
